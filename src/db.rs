@@ -1,0 +1,221 @@
+//! Opening the database: file creation (mode 0600), the connection pool, the
+//! per-connection PRAGMAs and the schema migrations. The one place that knows
+//! how SQLite is set up.
+
+use crate::error::{Error, Result};
+use r2d2::Pool;
+use r2d2_sqlite::SqliteConnectionManager;
+use rusqlite::{Connection, OpenFlags};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+mod embedded {
+    refinery::embed_migrations!("migrations");
+}
+
+/// The pool type every store function takes its connections from.
+pub type DbPool = Pool<SqliteConnectionManager>;
+
+/// How long a connection waits for another writer before giving up.
+/// `DLQ_BUSY_TIMEOUT_MS` overrides it (tests use a short one).
+pub fn busy_timeout() -> Duration {
+    std::env::var("DLQ_BUSY_TIMEOUT_MS")
+        .ok()
+        .and_then(|ms| ms.parse().ok())
+        .map(Duration::from_millis)
+        .unwrap_or(Duration::from_secs(30))
+}
+
+/// The schema version this build creates and understands.
+pub fn supported_schema_version() -> i64 {
+    embedded::migrations::runner()
+        .get_migrations()
+        .iter()
+        .map(|m| i64::from(m.version()))
+        .max()
+        .unwrap_or(0)
+}
+
+/// PRAGMAs every connection needs. They are per connection (foreign_keys,
+/// busy_timeout) or must run outside a transaction (journal_mode), which is
+/// why they live here and not in a migration.
+fn configure(conn: &mut Connection, read_only: bool) -> rusqlite::Result<()> {
+    conn.busy_timeout(busy_timeout())?;
+    if !read_only {
+        conn.pragma_update(None, "journal_mode", "WAL")?;
+        conn.pragma_update(None, "synchronous", "NORMAL")?;
+    }
+    conn.pragma_update(None, "foreign_keys", "ON")?;
+    conn.pragma_update(None, "temp_store", "MEMORY")?;
+    conn.pragma_update(None, "cache_size", -16_000)?;
+    Ok(())
+}
+
+/// Creates the database file (and its parent directories) with mode 0600, as
+/// item data and error logs can hold secrets. SQLite gives the -wal and -shm
+/// files the same mode as the database file.
+fn create_private_file(path: &Path) -> Result<()> {
+    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+        std::fs::create_dir_all(parent).map_err(|e| Error::io(parent, e))?;
+    }
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.mode(0o600);
+    }
+    match options.open(path) {
+        Ok(_) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+        Err(e) => Err(Error::io(path, e)),
+    }
+}
+
+/// Opens (creating if needed) the database at `path`, migrated to the
+/// current schema, behind a connection pool.
+pub fn open_pool(path: &Path) -> Result<DbPool> {
+    if path.is_dir() {
+        return Err(Error::Open {
+            path: path.to_path_buf(),
+            reason: "is a directory".to_string(),
+        });
+    }
+    if !path.exists() {
+        create_private_file(path)?;
+    }
+    // Configure and migrate on a connection of our own first, so a file that
+    // is not SQLite or a newer schema fails at once instead of inside the
+    // pool's retry loop.
+    let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    let mut conn = Connection::open_with_flags(path, flags).map_err(|e| open_error(path, e))?;
+    configure(&mut conn, false).map_err(|e| open_error(path, e))?;
+    migrate(&mut conn, path)?;
+    drop(conn);
+    let manager = SqliteConnectionManager::file(path)
+        .with_flags(flags)
+        .with_init(|conn| configure(conn, false));
+    Ok(Pool::builder()
+        .max_size(8)
+        .min_idle(Some(0))
+        .connection_timeout(busy_timeout() + Duration::from_secs(5))
+        .build_unchecked(manager))
+}
+
+/// Opens an existing database read-only (for ad-hoc queries). Refuses a
+/// database whose schema is newer than this build.
+pub fn open_read_only(path: &Path) -> Result<Connection> {
+    if !path.is_file() {
+        return Err(Error::Open {
+            path: path.to_path_buf(),
+            reason: "no such database file".to_string(),
+        });
+    }
+    let mut conn = Connection::open_with_flags(
+        path,
+        OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )
+    .map_err(|e| open_error(path, e))?;
+    configure(&mut conn, true).map_err(|e| open_error(path, e))?;
+    check_not_newer(&conn, path)?;
+    Ok(conn)
+}
+
+/// An in-memory database behind a pool of one connection (each SQLite
+/// in-memory connection is its own database). With `from`, it starts as a
+/// copy of that database file: a dry run works on the copy.
+pub fn open_memory_pool(from: Option<&Path>) -> Result<DbPool> {
+    let source = from.map(Path::to_path_buf);
+    let manager = SqliteConnectionManager::memory()
+        .with_flags(OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE | OpenFlags::SQLITE_OPEN_URI)
+        .with_init(move |conn| {
+            if let Some(source) = &source {
+                conn.restore(rusqlite::MAIN_DB, source, None::<fn(rusqlite::backup::Progress)>)?;
+            }
+            configure(conn, false)
+        });
+    let label = from.map(Path::to_path_buf).unwrap_or_else(|| PathBuf::from(":memory:"));
+    if let Some(source) = from {
+        // Surface a bad or too-new source here, not inside the pool.
+        open_read_only(source)?;
+    }
+    let pool = Pool::builder()
+        .max_size(1)
+        .connection_timeout(busy_timeout() + Duration::from_secs(5))
+        .build(manager)
+        .map_err(|e| open_error(&label, e))?;
+    let mut conn = pool.get().map_err(|e| open_error(&label, e))?;
+    migrate(&mut conn, &label)?;
+    drop(conn);
+    Ok(pool)
+}
+
+fn open_error(path: &Path, error: impl std::fmt::Display) -> Error {
+    let mut reason = error.to_string();
+    // r2d2 wraps the SQLite message; keep the part a person can act on.
+    if let Some(rest) = reason.strip_prefix("timed out waiting for connection: ") {
+        reason = rest.to_string();
+    }
+    Error::Open {
+        path: path.to_path_buf(),
+        reason,
+    }
+}
+
+/// The highest migration version recorded in the database, if any.
+pub fn applied_schema_version(conn: &Connection) -> Result<Option<i64>> {
+    let has_table: bool = conn.query_row(
+        "SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'refinery_schema_history')",
+        [],
+        |row| row.get(0),
+    )?;
+    if !has_table {
+        return Ok(None);
+    }
+    let version: Option<i64> = conn.query_row(
+        "SELECT MAX(CAST(version AS INTEGER)) FROM refinery_schema_history",
+        [],
+        |row| row.get(0),
+    )?;
+    Ok(version)
+}
+
+fn check_not_newer(conn: &Connection, path: &Path) -> Result<Option<i64>> {
+    let applied = applied_schema_version(conn).map_err(|e| open_error(path, e))?;
+    let supported = supported_schema_version();
+    match applied {
+        Some(found) if found > supported => Err(Error::SchemaTooNew {
+            path: path.to_path_buf(),
+            found,
+            supported,
+        }),
+        other => Ok(other),
+    }
+}
+
+/// Applies pending migrations. Two processes opening a new database at once
+/// may race here; the loser's transaction fails as busy and it retries, then
+/// finds nothing left to do.
+fn migrate(conn: &mut Connection, path: &Path) -> Result<()> {
+    let deadline = Instant::now() + busy_timeout();
+    loop {
+        if check_not_newer(conn, path)? == Some(supported_schema_version()) {
+            return Ok(());
+        }
+        match embedded::migrations::runner().set_grouped(true).run(conn) {
+            Ok(_) => return Ok(()),
+            Err(e) => {
+                let text = e.to_string();
+                let busy = text.contains("database is locked") || text.contains("busy");
+                if busy && Instant::now() < deadline {
+                    std::thread::sleep(Duration::from_millis(20));
+                    continue;
+                }
+                return Err(Error::Migration {
+                    path: path.to_path_buf(),
+                    reason: text,
+                });
+            }
+        }
+    }
+}

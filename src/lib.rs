@@ -1,0 +1,29 @@
+//! dlqlite: a dead letter queue engine on embedded SQLite.
+//!
+//! Work items that keep failing are kept in one SQLite database with their
+//! whole failure history, searchable with plain SQL, analysable, retryable,
+//! and never silently lost. The legacy per-item JSON layout is read
+//! losslessly by [`import`] and written back by [`export`].
+//!
+//! ```no_run
+//! use dlqlite::{Dlq, DeadLetteredItem};
+//! # fn main() -> dlqlite::Result<()> {
+//! let dlq = Dlq::open("dlq.db")?;
+//! let item = DeadLetteredItem::from_json_str(&std::fs::read_to_string("item.json").unwrap())?;
+//! dlq.add("mapreduce-20251123_194253", &item)?;
+//! let stats = dlq.job_stats("mapreduce-20251123_194253")?;
+//! println!("{} items", stats.total_items);
+//! # Ok(()) }
+//! ```
+
+pub mod classify;
+pub mod db;
+pub mod error;
+pub mod model;
+pub mod store;
+pub mod time;
+
+pub use error::{Error, Result};
+pub use model::{DeadLetteredItem, ErrorType, FailureDetail, WorktreeArtifacts};
+pub use store::{Dlq, ListFilter};
+pub use time::Timestamp;

@@ -1,0 +1,195 @@
+//! Maintenance writes: remove one item, clear a job, mark flags, capacity.
+//! Each leaves rows in `events`; nothing leaves the DLQ silently.
+
+use super::event_kinds;
+use super::query::resolve_job;
+use super::write::{default_capacity, EvictedItem};
+use super::Dlq;
+use crate::error::{Error, Result};
+use rusqlite::{params, OptionalExtension};
+use serde::Serialize;
+
+/// What `mark` should change; `None` leaves a flag as it is.
+#[derive(Clone, Debug, Default)]
+pub struct MarkRequest {
+    pub reprocess_eligible: Option<bool>,
+    pub manual_review_required: Option<bool>,
+}
+
+/// The capacity settings in force.
+#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+pub struct CapacityInfo {
+    /// The default for jobs without an override (0 = unlimited).
+    pub default_max_items: i64,
+    /// The job asked about, if any.
+    pub job_id: Option<String>,
+    /// That job's override, if it has one.
+    pub job_max_items: Option<i64>,
+    /// What applies to that job (or the default).
+    pub effective_max_items: i64,
+}
+
+impl Dlq {
+    /// Removes one item (recorded as a `removed` event).
+    pub fn remove(&self, job_id: Option<&str>, item_id: &str) -> Result<()> {
+        self.write(|tx| {
+            let job = match job_id {
+                Some(job) => job.to_string(),
+                None => resolve_job(tx.conn(), item_id)?,
+            };
+            let signature: Option<String> = tx
+                .conn()
+                .prepare_cached("DELETE FROM items WHERE job_id = ?1 AND item_id = ?2 RETURNING error_signature")?
+                .query_row(params![job, item_id], |row| row.get(0))
+                .optional()?;
+            let Some(signature) = signature else {
+                return Err(Error::ItemNotFound {
+                    job_id: Some(job),
+                    item_id: item_id.to_string(),
+                });
+            };
+            tx.event(
+                event_kinds::REMOVED,
+                Some(&job),
+                Some(item_id),
+                serde_json::json!({"error_signature": signature}),
+            )
+        })
+    }
+
+    /// Removes every item of a job, one `cleared` event per item. Returns how
+    /// many were removed. The job row (and its capacity) stays.
+    pub fn clear_job(&self, job_id: &str) -> Result<usize> {
+        self.write(|tx| {
+            let exists: bool = tx
+                .conn()
+                .prepare_cached("SELECT EXISTS (SELECT 1 FROM jobs WHERE job_id = ?1)")?
+                .query_row([job_id], |row| row.get(0))?;
+            if !exists {
+                return Err(Error::JobNotFound(job_id.to_string()));
+            }
+            tx.conn()
+                .prepare_cached(
+                    "INSERT INTO events (time, kind, job_id, item_id, detail)
+                     SELECT ?1, ?2, job_id, item_id,
+                         json_object('error_signature', error_signature, 'last_attempt', last_attempt)
+                     FROM items WHERE job_id = ?3",
+                )?
+                .execute(params![tx.now(), event_kinds::CLEARED, job_id])?;
+            let removed = tx
+                .conn()
+                .prepare_cached("DELETE FROM items WHERE job_id = ?1")?
+                .execute([job_id])?;
+            Ok(removed)
+        })
+    }
+
+    /// Sets flags by hand. A flag set here survives later merges until it is
+    /// marked again.
+    pub fn mark(&self, job_id: Option<&str>, item_id: &str, request: &MarkRequest) -> Result<()> {
+        if request.reprocess_eligible.is_none() && request.manual_review_required.is_none() {
+            return Err(Error::invalid_argument("mark", "nothing to change"));
+        }
+        self.write(|tx| {
+            let job = match job_id {
+                Some(job) => job.to_string(),
+                None => resolve_job(tx.conn(), item_id)?,
+            };
+            let changed = tx
+                .conn()
+                .prepare_cached(
+                    "UPDATE items SET
+                         reprocess_eligible = COALESCE(?3, reprocess_eligible),
+                         reprocess_eligible_marked = CASE WHEN ?3 IS NULL THEN reprocess_eligible_marked ELSE 1 END,
+                         manual_review_required = COALESCE(?4, manual_review_required),
+                         manual_review_required_marked = CASE WHEN ?4 IS NULL THEN manual_review_required_marked ELSE 1 END
+                     WHERE job_id = ?1 AND item_id = ?2",
+                )?
+                .execute(params![job, item_id, request.reprocess_eligible, request.manual_review_required])?;
+            if changed == 0 {
+                return Err(Error::ItemNotFound {
+                    job_id: Some(job),
+                    item_id: item_id.to_string(),
+                });
+            }
+            tx.event(
+                event_kinds::MARKED,
+                Some(&job),
+                Some(item_id),
+                serde_json::json!({
+                    "reprocess_eligible": request.reprocess_eligible,
+                    "manual_review_required": request.manual_review_required,
+                }),
+            )
+        })
+    }
+
+    /// The capacity for a job, or the default.
+    pub fn capacity(&self, job_id: Option<&str>) -> Result<CapacityInfo> {
+        let conn = self.conn()?;
+        let default = default_capacity(&conn)?;
+        let job_max = match job_id {
+            None => None,
+            Some(job) => conn
+                .prepare_cached("SELECT max_items FROM jobs WHERE job_id = ?1")?
+                .query_row([job], |row| row.get::<_, Option<i64>>(0))
+                .optional()?
+                .ok_or_else(|| Error::JobNotFound(job.to_string()))?,
+        };
+        Ok(CapacityInfo {
+            default_max_items: default,
+            job_id: job_id.map(str::to_string),
+            job_max_items: job_max,
+            effective_max_items: job_max.unwrap_or(default),
+        })
+    }
+
+    /// Sets the default capacity (`job_id` None) or one job's override
+    /// (`max_items` None removes the override). Jobs over their new capacity
+    /// are trimmed at once; the evictions are returned and in `events`.
+    pub fn set_capacity(&self, job_id: Option<&str>, max_items: Option<i64>) -> Result<Vec<EvictedItem>> {
+        if let Some(n) = max_items {
+            if n < 0 {
+                return Err(Error::invalid_argument("capacity", format!("{n} is negative (0 means unlimited)")));
+            }
+        }
+        self.write(|tx| {
+            let jobs: Vec<String> = match job_id {
+                Some(job) => {
+                    let changed = tx
+                        .conn()
+                        .prepare_cached("UPDATE jobs SET max_items = ?2 WHERE job_id = ?1")?
+                        .execute(params![job, max_items])?;
+                    if changed == 0 {
+                        return Err(Error::JobNotFound(job.to_string()));
+                    }
+                    vec![job.to_string()]
+                }
+                None => {
+                    let Some(n) = max_items else {
+                        return Err(Error::invalid_argument("capacity", "the default needs a number"));
+                    };
+                    tx.conn()
+                        .prepare_cached("UPDATE settings SET value = ?1 WHERE key = 'default_max_items'")?
+                        .execute([n.to_string()])?;
+                    tx.reload_default_capacity()?;
+                    tx.conn()
+                        .prepare_cached("SELECT job_id FROM jobs WHERE max_items IS NULL ORDER BY job_id")?
+                        .query_map([], |row| row.get(0))?
+                        .collect::<rusqlite::Result<Vec<_>>>()?
+                }
+            };
+            tx.event(
+                event_kinds::CAPACITY,
+                job_id,
+                None,
+                serde_json::json!({"max_items": max_items}),
+            )?;
+            let mut evicted = Vec::new();
+            for job in jobs {
+                evicted.extend(tx.enforce_capacity(&job)?);
+            }
+            Ok(evicted)
+        })
+    }
+}

@@ -1,0 +1,128 @@
+//! The dead-letter store: the `Dlq` handle and all SQL, grouped by concern —
+//! `rows` (reading and writing one item's rows), `write` (add, merge and
+//! capacity eviction), `query` (get, list, jobs, stats) and `maintenance`
+//! (remove, clear, mark, capacity). Every write runs in one IMMEDIATE
+//! transaction, so concurrent writers wait for each other instead of failing.
+
+mod maintenance;
+mod query;
+mod rows;
+mod write;
+
+pub use maintenance::{CapacityInfo, MarkRequest};
+pub use query::{DbInfo, ItemIter, ItemSummary, JobInfo, ListFilter, Page, PageCursor, Stats, SummaryIter};
+pub use write::{AddOutcome, AddReport, EvictedItem, WriteTx};
+
+use crate::db::{self, DbPool};
+use crate::error::Result;
+use crate::time::Timestamp;
+use rusqlite::TransactionBehavior;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// Where the current time comes from (tests inject a fixed clock).
+pub type Clock = Arc<dyn Fn() -> Timestamp + Send + Sync>;
+
+/// A handle on one dead-letter database. Cheap to clone and safe to share
+/// across threads: clones share one connection pool.
+#[derive(Clone)]
+pub struct Dlq {
+    pool: DbPool,
+    path: Option<PathBuf>,
+    clock: Clock,
+}
+
+impl std::fmt::Debug for Dlq {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Dlq").field("path", &self.path).finish()
+    }
+}
+
+/// Event kinds written to the `events` table.
+pub mod event_kinds {
+    pub const ADDED: &str = "added";
+    pub const MERGED: &str = "merged";
+    pub const REMOVED: &str = "removed";
+    pub const EVICTED: &str = "evicted";
+    pub const PURGED: &str = "purged";
+    pub const CLEARED: &str = "cleared";
+    pub const IMPORTED: &str = "imported";
+    pub const MARKED: &str = "marked";
+    pub const CAPACITY: &str = "capacity_set";
+}
+
+impl Dlq {
+    /// Opens (creating and migrating as needed) the database at `path`.
+    pub fn open(path: impl AsRef<Path>) -> Result<Self> {
+        let path = path.as_ref();
+        Ok(Dlq {
+            pool: db::open_pool(path)?,
+            path: Some(path.to_path_buf()),
+            clock: Arc::new(Timestamp::now),
+        })
+    }
+
+    /// A fresh database in memory (tests, dry runs, embedding).
+    pub fn open_in_memory() -> Result<Self> {
+        Ok(Dlq {
+            pool: db::open_memory_pool(None)?,
+            path: None,
+            clock: Arc::new(Timestamp::now),
+        })
+    }
+
+    /// An in-memory copy of the database at `path`: changes are never written
+    /// back. This is how `--dry-run` works.
+    pub fn open_scratch_copy(path: impl AsRef<Path>) -> Result<Self> {
+        let path = path.as_ref();
+        let pool = if path.exists() {
+            db::open_memory_pool(Some(path))?
+        } else {
+            db::open_memory_pool(None)?
+        };
+        Ok(Dlq {
+            pool,
+            path: None,
+            clock: Arc::new(Timestamp::now),
+        })
+    }
+
+    /// The same handle with another clock (for age-based operations in tests).
+    pub fn with_clock(mut self, clock: Clock) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// The database file, or `None` in memory.
+    pub fn path(&self) -> Option<&Path> {
+        self.path.as_deref()
+    }
+
+    /// The current time by this handle's clock.
+    pub fn now(&self) -> Timestamp {
+        (self.clock)()
+    }
+
+    /// Runs `f` in one write transaction (BEGIN IMMEDIATE) and commits it when
+    /// `f` returns Ok; any error rolls everything back.
+    pub fn write<T>(&self, f: impl FnOnce(&mut WriteTx<'_>) -> Result<T>) -> Result<T> {
+        let mut conn = self.pool.get()?;
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let value = {
+            let mut writer = WriteTx::new(&tx, self.now())?;
+            f(&mut writer)?
+        };
+        tx.commit()?;
+        Ok(value)
+    }
+
+    /// Adds one item to a job: inserts it, or merges it into the copy already
+    /// there. Capacity is enforced in the same transaction.
+    pub fn add(&self, job_id: &str, item: &crate::model::DeadLetteredItem) -> Result<AddReport> {
+        self.write(|tx| tx.add(job_id, None, item))
+    }
+
+    fn conn(&self) -> Result<r2d2::PooledConnection<r2d2_sqlite::SqliteConnectionManager>> {
+        Ok(self.pool.get()?)
+    }
+}

@@ -1,0 +1,470 @@
+//! Read queries: one item, filtered listings with keyset paging (streamed a
+//! page at a time, never collected whole), jobs, stats and database facts.
+
+use super::rows::{self, StoredItem};
+use super::Dlq;
+use crate::error::{Error, Result};
+use crate::model::DeadLetteredItem;
+use crate::time::Timestamp;
+use rusqlite::types::Value;
+use rusqlite::{params, params_from_iter, Connection, OptionalExtension};
+use serde::Serialize;
+use std::collections::{BTreeMap, VecDeque};
+
+/// Which items a listing, export or purge takes. Empty means all.
+#[derive(Clone, Debug, Default)]
+pub struct ListFilter {
+    pub job_id: Option<String>,
+    /// Only items whose reprocess_eligible is this.
+    pub eligible: Option<bool>,
+    /// Only items whose manual_review_required is this.
+    pub manual_review: Option<bool>,
+    /// Only items with an attempt of this error type.
+    pub error_type: Option<String>,
+    pub error_signature: Option<String>,
+    /// Only items whose last_attempt is at or after this.
+    pub since: Option<Timestamp>,
+    /// Only items whose last_attempt is before this.
+    pub until: Option<Timestamp>,
+}
+
+/// Where the next page starts: after this (last_attempt, row key).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PageCursor {
+    pub last_attempt: String,
+    pub key: i64,
+}
+
+/// One page of a listing, newest last_attempt first.
+#[derive(Clone, Debug)]
+pub struct Page<T> {
+    pub items: Vec<T>,
+    pub next: Option<PageCursor>,
+}
+
+/// One row of a listing: the columns of the `item_summary` view.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct ItemSummary {
+    pub job_id: String,
+    pub item_id: String,
+    pub failure_count: u32,
+    pub first_attempt: Timestamp,
+    pub last_attempt: Timestamp,
+    pub error_signature: String,
+    pub reprocess_eligible: bool,
+    pub manual_review_required: bool,
+    pub worktree_path: Option<String>,
+    pub error_type: Option<String>,
+    pub exit_code: Option<i64>,
+    pub error_message: Option<String>,
+}
+
+/// One job and its counters.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct JobInfo {
+    pub job_id: String,
+    pub repo: Option<String>,
+    pub created_at: Timestamp,
+    pub updated_at: Timestamp,
+    /// The job's own capacity, when it overrides the default.
+    pub max_items: Option<i64>,
+    pub item_count: i64,
+    pub eligible_count: i64,
+    pub manual_review_count: i64,
+}
+
+/// The legacy DLQ statistics.
+#[derive(Clone, Debug, Default, Serialize, PartialEq)]
+pub struct Stats {
+    pub total_items: i64,
+    pub eligible_for_reprocess: i64,
+    pub requiring_manual_review: i64,
+    /// The earliest first_attempt.
+    pub oldest_item: Option<Timestamp>,
+    /// The latest last_attempt.
+    pub newest_item: Option<Timestamp>,
+    /// Items per error signature.
+    pub error_categories: BTreeMap<String, i64>,
+    /// Sum of failure_count (for averages; not a legacy key).
+    #[serde(skip)]
+    pub failure_count_sum: i64,
+}
+
+impl Stats {
+    fn absorb(&mut self, other: &Stats) {
+        self.total_items += other.total_items;
+        self.eligible_for_reprocess += other.eligible_for_reprocess;
+        self.requiring_manual_review += other.requiring_manual_review;
+        self.failure_count_sum += other.failure_count_sum;
+        self.oldest_item = min_opt(self.oldest_item, other.oldest_item);
+        self.newest_item = self.newest_item.max(other.newest_item);
+        for (signature, count) in &other.error_categories {
+            *self.error_categories.entry(signature.clone()).or_insert(0) += count;
+        }
+    }
+}
+
+fn min_opt(a: Option<Timestamp>, b: Option<Timestamp>) -> Option<Timestamp> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, None) => a,
+        (None, b) => b,
+    }
+}
+
+/// Facts about the database file (`dlq db`).
+#[derive(Clone, Debug, Serialize)]
+pub struct DbInfo {
+    pub path: Option<String>,
+    pub schema_version: Option<i64>,
+    pub supported_schema_version: i64,
+    pub jobs: i64,
+    pub items: i64,
+    pub failure_history: i64,
+    pub worktree_artifacts: i64,
+    pub events: i64,
+    pub size_bytes: i64,
+}
+
+impl ListFilter {
+    /// Appends this filter's conditions on `items AS i` to `sql`, with their
+    /// values to `values`. Only fixed SQL text is appended; every value is a
+    /// parameter.
+    pub(super) fn push_conditions(&self, sql: &mut String, values: &mut Vec<Value>) {
+        if let Some(job) = &self.job_id {
+            sql.push_str(" AND i.job_id = ?");
+            values.push(Value::Text(job.clone()));
+        }
+        if let Some(eligible) = self.eligible {
+            sql.push_str(" AND i.reprocess_eligible = ?");
+            values.push(Value::Integer(i64::from(eligible)));
+        }
+        if let Some(manual) = self.manual_review {
+            sql.push_str(" AND i.manual_review_required = ?");
+            values.push(Value::Integer(i64::from(manual)));
+        }
+        if let Some(error_type) = &self.error_type {
+            sql.push_str(" AND EXISTS (SELECT 1 FROM failure_history f WHERE f.item_key = i.id AND f.error_type = ?)");
+            values.push(Value::Text(error_type.clone()));
+        }
+        if let Some(signature) = &self.error_signature {
+            sql.push_str(" AND i.error_signature = ?");
+            values.push(Value::Text(signature.clone()));
+        }
+        if let Some(since) = self.since {
+            sql.push_str(" AND i.last_attempt >= ?");
+            values.push(Value::Text(since.to_storage()));
+        }
+        if let Some(until) = self.until {
+            sql.push_str(" AND i.last_attempt < ?");
+            values.push(Value::Text(until.to_storage()));
+        }
+    }
+}
+
+const SUMMARY_COLUMNS: &str = "i.id, i.job_id, i.item_id, i.failure_count, i.first_attempt, i.last_attempt,
+    i.error_signature, i.reprocess_eligible, i.manual_review_required,
+    (SELECT w.worktree_path FROM worktree_artifacts w WHERE w.item_key = i.id),
+    f.error_type, f.exit_code, f.error_message";
+
+const LAST_FAILURE_JOIN: &str = "LEFT JOIN failure_history f ON f.id = (
+    SELECT l.id FROM failure_history l WHERE l.item_key = i.id
+    ORDER BY l.attempt_number DESC, l.timestamp DESC LIMIT 1)";
+
+fn page_query(filter: &ListFilter, after: Option<&PageCursor>, limit: usize, columns: &str, join: &str) -> (String, Vec<Value>) {
+    let mut sql = format!("SELECT {columns} FROM items i {join} WHERE 1 = 1");
+    let mut values = Vec::new();
+    filter.push_conditions(&mut sql, &mut values);
+    if let Some(cursor) = after {
+        sql.push_str(" AND (i.last_attempt < ? OR (i.last_attempt = ? AND i.id < ?))");
+        values.push(Value::Text(cursor.last_attempt.clone()));
+        values.push(Value::Text(cursor.last_attempt.clone()));
+        values.push(Value::Integer(cursor.key));
+    }
+    sql.push_str(" ORDER BY i.last_attempt DESC, i.id DESC LIMIT ?");
+    values.push(Value::Integer(i64::try_from(limit).unwrap_or(i64::MAX)));
+    (sql, values)
+}
+
+fn cursor_of(last_attempt: &Timestamp, key: i64) -> PageCursor {
+    PageCursor {
+        last_attempt: last_attempt.to_storage(),
+        key,
+    }
+}
+
+impl Dlq {
+    /// One item, whole. Without a job, the id must be unique across jobs.
+    pub fn get(&self, job_id: Option<&str>, item_id: &str) -> Result<DeadLetteredItem> {
+        let conn = self.conn()?;
+        let job = match job_id {
+            Some(job) => job.to_string(),
+            None => resolve_job(&conn, item_id)?,
+        };
+        rows::load_item(&conn, &job, item_id)?
+            .map(|stored| stored.item)
+            .ok_or_else(|| Error::ItemNotFound {
+                job_id: Some(job),
+                item_id: item_id.to_string(),
+            })
+    }
+
+    /// One page of summaries, newest last_attempt first.
+    pub fn list_page(&self, filter: &ListFilter, after: Option<&PageCursor>, limit: usize) -> Result<Page<ItemSummary>> {
+        let conn = self.conn()?;
+        let (sql, values) = page_query(filter, after, limit, SUMMARY_COLUMNS, LAST_FAILURE_JOIN);
+        let mut stmt = conn.prepare_cached(&sql)?;
+        let mut keys = Vec::new();
+        let items = stmt
+            .query_map(params_from_iter(values), |row| {
+                keys.push(row.get::<_, i64>(0)?);
+                Ok(ItemSummary {
+                    job_id: row.get(1)?,
+                    item_id: row.get(2)?,
+                    failure_count: row.get(3)?,
+                    first_attempt: row.get(4)?,
+                    last_attempt: row.get(5)?,
+                    error_signature: row.get(6)?,
+                    reprocess_eligible: row.get(7)?,
+                    manual_review_required: row.get(8)?,
+                    worktree_path: row.get(9)?,
+                    error_type: row.get(10)?,
+                    exit_code: row.get(11)?,
+                    error_message: row.get(12)?,
+                })
+            })?
+            .collect::<rusqlite::Result<Vec<_>>>()?;
+        let next = match (items.last(), keys.last()) {
+            (Some(last), Some(key)) if items.len() == limit => Some(cursor_of(&last.last_attempt, *key)),
+            _ => None,
+        };
+        Ok(Page { items, next })
+    }
+
+    /// All matching summaries, fetched a page at a time.
+    pub fn list(&self, filter: ListFilter) -> SummaryIter {
+        SummaryIter {
+            pager: Pager::new(self.clone(), filter),
+        }
+    }
+
+    /// All matching items, whole, fetched a page at a time (for export).
+    pub fn items(&self, filter: ListFilter) -> ItemIter {
+        ItemIter {
+            pager: Pager::new(self.clone(), filter),
+        }
+    }
+
+    /// Row keys and whole items for one page (used by [`ItemIter`]).
+    fn item_page(&self, filter: &ListFilter, after: Option<&PageCursor>, limit: usize) -> Result<Page<DeadLetteredItem>> {
+        let conn = self.conn()?;
+        let (sql, values) = page_query(filter, after, limit, "i.id, i.last_attempt", "");
+        let keys = conn
+            .prepare_cached(&sql)?
+            .query_map(params_from_iter(values), |row| Ok((row.get::<_, i64>(0)?, row.get::<_, Timestamp>(1)?)))?
+            .collect::<rusqlite::Result<Vec<_>>>()?;
+        let next = match keys.last() {
+            Some((key, last)) if keys.len() == limit => Some(cursor_of(last, *key)),
+            _ => None,
+        };
+        let mut items = Vec::with_capacity(keys.len());
+        for (key, _) in keys {
+            // An item deleted between the two queries is simply skipped.
+            if let Some(StoredItem { item, .. }) = rows::load_item_by_key(&conn, key)? {
+                items.push(item);
+            }
+        }
+        Ok(Page { items, next })
+    }
+
+    /// Every job, by job_id.
+    pub fn jobs(&self) -> Result<Vec<JobInfo>> {
+        let conn = self.conn()?;
+        let mut stmt = conn.prepare_cached(
+            "SELECT job_id, repo, created_at, updated_at, max_items, item_count, eligible_count,
+                 manual_review_count
+             FROM jobs ORDER BY job_id",
+        )?;
+        let jobs = stmt
+            .query_map([], |row| {
+                Ok(JobInfo {
+                    job_id: row.get(0)?,
+                    repo: row.get(1)?,
+                    created_at: row.get(2)?,
+                    updated_at: row.get(3)?,
+                    max_items: row.get(4)?,
+                    item_count: row.get(5)?,
+                    eligible_count: row.get(6)?,
+                    manual_review_count: row.get(7)?,
+                })
+            })?
+            .collect::<rusqlite::Result<Vec<_>>>()?;
+        Ok(jobs)
+    }
+
+    /// Statistics of one job (an error if it does not exist).
+    pub fn job_stats(&self, job_id: &str) -> Result<Stats> {
+        let conn = self.conn()?;
+        job_stats(&conn, job_id)?.ok_or_else(|| Error::JobNotFound(job_id.to_string()))
+    }
+
+    /// Statistics over all jobs, and per job.
+    pub fn stats(&self) -> Result<(Stats, BTreeMap<String, Stats>)> {
+        let conn = self.conn()?;
+        let job_ids = conn
+            .prepare_cached("SELECT job_id FROM jobs ORDER BY job_id")?
+            .query_map([], |row| row.get::<_, String>(0))?
+            .collect::<rusqlite::Result<Vec<_>>>()?;
+        let mut total = Stats::default();
+        let mut per_job = BTreeMap::new();
+        for job in job_ids {
+            if let Some(stats) = job_stats(&conn, &job)? {
+                total.absorb(&stats);
+                per_job.insert(job, stats);
+            }
+        }
+        Ok((total, per_job))
+    }
+
+    /// Facts about the database.
+    pub fn db_info(&self) -> Result<DbInfo> {
+        let conn = self.conn()?;
+        let count = |table: &str| -> Result<i64> {
+            // Table names come from the fixed list below, never from input.
+            Ok(conn.query_row(&format!("SELECT COUNT(*) FROM {table}"), [], |row| row.get(0))?)
+        };
+        let page_count: i64 = conn.query_row("PRAGMA page_count", [], |row| row.get(0))?;
+        let page_size: i64 = conn.query_row("PRAGMA page_size", [], |row| row.get(0))?;
+        Ok(DbInfo {
+            path: self.path().map(|p| p.display().to_string()),
+            schema_version: crate::db::applied_schema_version(&conn)?,
+            supported_schema_version: crate::db::supported_schema_version(),
+            jobs: count("jobs")?,
+            items: count("items")?,
+            failure_history: count("failure_history")?,
+            worktree_artifacts: count("worktree_artifacts")?,
+            events: count("events")?,
+            size_bytes: page_count * page_size,
+        })
+    }
+}
+
+/// The only job holding `item_id`, or an error naming them all.
+pub(super) fn resolve_job(conn: &Connection, item_id: &str) -> Result<String> {
+    let jobs = conn
+        .prepare_cached("SELECT job_id FROM items WHERE item_id = ?1 ORDER BY job_id")?
+        .query_map([item_id], |row| row.get::<_, String>(0))?
+        .collect::<rusqlite::Result<Vec<_>>>()?;
+    match jobs.len() {
+        0 => Err(Error::ItemNotFound {
+            job_id: None,
+            item_id: item_id.to_string(),
+        }),
+        1 => Ok(jobs.into_iter().next().unwrap_or_default()),
+        _ => Err(Error::AmbiguousItem {
+            item_id: item_id.to_string(),
+            jobs,
+        }),
+    }
+}
+
+fn job_stats(conn: &Connection, job_id: &str) -> Result<Option<Stats>> {
+    let counters: Option<(i64, i64, i64, i64)> = conn
+        .prepare_cached(
+            "SELECT item_count, eligible_count, manual_review_count, failure_count_sum
+             FROM jobs WHERE job_id = ?1",
+        )?
+        .query_row([job_id], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?)))
+        .optional()?;
+    let Some((total, eligible, manual, failure_sum)) = counters else {
+        return Ok(None);
+    };
+    let oldest: Option<Timestamp> = conn
+        .prepare_cached("SELECT MIN(first_attempt) FROM items WHERE job_id = ?1")?
+        .query_row([job_id], |row| row.get(0))?;
+    let newest: Option<Timestamp> = conn
+        .prepare_cached("SELECT MAX(last_attempt) FROM items WHERE job_id = ?1")?
+        .query_row([job_id], |row| row.get(0))?;
+    let error_categories = conn
+        .prepare_cached("SELECT error_signature, item_count FROM signature_counts WHERE job_id = ?1")?
+        .query_map(params![job_id], |row| Ok((row.get::<_, String>(0)?, row.get::<_, i64>(1)?)))?
+        .collect::<rusqlite::Result<BTreeMap<_, _>>>()?;
+    Ok(Some(Stats {
+        total_items: total,
+        eligible_for_reprocess: eligible,
+        requiring_manual_review: manual,
+        oldest_item: oldest,
+        newest_item: newest,
+        error_categories,
+        failure_count_sum: failure_sum,
+    }))
+}
+
+/// Walks a filtered listing a page at a time.
+struct Pager<T> {
+    dlq: Dlq,
+    filter: ListFilter,
+    buffer: VecDeque<T>,
+    cursor: Option<PageCursor>,
+    done: bool,
+}
+
+const PAGE_SIZE: usize = 256;
+
+impl<T> Pager<T> {
+    fn new(dlq: Dlq, filter: ListFilter) -> Self {
+        Pager {
+            dlq,
+            filter,
+            buffer: VecDeque::new(),
+            cursor: None,
+            done: false,
+        }
+    }
+
+    fn next_with(&mut self, fetch: impl Fn(&Dlq, &ListFilter, Option<&PageCursor>, usize) -> Result<Page<T>>) -> Option<Result<T>> {
+        loop {
+            if let Some(item) = self.buffer.pop_front() {
+                return Some(Ok(item));
+            }
+            if self.done {
+                return None;
+            }
+            match fetch(&self.dlq, &self.filter, self.cursor.as_ref(), PAGE_SIZE) {
+                Ok(page) => {
+                    self.done = page.next.is_none();
+                    self.cursor = page.next;
+                    self.buffer.extend(page.items);
+                }
+                Err(e) => {
+                    self.done = true;
+                    return Some(Err(e));
+                }
+            }
+        }
+    }
+}
+
+/// Streams item summaries; see [`Dlq::list`].
+pub struct SummaryIter {
+    pager: Pager<ItemSummary>,
+}
+
+impl Iterator for SummaryIter {
+    type Item = Result<ItemSummary>;
+    fn next(&mut self) -> Option<Self::Item> {
+        self.pager.next_with(Dlq::list_page)
+    }
+}
+
+/// Streams whole items; see [`Dlq::items`].
+pub struct ItemIter {
+    pager: Pager<DeadLetteredItem>,
+}
+
+impl Iterator for ItemIter {
+    type Item = Result<DeadLetteredItem>;
+    fn next(&mut self) -> Option<Self::Item> {
+        self.pager.next_with(Dlq::item_page)
+    }
+}

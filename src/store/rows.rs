@@ -1,0 +1,363 @@
+//! One item's rows: writing a `DeadLetteredItem` into `items`,
+//! `failure_history` and `worktree_artifacts`, and reading it back whole.
+//! Reading what was written gives the item's normalised form exactly.
+
+use crate::error::{Error, Result};
+use crate::model::{DeadLetteredItem, ErrorType, Extra, FailureDetail, MarkedFlags, Omitted, WorktreeArtifacts};
+use crate::time::Timestamp;
+use rusqlite::{params, Connection, OptionalExtension, Row};
+use serde_json::value::RawValue;
+
+/// An item as stored, with its row key and the flags a person marked.
+pub struct StoredItem {
+    pub key: i64,
+    pub item: DeadLetteredItem,
+    pub marked: MarkedFlags,
+}
+
+const WORKTREE_ARTIFACTS: &str = "worktree_artifacts";
+const ARTIFACT_PREFIX: &str = "worktree_artifacts.";
+
+fn extra_json(extra: &Extra) -> Result<Option<String>> {
+    if extra.is_empty() {
+        Ok(None)
+    } else {
+        Ok(Some(serde_json::to_string(extra)?))
+    }
+}
+
+fn parse_extra(text: Option<String>, context: &str) -> Result<Extra> {
+    match text {
+        None => Ok(Extra::new()),
+        Some(text) => serde_json::from_str(&text)
+            .map_err(|e| Error::invalid_item(context, format!("bad extra column: {e}"))),
+    }
+}
+
+/// The item-level omitted_fields column: NULL when the item has the current
+/// writer's shape.
+fn item_omitted_json(item: &DeadLetteredItem) -> Result<Option<String>> {
+    let mut names: Vec<String> = Vec::new();
+    if item.worktree_artifacts.is_none() && item.worktree_artifacts_absent {
+        names.push(WORKTREE_ARTIFACTS.to_string());
+    }
+    if let Some(artifacts) = &item.worktree_artifacts {
+        for name in artifacts.effective_omitted().names() {
+            names.push(format!("{ARTIFACT_PREFIX}{name}"));
+        }
+    }
+    if names.is_empty() {
+        Ok(None)
+    } else {
+        Ok(Some(serde_json::to_string(&names)?))
+    }
+}
+
+fn failure_omitted_json(detail: &FailureDetail) -> Result<Option<String>> {
+    let effective = detail.effective_omitted();
+    if effective == detail.writer_omitted() {
+        Ok(None)
+    } else {
+        Ok(Some(serde_json::to_string(&effective.names())?))
+    }
+}
+
+fn parse_names(text: &str, context: &str) -> Result<Vec<String>> {
+    serde_json::from_str(text)
+        .map_err(|e| Error::invalid_item(context, format!("bad omitted_fields column: {e}")))
+}
+
+/// Inserts a new item row; `None` when (job_id, item_id) already exists.
+pub fn insert_item_row(conn: &Connection, job_id: &str, item: &DeadLetteredItem) -> Result<Option<i64>> {
+    let mut stmt = conn.prepare_cached(
+        "INSERT INTO items (job_id, item_id, item_data, first_attempt, last_attempt, failure_count,
+             error_signature, reprocess_eligible, manual_review_required, extra, omitted_fields)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)
+         ON CONFLICT (job_id, item_id) DO NOTHING
+         RETURNING id",
+    )?;
+    let key = stmt
+        .query_row(
+            params![
+                job_id,
+                item.item_id,
+                item.item_data.get(),
+                item.first_attempt,
+                item.last_attempt,
+                item.failure_count,
+                item.error_signature,
+                item.reprocess_eligible,
+                item.manual_review_required,
+                extra_json(&item.extra)?,
+                item_omitted_json(item)?,
+            ],
+            |row| row.get(0),
+        )
+        .optional()?;
+    Ok(key)
+}
+
+/// Rewrites the item row's own columns (not its history or artifacts).
+pub fn update_item_row(conn: &Connection, key: i64, item: &DeadLetteredItem) -> Result<()> {
+    let mut stmt = conn.prepare_cached(
+        "UPDATE items SET item_data = ?2, first_attempt = ?3, last_attempt = ?4, failure_count = ?5,
+             error_signature = ?6, reprocess_eligible = ?7, manual_review_required = ?8,
+             extra = ?9, omitted_fields = ?10
+         WHERE id = ?1",
+    )?;
+    stmt.execute(params![
+        key,
+        item.item_data.get(),
+        item.first_attempt,
+        item.last_attempt,
+        item.failure_count,
+        item.error_signature,
+        item.reprocess_eligible,
+        item.manual_review_required,
+        extra_json(&item.extra)?,
+        item_omitted_json(item)?,
+    ])?;
+    Ok(())
+}
+
+/// Inserts attempts; an attempt already stored (same attempt_number and
+/// timestamp) is left as it is. Returns how many were new.
+pub fn insert_history(conn: &Connection, key: i64, history: &[FailureDetail]) -> Result<usize> {
+    let mut stmt = conn.prepare_cached(
+        "INSERT INTO failure_history (item_key, attempt_number, timestamp, error_type, exit_code,
+             error_type_json, error_message, error_context, stack_trace, agent_id, step_failed,
+             duration_ms, json_log_location, extra, omitted_fields)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)
+         ON CONFLICT (item_key, attempt_number, timestamp) DO NOTHING",
+    )?;
+    let mut added = 0;
+    for detail in history {
+        let context = match &detail.error_context {
+            Some(lines) => Some(serde_json::to_string(lines)?),
+            None => None,
+        };
+        let duration = i64::try_from(detail.duration_ms).unwrap_or(i64::MAX);
+        added += stmt.execute(params![
+            key,
+            detail.attempt_number,
+            detail.timestamp,
+            detail.error_type.name,
+            detail.error_type.exit_code,
+            detail.error_type.raw.as_ref().map(|raw| raw.get()),
+            detail.error_message,
+            context,
+            detail.stack_trace,
+            detail.agent_id,
+            detail.step_failed,
+            duration,
+            detail.json_log_location,
+            extra_json(&detail.extra)?,
+            failure_omitted_json(detail)?,
+        ])?;
+    }
+    Ok(added)
+}
+
+/// Replaces the item's artifacts row with `artifacts` (or removes it).
+pub fn write_artifacts(conn: &Connection, key: i64, artifacts: Option<&WorktreeArtifacts>, replace: bool) -> Result<()> {
+    if replace {
+        conn.prepare_cached("DELETE FROM worktree_artifacts WHERE item_key = ?1")?
+            .execute([key])?;
+    }
+    if let Some(artifacts) = artifacts {
+        conn.prepare_cached(
+            "INSERT INTO worktree_artifacts (item_key, worktree_path, branch_name,
+                 uncommitted_changes, error_logs, extra)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+        )?
+        .execute(params![
+            key,
+            artifacts.worktree_path,
+            artifacts.branch_name,
+            artifacts.uncommitted_changes,
+            artifacts.error_logs,
+            extra_json(&artifacts.extra)?,
+        ])?;
+    }
+    Ok(())
+}
+
+/// Writes a whole new item (row, history, artifacts); `None` if it exists.
+pub fn insert_item(conn: &Connection, job_id: &str, item: &DeadLetteredItem) -> Result<Option<i64>> {
+    let Some(key) = insert_item_row(conn, job_id, item)? else {
+        return Ok(None);
+    };
+    insert_history(conn, key, &item.failure_history)?;
+    write_artifacts(conn, key, item.worktree_artifacts.as_ref(), false)?;
+    Ok(Some(key))
+}
+
+const ITEM_COLUMNS: &str = "id, item_id, item_data, first_attempt, last_attempt, failure_count,
+    error_signature, reprocess_eligible, manual_review_required, reprocess_eligible_marked,
+    manual_review_required_marked, extra, omitted_fields";
+
+struct ItemRow {
+    key: i64,
+    item_id: String,
+    item_data: String,
+    first_attempt: Timestamp,
+    last_attempt: Timestamp,
+    failure_count: u32,
+    error_signature: String,
+    reprocess_eligible: bool,
+    manual_review_required: bool,
+    marked: MarkedFlags,
+    extra: Option<String>,
+    omitted: Option<String>,
+}
+
+fn item_row(row: &Row<'_>) -> rusqlite::Result<ItemRow> {
+    Ok(ItemRow {
+        key: row.get(0)?,
+        item_id: row.get(1)?,
+        item_data: row.get(2)?,
+        first_attempt: row.get(3)?,
+        last_attempt: row.get(4)?,
+        failure_count: row.get(5)?,
+        error_signature: row.get(6)?,
+        reprocess_eligible: row.get(7)?,
+        manual_review_required: row.get(8)?,
+        marked: MarkedFlags {
+            reprocess_eligible: row.get(9)?,
+            manual_review_required: row.get(10)?,
+        },
+        extra: row.get(11)?,
+        omitted: row.get(12)?,
+    })
+}
+
+/// Loads one item of a job, whole.
+pub fn load_item(conn: &Connection, job_id: &str, item_id: &str) -> Result<Option<StoredItem>> {
+    let sql = format!("SELECT {ITEM_COLUMNS} FROM items WHERE job_id = ?1 AND item_id = ?2");
+    let row = conn
+        .prepare_cached(&sql)?
+        .query_row(params![job_id, item_id], item_row)
+        .optional()?;
+    row.map(|row| assemble(conn, row)).transpose()
+}
+
+/// Loads one item by its row key, whole.
+pub fn load_item_by_key(conn: &Connection, key: i64) -> Result<Option<StoredItem>> {
+    let sql = format!("SELECT {ITEM_COLUMNS} FROM items WHERE id = ?1");
+    let row = conn.prepare_cached(&sql)?.query_row([key], item_row).optional()?;
+    row.map(|row| assemble(conn, row)).transpose()
+}
+
+fn assemble(conn: &Connection, row: ItemRow) -> Result<StoredItem> {
+    let context = format!("stored item {:?}", row.item_id);
+    let item_data = RawValue::from_string(row.item_data)
+        .map_err(|e| Error::invalid_item(&context, format!("bad item_data column: {e}")))?;
+    let omitted_names = match &row.omitted {
+        Some(text) => parse_names(text, &context)?,
+        None => Vec::new(),
+    };
+    let artifact_omitted = Omitted::from_names(
+        omitted_names
+            .iter()
+            .filter_map(|name| name.strip_prefix(ARTIFACT_PREFIX)),
+    );
+    let worktree_artifacts = load_artifacts(conn, row.key, artifact_omitted, &context)?;
+    let item = DeadLetteredItem {
+        item_id: row.item_id,
+        item_data,
+        first_attempt: row.first_attempt,
+        last_attempt: row.last_attempt,
+        failure_count: row.failure_count,
+        failure_history: load_history(conn, row.key, &context)?,
+        error_signature: row.error_signature,
+        worktree_artifacts,
+        reprocess_eligible: row.reprocess_eligible,
+        manual_review_required: row.manual_review_required,
+        extra: parse_extra(row.extra, &context)?,
+        worktree_artifacts_absent: omitted_names.iter().any(|n| n == WORKTREE_ARTIFACTS),
+    };
+    Ok(StoredItem {
+        key: row.key,
+        item,
+        marked: row.marked,
+    })
+}
+
+fn load_artifacts(conn: &Connection, key: i64, omitted: Omitted, context: &str) -> Result<Option<WorktreeArtifacts>> {
+    let row = conn
+        .prepare_cached(
+            "SELECT worktree_path, branch_name, uncommitted_changes, error_logs, extra
+             FROM worktree_artifacts WHERE item_key = ?1",
+        )?
+        .query_row([key], |row| {
+            Ok((
+                row.get::<_, String>(0)?,
+                row.get::<_, String>(1)?,
+                row.get::<_, Option<String>>(2)?,
+                row.get::<_, Option<String>>(3)?,
+                row.get::<_, Option<String>>(4)?,
+            ))
+        })
+        .optional()?;
+    row.map(|(worktree_path, branch_name, uncommitted_changes, error_logs, extra)| {
+        Ok(WorktreeArtifacts {
+            worktree_path,
+            branch_name,
+            uncommitted_changes,
+            error_logs,
+            extra: parse_extra(extra, context)?,
+            omitted,
+        })
+    })
+    .transpose()
+}
+
+fn load_history(conn: &Connection, key: i64, context: &str) -> Result<Vec<FailureDetail>> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT attempt_number, timestamp, error_type, exit_code, error_type_json, error_message,
+             error_context, stack_trace, agent_id, step_failed, duration_ms, json_log_location,
+             extra, omitted_fields
+         FROM failure_history WHERE item_key = ?1
+         ORDER BY attempt_number, timestamp",
+    )?;
+    let mut rows = stmt.query([key])?;
+    let mut history = Vec::new();
+    while let Some(row) = rows.next()? {
+        let raw: Option<String> = row.get(4)?;
+        let raw = raw
+            .map(RawValue::from_string)
+            .transpose()
+            .map_err(|e| Error::invalid_item(context, format!("bad error_type_json column: {e}")))?;
+        let error_context: Option<String> = row.get(6)?;
+        let error_context = error_context
+            .map(|text| serde_json::from_str::<Vec<String>>(&text))
+            .transpose()
+            .map_err(|e| Error::invalid_item(context, format!("bad error_context column: {e}")))?;
+        let duration: i64 = row.get(10)?;
+        let omitted: Option<String> = row.get(13)?;
+        let mut detail = FailureDetail {
+            attempt_number: row.get(0)?,
+            timestamp: row.get(1)?,
+            error_type: ErrorType {
+                name: row.get(2)?,
+                exit_code: row.get(3)?,
+                raw,
+            },
+            error_message: row.get(5)?,
+            error_context,
+            stack_trace: row.get(7)?,
+            agent_id: row.get(8)?,
+            step_failed: row.get(9)?,
+            duration_ms: u64::try_from(duration).unwrap_or(0),
+            json_log_location: row.get(11)?,
+            extra: parse_extra(row.get(12)?, context)?,
+            omitted: Omitted::none(),
+        };
+        detail.omitted = match omitted {
+            None => detail.writer_omitted(),
+            Some(text) => Omitted::from_names(parse_names(&text, context)?.iter().map(String::as_str)),
+        };
+        history.push(detail);
+    }
+    Ok(history)
+}

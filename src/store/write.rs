@@ -1,0 +1,237 @@
+//! The write path: add (insert or merge), capacity eviction and the audit
+//! events they leave. Everything here runs inside the caller's IMMEDIATE
+//! transaction, so an add and the evictions it causes commit together.
+
+use super::event_kinds;
+use super::rows;
+use crate::error::Result;
+use crate::model::{merge, DeadLetteredItem};
+use crate::time::Timestamp;
+use rusqlite::{params, Connection, OptionalExtension};
+use std::collections::HashSet;
+
+/// What an add did to the item.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AddOutcome {
+    /// The item was new.
+    Inserted,
+    /// The item existed and the merge changed it.
+    Merged,
+    /// The item existed and the merge changed nothing.
+    Unchanged,
+}
+
+/// An item removed to keep a job within its capacity.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EvictedItem {
+    pub job_id: String,
+    pub item_id: String,
+    pub error_signature: String,
+    pub last_attempt: String,
+}
+
+/// The result of one add.
+#[derive(Clone, Debug)]
+pub struct AddReport {
+    pub outcome: AddOutcome,
+    /// Attempts that were not stored before.
+    pub new_attempts: usize,
+    /// Items evicted to make room (possibly the added item itself, when it is
+    /// older than everything else in a full job).
+    pub evicted: Vec<EvictedItem>,
+}
+
+/// An open write transaction. Obtained from [`super::Dlq::write`].
+pub struct WriteTx<'c> {
+    conn: &'c Connection,
+    now: Timestamp,
+    default_cap: i64,
+    jobs_touched: HashSet<String>,
+    item_events: bool,
+}
+
+impl<'c> WriteTx<'c> {
+    pub(super) fn new(conn: &'c Connection, now: Timestamp) -> Result<Self> {
+        Ok(WriteTx {
+            conn,
+            now,
+            default_cap: default_capacity(conn)?,
+            jobs_touched: HashSet::new(),
+            item_events: true,
+        })
+    }
+
+    /// The transaction's time.
+    pub fn now(&self) -> Timestamp {
+        self.now
+    }
+
+    /// Whether each add writes an `added`/`merged` event (the default). A bulk
+    /// import turns this off and writes one `imported` event per job instead.
+    pub fn set_item_events(&mut self, on: bool) {
+        self.item_events = on;
+    }
+
+    /// Creates the job if needed and bumps its updated_at (once per
+    /// transaction); records `repo` if the job has none yet.
+    pub fn ensure_job(&mut self, job_id: &str, repo: Option<&str>) -> Result<()> {
+        if self.jobs_touched.contains(job_id) && repo.is_none() {
+            return Ok(());
+        }
+        self.conn
+            .prepare_cached(
+                "INSERT INTO jobs (job_id, repo, created_at, updated_at) VALUES (?1, ?2, ?3, ?3)
+                 ON CONFLICT (job_id) DO UPDATE SET
+                     updated_at = excluded.updated_at,
+                     repo = COALESCE(jobs.repo, excluded.repo)",
+            )?
+            .execute(params![job_id, repo, self.now])?;
+        self.jobs_touched.insert(job_id.to_string());
+        Ok(())
+    }
+
+    /// Adds an item to a job: inserts it, or merges it into the stored copy by
+    /// the rule in [`crate::model::merge`]. Then enforces the job's capacity.
+    pub fn add(&mut self, job_id: &str, repo: Option<&str>, item: &DeadLetteredItem) -> Result<AddReport> {
+        self.ensure_job(job_id, repo)?;
+        let normalised = item.normalised();
+        if rows::insert_item(self.conn, job_id, &normalised)?.is_some() {
+            if self.item_events {
+                self.event(
+                    event_kinds::ADDED,
+                    Some(job_id),
+                    Some(&item.item_id),
+                    serde_json::json!({"failure_count": normalised.failure_count}),
+                )?;
+            }
+            let evicted = self.enforce_capacity(job_id)?;
+            return Ok(AddReport {
+                outcome: AddOutcome::Inserted,
+                new_attempts: normalised.failure_history.len(),
+                evicted,
+            });
+        }
+        self.merge_existing(job_id, &normalised)
+    }
+
+    fn merge_existing(&mut self, job_id: &str, incoming: &DeadLetteredItem) -> Result<AddReport> {
+        let Some(stored) = rows::load_item(self.conn, job_id, &incoming.item_id)? else {
+            // Cannot happen inside one transaction; treat as a plain insert.
+            return Err(crate::error::Error::ItemNotFound {
+                job_id: Some(job_id.to_string()),
+                item_id: incoming.item_id.clone(),
+            });
+        };
+        let merged = merge(&stored.item, incoming, stored.marked);
+        let before = serde_json::to_string(&stored.item)?;
+        let after = serde_json::to_string(&merged)?;
+        if before == after {
+            return Ok(AddReport {
+                outcome: AddOutcome::Unchanged,
+                new_attempts: 0,
+                evicted: Vec::new(),
+            });
+        }
+        rows::update_item_row(self.conn, stored.key, &merged)?;
+        let new_attempts = rows::insert_history(self.conn, stored.key, &merged.failure_history)?;
+        let artifacts_before = serde_json::to_string(&stored.item.worktree_artifacts)?;
+        let artifacts_after = serde_json::to_string(&merged.worktree_artifacts)?;
+        if artifacts_before != artifacts_after {
+            rows::write_artifacts(self.conn, stored.key, merged.worktree_artifacts.as_ref(), true)?;
+        }
+        if self.item_events {
+            self.event(
+                event_kinds::MERGED,
+                Some(job_id),
+                Some(&incoming.item_id),
+                serde_json::json!({"new_attempts": new_attempts, "failure_count": merged.failure_count}),
+            )?;
+        }
+        Ok(AddReport {
+            outcome: AddOutcome::Merged,
+            new_attempts,
+            evicted: Vec::new(),
+        })
+    }
+
+    /// The capacity in force for a job (0 = unlimited).
+    pub fn capacity(&self, job_id: &str) -> Result<i64> {
+        let cap: Option<Option<i64>> = self
+            .conn
+            .prepare_cached("SELECT max_items FROM jobs WHERE job_id = ?1")?
+            .query_row([job_id], |row| row.get(0))
+            .optional()?;
+        Ok(cap.flatten().unwrap_or(self.default_cap))
+    }
+
+    /// Evicts the items with the oldest last_attempt (then the oldest row)
+    /// until the job fits its capacity; each eviction is an `evicted` event.
+    pub fn enforce_capacity(&mut self, job_id: &str) -> Result<Vec<EvictedItem>> {
+        let (count, cap): (i64, Option<i64>) = self
+            .conn
+            .prepare_cached("SELECT item_count, max_items FROM jobs WHERE job_id = ?1")?
+            .query_row([job_id], |row| Ok((row.get(0)?, row.get(1)?)))?;
+        let cap = cap.unwrap_or(self.default_cap);
+        if cap <= 0 || count <= cap {
+            return Ok(Vec::new());
+        }
+        let mut stmt = self.conn.prepare_cached(
+            "DELETE FROM items WHERE id IN (
+                 SELECT id FROM items WHERE job_id = ?1
+                 ORDER BY last_attempt ASC, id ASC LIMIT ?2)
+             RETURNING item_id, error_signature, last_attempt",
+        )?;
+        let evicted = stmt
+            .query_map(params![job_id, count - cap], |row| {
+                Ok(EvictedItem {
+                    job_id: job_id.to_string(),
+                    item_id: row.get(0)?,
+                    error_signature: row.get(1)?,
+                    last_attempt: row.get(2)?,
+                })
+            })?
+            .collect::<rusqlite::Result<Vec<_>>>()?;
+        for item in &evicted {
+            self.event(
+                event_kinds::EVICTED,
+                Some(job_id),
+                Some(&item.item_id),
+                serde_json::json!({
+                    "reason": "capacity",
+                    "max_items": cap,
+                    "error_signature": item.error_signature,
+                    "last_attempt": item.last_attempt,
+                }),
+            )?;
+        }
+        Ok(evicted)
+    }
+
+    /// Appends one row to the audit log.
+    pub fn event(&self, kind: &str, job_id: Option<&str>, item_id: Option<&str>, detail: serde_json::Value) -> Result<()> {
+        self.conn
+            .prepare_cached("INSERT INTO events (time, kind, job_id, item_id, detail) VALUES (?1, ?2, ?3, ?4, ?5)")?
+            .execute(params![self.now, kind, job_id, item_id, detail.to_string()])?;
+        Ok(())
+    }
+
+    /// Re-reads the default capacity after `settings` changed.
+    pub(super) fn reload_default_capacity(&mut self) -> Result<()> {
+        self.default_cap = default_capacity(self.conn)?;
+        Ok(())
+    }
+
+    /// The underlying connection, for the store's own modules.
+    pub(super) fn conn(&self) -> &Connection {
+        self.conn
+    }
+}
+
+/// The default per-job capacity from `settings` (10,000 unless changed).
+pub(super) fn default_capacity(conn: &Connection) -> Result<i64> {
+    let value: Option<String> = conn
+        .prepare_cached("SELECT value FROM settings WHERE key = 'default_max_items'")?
+        .query_row([], |row| row.get(0))
+        .optional()?;
+    Ok(value.and_then(|v| v.trim().parse().ok()).unwrap_or(10_000))
+}

@@ -1,0 +1,134 @@
+//! Timestamps: lenient RFC 3339 parsing of every legacy variant, one
+//! fixed-width storage form that sorts as text, and the legacy output form.
+
+use chrono::{DateTime, SecondsFormat, Utc};
+use std::fmt;
+
+/// An instant in UTC with nanosecond precision.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Timestamp(DateTime<Utc>);
+
+/// Storage form: always nine fractional digits and `Z`, so text order is
+/// instant order and SQLite's date functions can read it.
+const STORAGE_FORMAT: &str = "%Y-%m-%dT%H:%M:%S%.9fZ";
+
+impl Timestamp {
+    /// The current time.
+    pub fn now() -> Self {
+        Timestamp(Utc::now())
+    }
+
+    /// Wraps a chrono time.
+    pub fn from_datetime(time: DateTime<Utc>) -> Self {
+        Timestamp(time)
+    }
+
+    /// The chrono time.
+    pub fn datetime(&self) -> DateTime<Utc> {
+        self.0
+    }
+
+    /// Parses RFC 3339 with any fraction width and any offset. Years outside
+    /// 0000..=9999 are refused: they cannot be stored in the fixed-width form.
+    pub fn parse(text: &str) -> Result<Self, String> {
+        let parsed = DateTime::parse_from_rfc3339(text.trim())
+            .map_err(|e| format!("invalid timestamp {text:?}: {e}"))?;
+        let utc = parsed.with_timezone(&Utc);
+        let year = chrono::Datelike::year(&utc);
+        if !(0..=9999).contains(&year) {
+            return Err(format!("timestamp {text:?} is outside the years 0000-9999"));
+        }
+        Ok(Timestamp(utc))
+    }
+
+    /// The fixed-width storage form (`2025-11-23T19:42:53.902113845Z`).
+    pub fn to_storage(&self) -> String {
+        self.0.format(STORAGE_FORMAT).to_string()
+    }
+
+    /// The form the legacy writer produced: RFC 3339 in UTC with `Z` and a
+    /// fraction of 0, 3, 6 or 9 digits.
+    pub fn to_legacy(&self) -> String {
+        self.0.to_rfc3339_opts(SecondsFormat::AutoSi, true)
+    }
+
+    /// This instant minus a number of whole seconds (saturating).
+    pub fn minus_seconds(&self, seconds: i64) -> Self {
+        let delta = chrono::TimeDelta::try_seconds(seconds).unwrap_or(chrono::TimeDelta::MAX);
+        Timestamp(self.0.checked_sub_signed(delta).unwrap_or(DateTime::<Utc>::MIN_UTC))
+    }
+
+    /// This instant plus a number of milliseconds (saturating).
+    pub fn plus_millis(&self, millis: i64) -> Self {
+        let delta = chrono::TimeDelta::try_milliseconds(millis).unwrap_or(chrono::TimeDelta::MAX);
+        Timestamp(self.0.checked_add_signed(delta).unwrap_or(DateTime::<Utc>::MAX_UTC))
+    }
+}
+
+impl fmt::Display for Timestamp {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.to_legacy())
+    }
+}
+
+impl serde::Serialize for Timestamp {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(&self.to_legacy())
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Timestamp {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let text = <std::borrow::Cow<'de, str>>::deserialize(deserializer)?;
+        Timestamp::parse(&text).map_err(serde::de::Error::custom)
+    }
+}
+
+impl rusqlite::ToSql for Timestamp {
+    fn to_sql(&self) -> rusqlite::Result<rusqlite::types::ToSqlOutput<'_>> {
+        Ok(rusqlite::types::ToSqlOutput::from(self.to_storage()))
+    }
+}
+
+impl rusqlite::types::FromSql for Timestamp {
+    fn column_result(value: rusqlite::types::ValueRef<'_>) -> rusqlite::types::FromSqlResult<Self> {
+        let text = value.as_str()?;
+        Timestamp::parse(text).map_err(|e| rusqlite::types::FromSqlError::Other(e.into()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_fraction_width_and_offset_parses() {
+        for (input, legacy) in [
+            ("2025-11-23T19:42:53Z", "2025-11-23T19:42:53Z"),
+            ("2025-11-23T19:42:53.120Z", "2025-11-23T19:42:53.120Z"),
+            ("2025-11-23T19:42:53.123456Z", "2025-11-23T19:42:53.123456Z"),
+            ("2025-11-23T19:42:53.902113845Z", "2025-11-23T19:42:53.902113845Z"),
+            ("2025-11-23T12:42:53-07:00", "2025-11-23T19:42:53Z"),
+        ] {
+            let ts = Timestamp::parse(input).unwrap();
+            assert_eq!(ts.to_legacy(), legacy, "{input}");
+            assert_eq!(ts.to_storage().len(), 30, "{input}");
+        }
+    }
+
+    #[test]
+    fn storage_form_sorts_in_instant_order() {
+        let a = Timestamp::parse("2025-11-23T19:42:53Z").unwrap();
+        let b = Timestamp::parse("2025-11-23T19:42:53.5Z").unwrap();
+        let c = Timestamp::parse("2025-11-23T19:42:54-00:00").unwrap();
+        assert!(a < b && b < c);
+        assert!(a.to_storage() < b.to_storage() && b.to_storage() < c.to_storage());
+    }
+
+    #[test]
+    fn garbage_is_an_error_not_a_panic() {
+        for bad in ["", "yesterday", "2025-13-01T00:00:00Z", "+10000-01-01T00:00:00Z"] {
+            assert!(Timestamp::parse(bad).is_err(), "{bad}");
+        }
+    }
+}
