@@ -116,7 +116,12 @@ pub fn classify_error(message: &str) -> ErrorType {
         ErrorType::named(error_types::MERGE_CONFLICT)
     } else if has(&["worktree"]) {
         ErrorType::named(error_types::WORKTREE_ERROR)
-    } else if has(&["out of memory", "no space left", "resource exhausted", "too many open files"]) {
+    } else if has(&[
+        "out of memory",
+        "no space left",
+        "resource exhausted",
+        "too many open files",
+    ]) {
         ErrorType::named(error_types::RESOURCE_EXHAUSTED)
     } else {
         ErrorType::command_failed_with_command("agent_execution", None)
@@ -183,36 +188,64 @@ mod tests {
         assert!(item.reprocess_eligible);
         assert!(!item.manual_review_required);
         assert_eq!(item.failure_history[0].duration_ms, 1500);
-        assert_eq!(item.failure_history[0].json_log_location.as_deref(), Some("/logs/a.json"));
-        assert_eq!(item.worktree_artifacts.as_ref().unwrap().worktree_path, "/wt/agent-1");
+        assert_eq!(
+            item.failure_history[0].json_log_location.as_deref(),
+            Some("/logs/a.json")
+        );
+        assert_eq!(
+            item.worktree_artifacts.as_ref().unwrap().worktree_path,
+            "/wt/agent-1"
+        );
         assert_eq!(item.item_data_value(), work);
     }
 
     #[test]
     fn timeout_is_eligible_with_a_16_hex_signature() {
         let work = serde_json::json!({"id": 2});
-        let item = agent_result_to_dlq_item(&result(AgentStatus::Timeout), &work, 1, now()).unwrap();
+        let item =
+            agent_result_to_dlq_item(&result(AgentStatus::Timeout), &work, 1, now()).unwrap();
         assert!(item.reprocess_eligible);
         assert_eq!(item.error_signature.len(), 16);
-        assert!(item.error_signature.chars().all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase()));
+        assert!(item
+            .error_signature
+            .chars()
+            .all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase()));
         assert_eq!(item.failure_history[0].error_type.name, "Timeout");
     }
 
     #[test]
     fn signature_is_stable() {
-        assert_eq!(error_signature("Test error message"), error_signature("Test error message"));
+        assert_eq!(
+            error_signature("Test error message"),
+            error_signature("Test error message")
+        );
         // Known value: the legacy writer's example in shared/legacy-format.md.
-        assert_eq!(error_signature("Agent execution timed out"), error_signature("Agent execution timed out"));
+        assert_eq!(
+            error_signature("Agent execution timed out"),
+            error_signature("Agent execution timed out")
+        );
         assert_eq!(error_signature(""), "e3b0c44298fc1c14");
         assert_ne!(error_signature("a"), error_signature("b"));
     }
 
     #[test]
     fn classification() {
-        assert_eq!(classify_error("Operation timed out after 30s").name, "Timeout");
-        assert_eq!(classify_error("Permission denied: cannot write").name, "PermissionError");
-        assert_eq!(classify_error("CONFLICT: merge conflict in a.rs").name, "MergeConflict");
-        assert_eq!(classify_error("No space left on device").name, "ResourceExhausted");
+        assert_eq!(
+            classify_error("Operation timed out after 30s").name,
+            "Timeout"
+        );
+        assert_eq!(
+            classify_error("Permission denied: cannot write").name,
+            "PermissionError"
+        );
+        assert_eq!(
+            classify_error("CONFLICT: merge conflict in a.rs").name,
+            "MergeConflict"
+        );
+        assert_eq!(
+            classify_error("No space left on device").name,
+            "ResourceExhausted"
+        );
         let other = classify_error("cargo test failed");
         assert_eq!(other.name, "CommandFailed");
         assert_eq!(other.exit_code, None);

@@ -127,14 +127,24 @@ pub fn open_read_only(path: &Path) -> Result<Connection> {
 pub fn open_memory_pool(from: Option<&Path>) -> Result<DbPool> {
     let source = from.map(Path::to_path_buf);
     let manager = SqliteConnectionManager::memory()
-        .with_flags(OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE | OpenFlags::SQLITE_OPEN_URI)
+        .with_flags(
+            OpenFlags::SQLITE_OPEN_READ_WRITE
+                | OpenFlags::SQLITE_OPEN_CREATE
+                | OpenFlags::SQLITE_OPEN_URI,
+        )
         .with_init(move |conn| {
             if let Some(source) = &source {
-                conn.restore(rusqlite::MAIN_DB, source, None::<fn(rusqlite::backup::Progress)>)?;
+                conn.restore(
+                    rusqlite::MAIN_DB,
+                    source,
+                    None::<fn(rusqlite::backup::Progress)>,
+                )?;
             }
             configure(conn, false)
         });
-    let label = from.map(Path::to_path_buf).unwrap_or_else(|| PathBuf::from(":memory:"));
+    let label = from
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| PathBuf::from(":memory:"));
     if let Some(source) = from {
         // Surface a bad or too-new source here, not inside the pool.
         open_read_only(source)?;

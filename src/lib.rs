@@ -19,6 +19,7 @@
 pub mod classify;
 pub mod db;
 pub mod error;
+pub mod input;
 pub mod model;
 pub mod store;
 pub mod time;

@@ -412,9 +412,8 @@ impl DeadLetteredItem {
         if text.trim().is_empty() {
             return Err(Error::invalid_item("item", "empty file"));
         }
-        let raw: &RawValue = serde_json::from_str(text).map_err(|e| {
-            Error::invalid_item("item", format!("not valid JSON: {e}"))
-        })?;
+        let raw: &RawValue = serde_json::from_str(text)
+            .map_err(|e| Error::invalid_item("item", format!("not valid JSON: {e}")))?;
         Self::from_raw(raw).map_err(|reason| Error::invalid_item("item", reason))
     }
 
@@ -604,7 +603,10 @@ impl WorktreeArtifacts {
 // ---------------------------------------------------------------------------
 // Writing the legacy shape
 
-fn serialize_extra<M: SerializeMap>(map: &mut M, extra: &Extra) -> std::result::Result<(), M::Error> {
+fn serialize_extra<M: SerializeMap>(
+    map: &mut M,
+    extra: &Extra,
+) -> std::result::Result<(), M::Error> {
     for (key, value) in extra {
         map.serialize_entry(key, value)?;
     }
@@ -823,10 +825,14 @@ mod tests {
     #[test]
     fn errors_name_the_field() {
         let broken = CURRENT.replace("\"attempt_number\": 2", "\"attempt_number\": \"two\"");
-        let err = DeadLetteredItem::from_json_str(&broken).unwrap_err().to_string();
+        let err = DeadLetteredItem::from_json_str(&broken)
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("failure_history[0].attempt_number"), "{err}");
         let missing = CURRENT.replace("\"error_signature\": \"ad9e863b292069ad\",", "");
-        let err = DeadLetteredItem::from_json_str(&missing).unwrap_err().to_string();
+        let err = DeadLetteredItem::from_json_str(&missing)
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("missing field error_signature"), "{err}");
         for bad in ["", "   ", "[1]", "{\"item_id\": 5}", "{", "null"] {
             assert!(DeadLetteredItem::from_json_str(bad).is_err(), "{bad:?}");
@@ -857,7 +863,10 @@ mod tests {
         assert_eq!(merged.last_attempt, b.last_attempt);
         assert!(!merged.reprocess_eligible);
         let again = merge(&merged, &b, MarkedFlags::default());
-        assert_eq!(again.to_json_value().unwrap(), merged.to_json_value().unwrap());
+        assert_eq!(
+            again.to_json_value().unwrap(),
+            merged.to_json_value().unwrap()
+        );
         let kept = merge(
             &a,
             &b,

@@ -55,13 +55,21 @@ impl Timestamp {
     /// This instant minus a number of whole seconds (saturating).
     pub fn minus_seconds(&self, seconds: i64) -> Self {
         let delta = chrono::TimeDelta::try_seconds(seconds).unwrap_or(chrono::TimeDelta::MAX);
-        Timestamp(self.0.checked_sub_signed(delta).unwrap_or(DateTime::<Utc>::MIN_UTC))
+        Timestamp(
+            self.0
+                .checked_sub_signed(delta)
+                .unwrap_or(DateTime::<Utc>::MIN_UTC),
+        )
     }
 
     /// This instant plus a number of milliseconds (saturating).
     pub fn plus_millis(&self, millis: i64) -> Self {
         let delta = chrono::TimeDelta::try_milliseconds(millis).unwrap_or(chrono::TimeDelta::MAX);
-        Timestamp(self.0.checked_add_signed(delta).unwrap_or(DateTime::<Utc>::MAX_UTC))
+        Timestamp(
+            self.0
+                .checked_add_signed(delta)
+                .unwrap_or(DateTime::<Utc>::MAX_UTC),
+        )
     }
 }
 
@@ -107,7 +115,10 @@ mod tests {
             ("2025-11-23T19:42:53Z", "2025-11-23T19:42:53Z"),
             ("2025-11-23T19:42:53.120Z", "2025-11-23T19:42:53.120Z"),
             ("2025-11-23T19:42:53.123456Z", "2025-11-23T19:42:53.123456Z"),
-            ("2025-11-23T19:42:53.902113845Z", "2025-11-23T19:42:53.902113845Z"),
+            (
+                "2025-11-23T19:42:53.902113845Z",
+                "2025-11-23T19:42:53.902113845Z",
+            ),
             ("2025-11-23T12:42:53-07:00", "2025-11-23T19:42:53Z"),
         ] {
             let ts = Timestamp::parse(input).unwrap();
@@ -127,7 +138,12 @@ mod tests {
 
     #[test]
     fn garbage_is_an_error_not_a_panic() {
-        for bad in ["", "yesterday", "2025-13-01T00:00:00Z", "+10000-01-01T00:00:00Z"] {
+        for bad in [
+            "",
+            "yesterday",
+            "2025-13-01T00:00:00Z",
+            "+10000-01-01T00:00:00Z",
+        ] {
             assert!(Timestamp::parse(bad).is_err(), "{bad}");
         }
     }

@@ -147,10 +147,17 @@ impl Dlq {
     /// Sets the default capacity (`job_id` None) or one job's override
     /// (`max_items` None removes the override). Jobs over their new capacity
     /// are trimmed at once; the evictions are returned and in `events`.
-    pub fn set_capacity(&self, job_id: Option<&str>, max_items: Option<i64>) -> Result<Vec<EvictedItem>> {
+    pub fn set_capacity(
+        &self,
+        job_id: Option<&str>,
+        max_items: Option<i64>,
+    ) -> Result<Vec<EvictedItem>> {
         if let Some(n) = max_items {
             if n < 0 {
-                return Err(Error::invalid_argument("capacity", format!("{n} is negative (0 means unlimited)")));
+                return Err(Error::invalid_argument(
+                    "capacity",
+                    format!("{n} is negative (0 means unlimited)"),
+                ));
             }
         }
         self.write(|tx| {
@@ -167,14 +174,21 @@ impl Dlq {
                 }
                 None => {
                     let Some(n) = max_items else {
-                        return Err(Error::invalid_argument("capacity", "the default needs a number"));
+                        return Err(Error::invalid_argument(
+                            "capacity",
+                            "the default needs a number",
+                        ));
                     };
                     tx.conn()
-                        .prepare_cached("UPDATE settings SET value = ?1 WHERE key = 'default_max_items'")?
+                        .prepare_cached(
+                            "UPDATE settings SET value = ?1 WHERE key = 'default_max_items'",
+                        )?
                         .execute([n.to_string()])?;
                     tx.reload_default_capacity()?;
                     tx.conn()
-                        .prepare_cached("SELECT job_id FROM jobs WHERE max_items IS NULL ORDER BY job_id")?
+                        .prepare_cached(
+                            "SELECT job_id FROM jobs WHERE max_items IS NULL ORDER BY job_id",
+                        )?
                         .query_map([], |row| row.get(0))?
                         .collect::<rusqlite::Result<Vec<_>>>()?
                 }

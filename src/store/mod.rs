@@ -10,7 +10,9 @@ mod rows;
 mod write;
 
 pub use maintenance::{CapacityInfo, MarkRequest};
-pub use query::{DbInfo, ItemIter, ItemSummary, JobInfo, ListFilter, Page, PageCursor, Stats, SummaryIter};
+pub use query::{
+    DbInfo, ItemIter, ItemSummary, JobInfo, ListFilter, Page, PageCursor, Stats, SummaryIter,
+};
 pub use write::{AddOutcome, AddReport, EvictedItem, WriteTx};
 
 use crate::db::{self, DbPool};

@@ -162,7 +162,8 @@ impl ListFilter {
     }
 }
 
-const SUMMARY_COLUMNS: &str = "i.id, i.job_id, i.item_id, i.failure_count, i.first_attempt, i.last_attempt,
+const SUMMARY_COLUMNS: &str =
+    "i.id, i.job_id, i.item_id, i.failure_count, i.first_attempt, i.last_attempt,
     i.error_signature, i.reprocess_eligible, i.manual_review_required,
     (SELECT w.worktree_path FROM worktree_artifacts w WHERE w.item_key = i.id),
     f.error_type, f.exit_code, f.error_message";
@@ -171,7 +172,13 @@ const LAST_FAILURE_JOIN: &str = "LEFT JOIN failure_history f ON f.id = (
     SELECT l.id FROM failure_history l WHERE l.item_key = i.id
     ORDER BY l.attempt_number DESC, l.timestamp DESC LIMIT 1)";
 
-fn page_query(filter: &ListFilter, after: Option<&PageCursor>, limit: usize, columns: &str, join: &str) -> (String, Vec<Value>) {
+fn page_query(
+    filter: &ListFilter,
+    after: Option<&PageCursor>,
+    limit: usize,
+    columns: &str,
+    join: &str,
+) -> (String, Vec<Value>) {
     let mut sql = format!("SELECT {columns} FROM items i {join} WHERE 1 = 1");
     let mut values = Vec::new();
     filter.push_conditions(&mut sql, &mut values);
@@ -210,7 +217,12 @@ impl Dlq {
     }
 
     /// One page of summaries, newest last_attempt first.
-    pub fn list_page(&self, filter: &ListFilter, after: Option<&PageCursor>, limit: usize) -> Result<Page<ItemSummary>> {
+    pub fn list_page(
+        &self,
+        filter: &ListFilter,
+        after: Option<&PageCursor>,
+        limit: usize,
+    ) -> Result<Page<ItemSummary>> {
         let conn = self.conn()?;
         let (sql, values) = page_query(filter, after, limit, SUMMARY_COLUMNS, LAST_FAILURE_JOIN);
         let mut stmt = conn.prepare_cached(&sql)?;
@@ -235,7 +247,9 @@ impl Dlq {
             })?
             .collect::<rusqlite::Result<Vec<_>>>()?;
         let next = match (items.last(), keys.last()) {
-            (Some(last), Some(key)) if items.len() == limit => Some(cursor_of(&last.last_attempt, *key)),
+            (Some(last), Some(key)) if items.len() == limit => {
+                Some(cursor_of(&last.last_attempt, *key))
+            }
             _ => None,
         };
         Ok(Page { items, next })
@@ -256,12 +270,19 @@ impl Dlq {
     }
 
     /// Row keys and whole items for one page (used by [`ItemIter`]).
-    fn item_page(&self, filter: &ListFilter, after: Option<&PageCursor>, limit: usize) -> Result<Page<DeadLetteredItem>> {
+    fn item_page(
+        &self,
+        filter: &ListFilter,
+        after: Option<&PageCursor>,
+        limit: usize,
+    ) -> Result<Page<DeadLetteredItem>> {
         let conn = self.conn()?;
         let (sql, values) = page_query(filter, after, limit, "i.id, i.last_attempt", "");
         let keys = conn
             .prepare_cached(&sql)?
-            .query_map(params_from_iter(values), |row| Ok((row.get::<_, i64>(0)?, row.get::<_, Timestamp>(1)?)))?
+            .query_map(params_from_iter(values), |row| {
+                Ok((row.get::<_, i64>(0)?, row.get::<_, Timestamp>(1)?))
+            })?
             .collect::<rusqlite::Result<Vec<_>>>()?;
         let next = match keys.last() {
             Some((key, last)) if keys.len() == limit => Some(cursor_of(last, *key)),
@@ -331,7 +352,11 @@ impl Dlq {
         let conn = self.conn()?;
         let count = |table: &str| -> Result<i64> {
             // Table names come from the fixed list below, never from input.
-            Ok(conn.query_row(&format!("SELECT COUNT(*) FROM {table}"), [], |row| row.get(0))?)
+            Ok(
+                conn.query_row(&format!("SELECT COUNT(*) FROM {table}"), [], |row| {
+                    row.get(0)
+                })?,
+            )
         };
         let page_count: i64 = conn.query_row("PRAGMA page_count", [], |row| row.get(0))?;
         let page_size: i64 = conn.query_row("PRAGMA page_size", [], |row| row.get(0))?;
@@ -374,7 +399,9 @@ fn job_stats(conn: &Connection, job_id: &str) -> Result<Option<Stats>> {
             "SELECT item_count, eligible_count, manual_review_count, failure_count_sum
              FROM jobs WHERE job_id = ?1",
         )?
-        .query_row([job_id], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?)))
+        .query_row([job_id], |row| {
+            Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?))
+        })
         .optional()?;
     let Some((total, eligible, manual, failure_sum)) = counters else {
         return Ok(None);
@@ -386,8 +413,12 @@ fn job_stats(conn: &Connection, job_id: &str) -> Result<Option<Stats>> {
         .prepare_cached("SELECT MAX(last_attempt) FROM items WHERE job_id = ?1")?
         .query_row([job_id], |row| row.get(0))?;
     let error_categories = conn
-        .prepare_cached("SELECT error_signature, item_count FROM signature_counts WHERE job_id = ?1")?
-        .query_map(params![job_id], |row| Ok((row.get::<_, String>(0)?, row.get::<_, i64>(1)?)))?
+        .prepare_cached(
+            "SELECT error_signature, item_count FROM signature_counts WHERE job_id = ?1",
+        )?
+        .query_map(params![job_id], |row| {
+            Ok((row.get::<_, String>(0)?, row.get::<_, i64>(1)?))
+        })?
         .collect::<rusqlite::Result<BTreeMap<_, _>>>()?;
     Ok(Some(Stats {
         total_items: total,
@@ -422,7 +453,10 @@ impl<T> Pager<T> {
         }
     }
 
-    fn next_with(&mut self, fetch: impl Fn(&Dlq, &ListFilter, Option<&PageCursor>, usize) -> Result<Page<T>>) -> Option<Result<T>> {
+    fn next_with(
+        &mut self,
+        fetch: impl Fn(&Dlq, &ListFilter, Option<&PageCursor>, usize) -> Result<Page<T>>,
+    ) -> Option<Result<T>> {
         loop {
             if let Some(item) = self.buffer.pop_front() {
                 return Some(Ok(item));

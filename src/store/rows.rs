@@ -3,7 +3,9 @@
 //! Reading what was written gives the item's normalised form exactly.
 
 use crate::error::{Error, Result};
-use crate::model::{DeadLetteredItem, ErrorType, Extra, FailureDetail, MarkedFlags, Omitted, WorktreeArtifacts};
+use crate::model::{
+    DeadLetteredItem, ErrorType, Extra, FailureDetail, MarkedFlags, Omitted, WorktreeArtifacts,
+};
 use crate::time::Timestamp;
 use rusqlite::{params, Connection, OptionalExtension, Row};
 use serde_json::value::RawValue;
@@ -68,7 +70,11 @@ fn parse_names(text: &str, context: &str) -> Result<Vec<String>> {
 }
 
 /// Inserts a new item row; `None` when (job_id, item_id) already exists.
-pub fn insert_item_row(conn: &Connection, job_id: &str, item: &DeadLetteredItem) -> Result<Option<i64>> {
+pub fn insert_item_row(
+    conn: &Connection,
+    job_id: &str,
+    item: &DeadLetteredItem,
+) -> Result<Option<i64>> {
     let mut stmt = conn.prepare_cached(
         "INSERT INTO items (job_id, item_id, item_data, first_attempt, last_attempt, failure_count,
              error_signature, reprocess_eligible, manual_review_required, extra, omitted_fields)
@@ -159,7 +165,12 @@ pub fn insert_history(conn: &Connection, key: i64, history: &[FailureDetail]) ->
 }
 
 /// Replaces the item's artifacts row with `artifacts` (or removes it).
-pub fn write_artifacts(conn: &Connection, key: i64, artifacts: Option<&WorktreeArtifacts>, replace: bool) -> Result<()> {
+pub fn write_artifacts(
+    conn: &Connection,
+    key: i64,
+    artifacts: Option<&WorktreeArtifacts>,
+    replace: bool,
+) -> Result<()> {
     if replace {
         conn.prepare_cached("DELETE FROM worktree_artifacts WHERE item_key = ?1")?
             .execute([key])?;
@@ -183,7 +194,11 @@ pub fn write_artifacts(conn: &Connection, key: i64, artifacts: Option<&WorktreeA
 }
 
 /// Writes a whole new item (row, history, artifacts); `None` if it exists.
-pub fn insert_item(conn: &Connection, job_id: &str, item: &DeadLetteredItem) -> Result<Option<i64>> {
+pub fn insert_item(
+    conn: &Connection,
+    job_id: &str,
+    item: &DeadLetteredItem,
+) -> Result<Option<i64>> {
     let Some(key) = insert_item_row(conn, job_id, item)? else {
         return Ok(None);
     };
@@ -244,7 +259,10 @@ pub fn load_item(conn: &Connection, job_id: &str, item_id: &str) -> Result<Optio
 /// Loads one item by its row key, whole.
 pub fn load_item_by_key(conn: &Connection, key: i64) -> Result<Option<StoredItem>> {
     let sql = format!("SELECT {ITEM_COLUMNS} FROM items WHERE id = ?1");
-    let row = conn.prepare_cached(&sql)?.query_row([key], item_row).optional()?;
+    let row = conn
+        .prepare_cached(&sql)?
+        .query_row([key], item_row)
+        .optional()?;
     row.map(|row| assemble(conn, row)).transpose()
 }
 
@@ -283,7 +301,12 @@ fn assemble(conn: &Connection, row: ItemRow) -> Result<StoredItem> {
     })
 }
 
-fn load_artifacts(conn: &Connection, key: i64, omitted: Omitted, context: &str) -> Result<Option<WorktreeArtifacts>> {
+fn load_artifacts(
+    conn: &Connection,
+    key: i64,
+    omitted: Omitted,
+    context: &str,
+) -> Result<Option<WorktreeArtifacts>> {
     let row = conn
         .prepare_cached(
             "SELECT worktree_path, branch_name, uncommitted_changes, error_logs, extra
@@ -299,16 +322,18 @@ fn load_artifacts(conn: &Connection, key: i64, omitted: Omitted, context: &str) 
             ))
         })
         .optional()?;
-    row.map(|(worktree_path, branch_name, uncommitted_changes, error_logs, extra)| {
-        Ok(WorktreeArtifacts {
-            worktree_path,
-            branch_name,
-            uncommitted_changes,
-            error_logs,
-            extra: parse_extra(extra, context)?,
-            omitted,
-        })
-    })
+    row.map(
+        |(worktree_path, branch_name, uncommitted_changes, error_logs, extra)| {
+            Ok(WorktreeArtifacts {
+                worktree_path,
+                branch_name,
+                uncommitted_changes,
+                error_logs,
+                extra: parse_extra(extra, context)?,
+                omitted,
+            })
+        },
+    )
     .transpose()
 }
 
@@ -324,10 +349,9 @@ fn load_history(conn: &Connection, key: i64, context: &str) -> Result<Vec<Failur
     let mut history = Vec::new();
     while let Some(row) = rows.next()? {
         let raw: Option<String> = row.get(4)?;
-        let raw = raw
-            .map(RawValue::from_string)
-            .transpose()
-            .map_err(|e| Error::invalid_item(context, format!("bad error_type_json column: {e}")))?;
+        let raw = raw.map(RawValue::from_string).transpose().map_err(|e| {
+            Error::invalid_item(context, format!("bad error_type_json column: {e}"))
+        })?;
         let error_context: Option<String> = row.get(6)?;
         let error_context = error_context
             .map(|text| serde_json::from_str::<Vec<String>>(&text))
@@ -355,7 +379,9 @@ fn load_history(conn: &Connection, key: i64, context: &str) -> Result<Vec<Failur
         };
         detail.omitted = match omitted {
             None => detail.writer_omitted(),
-            Some(text) => Omitted::from_names(parse_names(&text, context)?.iter().map(String::as_str)),
+            Some(text) => {
+                Omitted::from_names(parse_names(&text, context)?.iter().map(String::as_str))
+            }
         };
         history.push(detail);
     }

@@ -92,7 +92,12 @@ impl<'c> WriteTx<'c> {
 
     /// Adds an item to a job: inserts it, or merges it into the stored copy by
     /// the rule in [`crate::model::merge`]. Then enforces the job's capacity.
-    pub fn add(&mut self, job_id: &str, repo: Option<&str>, item: &DeadLetteredItem) -> Result<AddReport> {
+    pub fn add(
+        &mut self,
+        job_id: &str,
+        repo: Option<&str>,
+        item: &DeadLetteredItem,
+    ) -> Result<AddReport> {
         self.ensure_job(job_id, repo)?;
         let normalised = item.normalised();
         if rows::insert_item(self.conn, job_id, &normalised)?.is_some() {
@@ -137,7 +142,12 @@ impl<'c> WriteTx<'c> {
         let artifacts_before = serde_json::to_string(&stored.item.worktree_artifacts)?;
         let artifacts_after = serde_json::to_string(&merged.worktree_artifacts)?;
         if artifacts_before != artifacts_after {
-            rows::write_artifacts(self.conn, stored.key, merged.worktree_artifacts.as_ref(), true)?;
+            rows::write_artifacts(
+                self.conn,
+                stored.key,
+                merged.worktree_artifacts.as_ref(),
+                true,
+            )?;
         }
         if self.item_events {
             self.event(
@@ -208,7 +218,13 @@ impl<'c> WriteTx<'c> {
     }
 
     /// Appends one row to the audit log.
-    pub fn event(&self, kind: &str, job_id: Option<&str>, item_id: Option<&str>, detail: serde_json::Value) -> Result<()> {
+    pub fn event(
+        &self,
+        kind: &str,
+        job_id: Option<&str>,
+        item_id: Option<&str>,
+        detail: serde_json::Value,
+    ) -> Result<()> {
         self.conn
             .prepare_cached("INSERT INTO events (time, kind, job_id, item_id, detail) VALUES (?1, ?2, ?3, ?4, ?5)")?
             .execute(params![self.now, kind, job_id, item_id, detail.to_string()])?;

@@ -1,0 +1,97 @@
+//! The command line: global options, the subcommand list and dispatch. Each
+//! subcommand lives in its own file with an `Args` struct and a `run`
+//! function; none of them contains SQL.
+
+mod add;
+mod capacity;
+mod db;
+mod jobs;
+mod output;
+mod stats;
+
+use anyhow::{Context as _, Result};
+use clap::{Parser, Subcommand};
+use dlqlite::{Dlq, Timestamp};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+/// dlq: a dead letter queue on SQLite — keep, search, analyse and replay the
+/// work items that keep failing.
+#[derive(Debug, Parser)]
+#[command(name = "dlq", version, about, long_about = None)]
+pub struct Cli {
+    /// The database file [default: $PRODIGY_HOME/dlq.db, PRODIGY_HOME defaulting to ~/.prodigy]
+    #[arg(long, global = true, env = "DLQ_DB", value_name = "PATH")]
+    db: Option<PathBuf>,
+
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    Add(add::Args),
+    Capacity(capacity::Args),
+    Jobs(jobs::Args),
+    Stats(stats::Args),
+    Db(db::Args),
+}
+
+/// What every subcommand gets: where the database is.
+pub struct Context {
+    db_path: PathBuf,
+}
+
+impl Context {
+    /// Opens (creating if needed) the database.
+    pub fn open(&self) -> Result<Dlq> {
+        let dlq = Dlq::open(&self.db_path)?;
+        with_test_clock(dlq)
+    }
+
+    /// The database path.
+    pub fn db_path(&self) -> &std::path::Path {
+        &self.db_path
+    }
+}
+
+/// `DLQ_NOW` fixes the clock, so tests of age-based commands need no sleeping.
+fn with_test_clock(dlq: Dlq) -> Result<Dlq> {
+    match std::env::var("DLQ_NOW") {
+        Ok(text) => {
+            let now = Timestamp::parse(&text)
+                .map_err(anyhow::Error::msg)
+                .context("DLQ_NOW")?;
+            Ok(dlq.with_clock(Arc::new(move || now)))
+        }
+        Err(_) => Ok(dlq),
+    }
+}
+
+/// `$PRODIGY_HOME`, defaulting to `~/.prodigy`.
+pub fn prodigy_home() -> Result<PathBuf> {
+    if let Some(home) = std::env::var_os("PRODIGY_HOME").filter(|h| !h.is_empty()) {
+        return Ok(PathBuf::from(home));
+    }
+    let home = std::env::var_os("HOME")
+        .filter(|h| !h.is_empty())
+        .context("cannot find the home directory: set HOME, PRODIGY_HOME or --db")?;
+    Ok(PathBuf::from(home).join(".prodigy"))
+}
+
+/// Runs the parsed command line.
+pub fn run(cli: Cli) -> Result<ExitCode> {
+    let db_path = match cli.db {
+        Some(path) => path,
+        None => prodigy_home()?.join("dlq.db"),
+    };
+    let ctx = Context { db_path };
+    match cli.command {
+        Command::Add(args) => add::run(args, &ctx),
+        Command::Capacity(args) => capacity::run(args, &ctx),
+        Command::Jobs(args) => jobs::run(args, &ctx),
+        Command::Stats(args) => stats::run(args, &ctx),
+        Command::Db(args) => db::run(args, &ctx),
+    }
+}

@@ -1,0 +1,92 @@
+//! `dlq stats`: the legacy DLQ statistics, for one job or all.
+
+use super::output::{cell, print_json, Table};
+use super::Context;
+use anyhow::Result;
+use dlqlite::store::Stats;
+use std::io::Write;
+use std::process::ExitCode;
+
+/// Show statistics: totals, eligibility, manual review, oldest and newest
+/// item, and items per error signature.
+///
+/// With --json and a job: one object with the legacy keys (total_items,
+/// eligible_for_reprocess, requiring_manual_review, oldest_item, newest_item,
+/// error_categories). Without a job: the same keys over all jobs, plus
+/// `jobs`: job_id -> that job's object.
+///
+/// Example: dlq stats --job-id mapreduce-20251123_194253 --json
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Only this job
+    #[arg(long, visible_alias = "workflow-id")]
+    job_id: Option<String>,
+    /// Print JSON
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
+    let dlq = ctx.open()?;
+    match &args.job_id {
+        Some(job) => {
+            let stats = dlq.job_stats(job)?;
+            if args.json {
+                print_json(&stats)?;
+            } else {
+                print_stats(job, &stats)?;
+            }
+        }
+        None => {
+            let (total, per_job) = dlq.stats()?;
+            if args.json {
+                let mut value = serde_json::to_value(&total)?;
+                if let Some(object) = value.as_object_mut() {
+                    object.insert("jobs".into(), serde_json::to_value(&per_job)?);
+                }
+                print_json(&value)?;
+            } else {
+                print_stats(&format!("all jobs ({})", per_job.len()), &total)?;
+            }
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn print_stats(title: &str, stats: &Stats) -> Result<()> {
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "{title}")?;
+    writeln!(out, "  total items:             {}", stats.total_items)?;
+    writeln!(
+        out,
+        "  eligible for reprocess:  {}",
+        stats.eligible_for_reprocess
+    )?;
+    writeln!(
+        out,
+        "  requiring manual review: {}",
+        stats.requiring_manual_review
+    )?;
+    writeln!(
+        out,
+        "  oldest item:             {}",
+        cell(stats.oldest_item)
+    )?;
+    writeln!(
+        out,
+        "  newest item:             {}",
+        cell(stats.newest_item)
+    )?;
+    if !stats.error_categories.is_empty() {
+        writeln!(out)?;
+        drop(out);
+        let mut categories: Vec<_> = stats.error_categories.iter().collect();
+        categories.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
+        let mut table = Table::new(&["ITEMS", "ERROR SIGNATURE"]);
+        for (signature, count) in categories {
+            table.row(vec![count.to_string(), signature.clone()]);
+        }
+        table.print()?;
+    }
+    Ok(())
+}

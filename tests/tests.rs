@@ -1,0 +1,9 @@
+//! The integration suite: one binary that drives the real `dlq` in temporary
+//! directories (and the library through its public API), one module per area.
+//! The modules live in tests/tests/ so cargo does not build each as its own
+//! test binary.
+
+#[path = "tests/common.rs"]
+mod common;
+#[path = "tests/engine.rs"]
+mod engine;

@@ -1,0 +1,147 @@
+//! Shared test helpers: temporary directories, running `dlq`, and legacy
+//! item JSON.
+
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// A directory removed when dropped.
+pub struct TempDir(PathBuf);
+
+impl TempDir {
+    pub fn new(label: &str) -> Self {
+        static NEXT: AtomicUsize = AtomicUsize::new(0);
+        let n = NEXT.fetch_add(1, Ordering::SeqCst);
+        let path =
+            std::env::temp_dir().join(format!("dlqlite-test-{}-{label}-{n}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&path);
+        std::fs::create_dir_all(&path).unwrap();
+        TempDir(path)
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+
+    pub fn join(&self, name: &str) -> PathBuf {
+        self.0.join(name)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// The `dlq` binary with a clean environment pointing at `db`.
+pub fn dlq(db: &Path) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_dlq"));
+    command
+        .arg("--db")
+        .arg(db)
+        .env_remove("DLQ_DB")
+        .env_remove("DLQ_NOW")
+        .env(
+            "PRODIGY_HOME",
+            db.parent().unwrap_or(Path::new(".")).join("prodigy-home"),
+        )
+        .stdin(Stdio::null());
+    command
+}
+
+/// Runs a command and returns its output.
+pub fn run(command: &mut Command) -> Output {
+    command.output().expect("run dlq")
+}
+
+/// Runs a command that must succeed; returns stdout.
+pub fn ok(command: &mut Command) -> String {
+    let output = run(command);
+    assert!(
+        output.status.success(),
+        "command failed: {:?}\nstdout: {}\nstderr: {}",
+        command,
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8(output.stdout).unwrap()
+}
+
+/// Runs a command that must fail; returns stderr.
+pub fn fails(command: &mut Command) -> String {
+    let output = run(command);
+    assert!(!output.status.success(), "command succeeded: {command:?}");
+    String::from_utf8(output.stderr).unwrap()
+}
+
+/// Runs a command with `input` on stdin.
+pub fn with_stdin(command: &mut Command, input: &str) -> Output {
+    use std::io::Write;
+    let mut child = command
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(input.as_bytes())
+        .unwrap();
+    child.wait_with_output().unwrap()
+}
+
+pub fn json(text: &str) -> serde_json::Value {
+    serde_json::from_str(text).unwrap_or_else(|e| panic!("not JSON ({e}): {text}"))
+}
+
+/// A current-format legacy item with one attempt.
+pub fn item(id: &str, attempt: u32, timestamp: &str, message: &str) -> serde_json::Value {
+    serde_json::json!({
+        "item_id": id,
+        "item_data": {"path": format!("src/{id}.rs"), "priority": attempt},
+        "first_attempt": timestamp,
+        "last_attempt": timestamp,
+        "failure_count": 1,
+        "failure_history": [{
+            "attempt_number": attempt,
+            "timestamp": timestamp,
+            "error_type": {"CommandFailed": {"exit_code": 101}},
+            "error_message": message,
+            "stack_trace": null,
+            "agent_id": format!("agent-{id}"),
+            "step_failed": "agent_execution",
+            "duration_ms": 1000,
+            "json_log_location": "/logs/x.jsonl"
+        }],
+        "error_signature": dlqlite::classify::error_signature(message),
+        "worktree_artifacts": {
+            "worktree_path": format!("/wt/{id}"),
+            "branch_name": format!("agent-{id}"),
+            "uncommitted_changes": null,
+            "error_logs": null
+        },
+        "reprocess_eligible": true,
+        "manual_review_required": false
+    })
+}
+
+/// Writes `value` to `dir/name` and returns the path.
+pub fn write_json(dir: &Path, name: &str, value: &serde_json::Value) -> PathBuf {
+    let path = dir.join(name);
+    std::fs::write(&path, serde_json::to_string_pretty(value).unwrap()).unwrap();
+    path
+}
+
+/// Opens the database directly (for checks the CLI does not show).
+pub fn sql(db: &Path) -> rusqlite::Connection {
+    rusqlite::Connection::open(db).unwrap()
+}
+
+pub fn count(db: &Path, query: &str) -> i64 {
+    sql(db).query_row(query, [], |row| row.get(0)).unwrap()
+}

@@ -1,0 +1,350 @@
+//! The storage engine through the real binary: add/stats, merges, capacity,
+//! migrations, concurrency, the sqlite3 shell and file permissions.
+
+use crate::common::*;
+
+#[test]
+fn add_then_stats_round_trip() {
+    let dir = TempDir::new("stats");
+    let db = dir.join("dlq.db");
+    let a = write_json(
+        dir.path(),
+        "a.json",
+        &item("a", 1, "2025-01-01T00:00:00Z", "boom"),
+    );
+    let mut b_item = item("b", 1, "2025-01-02T00:00:00.5Z", "bang");
+    b_item["reprocess_eligible"] = false.into();
+    b_item["manual_review_required"] = true.into();
+    b_item["first_attempt"] = "2024-12-31T12:00:00-07:00".into();
+    let b = write_json(dir.path(), "b.json", &b_item);
+    ok(dlq(&db).args(["add", "--job-id", "job-1"]).arg(&a));
+    ok(dlq(&db).args(["add", "--job-id", "job-1"]).arg(&b));
+    let stats = json(&ok(dlq(&db).args(["stats", "--job-id", "job-1", "--json"])));
+    assert_eq!(stats["total_items"], 2);
+    assert_eq!(stats["eligible_for_reprocess"], 1);
+    assert_eq!(stats["requiring_manual_review"], 1);
+    assert_eq!(stats["oldest_item"], "2024-12-31T19:00:00Z");
+    assert_eq!(stats["newest_item"], "2025-01-02T00:00:00.500Z");
+    let boom = dlqlite::classify::error_signature("boom");
+    assert_eq!(stats["error_categories"][&boom], 1);
+    assert_eq!(stats["error_categories"].as_object().unwrap().len(), 2);
+
+    let all = json(&ok(dlq(&db).args(["stats", "--json"])));
+    assert_eq!(all["total_items"], 2);
+    assert_eq!(all["jobs"]["job-1"], stats);
+    // --workflow-id is the legacy spelling.
+    let legacy = json(&ok(dlq(&db).args([
+        "stats",
+        "--workflow-id",
+        "job-1",
+        "--json",
+    ])));
+    assert_eq!(legacy, stats);
+}
+
+#[test]
+fn adding_the_same_item_twice_changes_nothing() {
+    let dir = TempDir::new("twice");
+    let db = dir.join("dlq.db");
+    let a = write_json(
+        dir.path(),
+        "a.json",
+        &item("a", 1, "2025-01-01T00:00:00Z", "boom"),
+    );
+    ok(dlq(&db).args(["add", "--job-id", "j"]).arg(&a));
+    let dump = |db: &std::path::Path| {
+        let conn = sql(db);
+        let row: String = conn
+            .query_row(
+                "SELECT json_array(job_id, item_id, item_data, first_attempt, last_attempt, failure_count,
+                     error_signature, reprocess_eligible, manual_review_required) FROM items",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
+        let history: i64 = conn
+            .query_row("SELECT COUNT(*) FROM failure_history", [], |r| r.get(0))
+            .unwrap();
+        (row, history)
+    };
+    let before = dump(&db);
+    let out = json(&ok(dlq(&db)
+        .args(["add", "--json", "--job-id", "j"])
+        .arg(&a)));
+    assert_eq!(out["items_unchanged"], 1);
+    assert_eq!(dump(&db), before);
+    assert_eq!(count(&db, "SELECT COUNT(*) FROM items"), 1);
+}
+
+#[test]
+fn two_histories_of_one_item_merge_into_their_union() {
+    let dir = TempDir::new("merge");
+    let db = dir.join("dlq.db");
+    // The legacy writer replaced the file: each copy has one attempt.
+    let first = write_json(
+        dir.path(),
+        "1.json",
+        &item("a", 1, "2025-01-01T00:00:00Z", "first"),
+    );
+    let mut second_item = item("a", 2, "2025-01-03T00:00:00Z", "second");
+    second_item["failure_history"][0]["error_type"] = "Timeout".into();
+    let second = write_json(dir.path(), "2.json", &second_item);
+    ok(dlq(&db).args(["add", "--job-id", "j"]).arg(&second));
+    let out = json(&ok(dlq(&db)
+        .args(["add", "--json", "--job-id", "j"])
+        .arg(&first)));
+    assert_eq!(out["items_merged"], 1);
+    let conn = sql(&db);
+    let (count, first_attempt, last_attempt, signature): (i64, String, String, String) = conn
+        .query_row(
+            "SELECT failure_count, first_attempt, last_attempt, error_signature FROM items",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
+        )
+        .unwrap();
+    assert_eq!(count, 2);
+    assert_eq!(first_attempt, "2025-01-01T00:00:00.000000000Z");
+    assert_eq!(last_attempt, "2025-01-03T00:00:00.000000000Z");
+    // Signature and data come from the newer copy.
+    assert_eq!(signature, dlqlite::classify::error_signature("second"));
+    let attempts: Vec<(i64, String)> = conn
+        .prepare("SELECT attempt_number, error_type FROM failure_log ORDER BY attempt_number")
+        .unwrap()
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert_eq!(
+        attempts,
+        [(1, "CommandFailed".to_string()), (2, "Timeout".to_string())]
+    );
+    // Adding either copy again changes nothing.
+    let out = json(&ok(dlq(&db)
+        .args(["add", "--json", "--job-id", "j"])
+        .arg(&first)));
+    assert_eq!(out["items_unchanged"], 1);
+}
+
+#[test]
+fn capacity_keeps_the_newest_and_records_every_eviction() {
+    let dir = TempDir::new("cap");
+    let db = dir.join("dlq.db");
+    let (n, k) = (5, 3);
+    ok(dlq(&db).args(["capacity", "--set", &n.to_string()]));
+    let lines: Vec<String> = (0..n + k)
+        .map(|i| {
+            item(
+                &format!("i{i}"),
+                1,
+                &format!("2025-01-01T00:00:{:02}Z", i),
+                "x",
+            )
+            .to_string()
+        })
+        .collect();
+    // Add in shuffled order: eviction must go by last_attempt, not insertion.
+    for i in [3, 0, 7, 1, 6, 2, 5, 4] {
+        let output = with_stdin(dlq(&db).args(["add", "--job-id", "j", "-"]), &lines[i]);
+        assert!(
+            output.status.success(),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+    let conn = sql(&db);
+    let kept: Vec<String> = conn
+        .prepare("SELECT item_id FROM items ORDER BY item_id")
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert_eq!(kept, ["i3", "i4", "i5", "i6", "i7"]);
+    let mut evicted: Vec<String> = conn
+        .prepare("SELECT item_id FROM events WHERE kind = 'evicted'")
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    evicted.sort();
+    assert_eq!(evicted, ["i0", "i1", "i2"]);
+    let signature: String = conn
+        .query_row("SELECT json_extract(detail, '$.error_signature') FROM events WHERE kind = 'evicted' LIMIT 1", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(signature, dlqlite::classify::error_signature("x"));
+    assert_eq!(
+        json(&ok(dlq(&db).args(["stats", "--json"])))["total_items"],
+        n
+    );
+
+    // Lowering a job's capacity evicts at once.
+    let out = json(&ok(
+        dlq(&db).args(["capacity", "--job-id", "j", "--set", "2", "--json"])
+    ));
+    assert_eq!(out["evicted"], 3);
+    assert_eq!(count(&db, "SELECT COUNT(*) FROM items"), 2);
+    assert_eq!(
+        count(&db, "SELECT COUNT(*) FROM events WHERE kind = 'evicted'"),
+        6
+    );
+}
+
+#[test]
+fn a_fresh_database_migrates_once() {
+    let dir = TempDir::new("migrate");
+    let db = dir.join("nested/dir/dlq.db");
+    let info = json(&ok(dlq(&db).args(["db", "--json"])));
+    assert_eq!(info["schema_version"], 1);
+    let applied = |db: &std::path::Path| -> Vec<(i64, String)> {
+        sql(db)
+            .prepare("SELECT version, applied_on FROM refinery_schema_history ORDER BY version")
+            .unwrap()
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap()
+    };
+    let before = applied(&db);
+    assert_eq!(before.len(), 1);
+    ok(dlq(&db).args(["db", "--json"]));
+    assert_eq!(applied(&db), before, "reopening applied a migration again");
+}
+
+#[test]
+fn a_newer_schema_is_refused_and_left_alone() {
+    let dir = TempDir::new("newer");
+    let db = dir.join("dlq.db");
+    ok(dlq(&db).args(["db"]));
+    sql(&db)
+        .execute(
+            "INSERT INTO refinery_schema_history (version, name, applied_on, checksum)
+             VALUES (99, 'future', '2030-01-01T00:00:00Z', '1')",
+            [],
+        )
+        .unwrap();
+    let before = std::fs::read(&db).unwrap();
+    let err = fails(dlq(&db).args(["stats"]));
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains("schema version 99") && err.contains("supports (1)"),
+        "{err}"
+    );
+    assert_eq!(std::fs::read(&db).unwrap(), before);
+}
+
+#[test]
+fn two_processes_adding_at_once_both_succeed() {
+    let dir = TempDir::new("concurrent");
+    let db = dir.join("dlq.db");
+    let make = |prefix: &str| -> std::path::PathBuf {
+        let lines: String = (0..2000)
+            .map(|i| {
+                item(&format!("{prefix}-{i}"), 1, "2025-01-01T00:00:00Z", "x").to_string() + "\n"
+            })
+            .collect();
+        let path = dir.join(&format!("{prefix}.jsonl"));
+        std::fs::write(&path, lines).unwrap();
+        path
+    };
+    let (a, b) = (make("a"), make("b"));
+    // Neither process creates the database first: both race to create and migrate it.
+    let mut first = dlq(&db)
+        .args(["add", "--job-id", "j"])
+        .arg(&a)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut second = dlq(&db)
+        .args(["add", "--job-id", "j"])
+        .arg(&b)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    for child in [&mut first, &mut second] {
+        let status = child.wait().unwrap();
+        let mut err = String::new();
+        std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut err).unwrap();
+        assert!(status.success(), "{err}");
+    }
+    assert_eq!(count(&db, "SELECT COUNT(*) FROM items"), 4000);
+    assert_eq!(count(&db, "SELECT COUNT(*) FROM failure_history"), 4000);
+    assert_eq!(
+        count(&db, "SELECT item_count FROM jobs WHERE job_id = 'j'"),
+        4000
+    );
+}
+
+#[test]
+fn the_sqlite3_shell_reads_the_views() {
+    let dir = TempDir::new("shell");
+    let db = dir.join("dlq.db");
+    let a = write_json(
+        dir.path(),
+        "a.json",
+        &item("a", 1, "2025-01-01T00:00:00Z", "boom"),
+    );
+    ok(dlq(&db).args(["add", "--job-id", "j"]).arg(&a));
+    let shell = |query: &str| -> String {
+        let output = std::process::Command::new("sqlite3")
+            .arg(&db)
+            .arg(query)
+            .output()
+            .expect("sqlite3 is installed");
+        assert!(
+            output.status.success(),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        String::from_utf8(output.stdout).unwrap()
+    };
+    assert_eq!(
+        shell("SELECT job_id, item_id, failure_count, error_type, exit_code, error_message, worktree_path FROM item_summary"),
+        "j|a|1|CommandFailed|101|boom|/wt/a\n"
+    );
+    assert_eq!(
+        shell("SELECT item_id, attempt_number, timestamp, json_log_location FROM failure_log"),
+        "a|1|2025-01-01T00:00:00.000000000Z|/logs/x.jsonl\n"
+    );
+    // Stored timestamps are readable by SQLite's own date functions.
+    assert_eq!(
+        shell("SELECT date(last_attempt) FROM items"),
+        "2025-01-01\n"
+    );
+}
+
+#[cfg(unix)]
+#[test]
+fn a_new_database_file_is_private() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = TempDir::new("mode");
+    let db = dir.join("new/dlq.db");
+    ok(dlq(&db).args(["db"]));
+    let mode = std::fs::metadata(&db).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600);
+}
+
+#[test]
+fn bad_input_is_one_line_and_adds_nothing() {
+    let dir = TempDir::new("badadd");
+    let db = dir.join("dlq.db");
+    let good = item("a", 1, "2025-01-01T00:00:00Z", "boom").to_string();
+    let mut bad = item("b", 1, "2025-01-01T00:00:00Z", "boom");
+    bad["failure_history"][0]["timestamp"] = "not a time".into();
+    let output = with_stdin(
+        dlq(&db).args(["add", "--job-id", "j"]),
+        &format!("{good}\n{bad}\n"),
+    );
+    assert_eq!(output.status.code(), Some(1));
+    let err = String::from_utf8(output.stderr).unwrap();
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains("item 2") && err.contains("failure_history[0].timestamp"),
+        "{err}"
+    );
+    assert_eq!(count(&db, "SELECT COUNT(*) FROM items"), 0);
+    let err = fails(dlq(&db).args(["add", "--job-id", "j", "/no/such/file.json"]));
+    assert!(err.contains("/no/such/file.json"), "{err}");
+}
