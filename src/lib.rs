@@ -19,6 +19,9 @@
 pub mod classify;
 pub mod db;
 pub mod error;
+pub mod export;
+pub mod generate;
+pub mod import;
 pub mod input;
 pub mod model;
 pub mod store;

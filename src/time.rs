@@ -8,10 +8,6 @@ use std::fmt;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Timestamp(DateTime<Utc>);
 
-/// Storage form: always nine fractional digits and `Z`, so text order is
-/// instant order and SQLite's date functions can read it.
-const STORAGE_FORMAT: &str = "%Y-%m-%dT%H:%M:%S%.9fZ";
-
 impl Timestamp {
     /// The current time.
     pub fn now() -> Self {
@@ -43,7 +39,25 @@ impl Timestamp {
 
     /// The fixed-width storage form (`2025-11-23T19:42:53.902113845Z`).
     pub fn to_storage(&self) -> String {
-        self.0.format(STORAGE_FORMAT).to_string()
+        use chrono::{Datelike, Timelike};
+        let t = &self.0;
+        // Hand-formatted: chrono's strftime re-parses the pattern on every
+        // call, and this runs for every timestamp written.
+        let (second, nanos) = match t.nanosecond() {
+            // A leap second: chrono keeps it as nanos past 1e9.
+            n if n >= 1_000_000_000 => (60, n - 1_000_000_000),
+            n => (t.second(), n),
+        };
+        format!(
+            "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:09}Z",
+            t.year(),
+            t.month(),
+            t.day(),
+            t.hour(),
+            t.minute(),
+            second,
+            nanos
+        )
     }
 
     /// The form the legacy writer produced: RFC 3339 in UTC with `Z` and a
@@ -124,6 +138,10 @@ mod tests {
             let ts = Timestamp::parse(input).unwrap();
             assert_eq!(ts.to_legacy(), legacy, "{input}");
             assert_eq!(ts.to_storage().len(), 30, "{input}");
+            assert_eq!(
+                ts.to_storage(),
+                ts.datetime().format("%Y-%m-%dT%H:%M:%S%.9fZ").to_string()
+            );
         }
     }
 

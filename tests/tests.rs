@@ -7,3 +7,5 @@
 mod common;
 #[path = "tests/engine.rs"]
 mod engine;
+#[path = "tests/import.rs"]
+mod import;

@@ -8,16 +8,27 @@ use std::process::ExitCode;
 
 /// Show the database path, schema version and row counts.
 ///
+/// The job counters (items, eligible, manual review, per signature) are kept
+/// by dlq and by triggers; after inserting items by hand with sqlite3, run
+/// `dlq db --recount` to recompute them.
+///
 /// Example: dlq --db demo.db db
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// Print JSON
     #[arg(long)]
     json: bool,
+    /// Recompute the job counters from the items first
+    #[arg(long)]
+    recount: bool,
 }
 
 pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
-    let info = ctx.open()?.db_info()?;
+    let dlq = ctx.open()?;
+    if args.recount {
+        dlq.recount()?;
+    }
+    let info = dlq.db_info()?;
     if args.json {
         print_json(&info)?;
         return Ok(ExitCode::SUCCESS);

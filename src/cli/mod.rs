@@ -5,6 +5,8 @@
 mod add;
 mod capacity;
 mod db;
+mod export;
+mod import;
 mod jobs;
 mod output;
 mod stats;
@@ -36,6 +38,8 @@ enum Command {
     Jobs(jobs::Args),
     Stats(stats::Args),
     Db(db::Args),
+    Import(import::Args),
+    Export(export::Args),
 }
 
 /// What every subcommand gets: where the database is.
@@ -57,7 +61,7 @@ impl Context {
 }
 
 /// `DLQ_NOW` fixes the clock, so tests of age-based commands need no sleeping.
-fn with_test_clock(dlq: Dlq) -> Result<Dlq> {
+pub fn with_test_clock(dlq: Dlq) -> Result<Dlq> {
     match std::env::var("DLQ_NOW") {
         Ok(text) => {
             let now = Timestamp::parse(&text)
@@ -93,5 +97,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Command::Jobs(args) => jobs::run(args, &ctx),
         Command::Stats(args) => stats::run(args, &ctx),
         Command::Db(args) => db::run(args, &ctx),
+        Command::Import(args) => import::run(args, &ctx),
+        Command::Export(args) => export::run(args, &ctx),
     }
 }

@@ -30,6 +30,13 @@ pub struct CapacityInfo {
 }
 
 impl Dlq {
+    /// Recomputes the job counters and signature counts from the items: for
+    /// after rows were inserted by hand (updates and deletes are counted by
+    /// triggers, inserts by dlq itself).
+    pub fn recount(&self) -> Result<()> {
+        self.write(|tx| super::rows::recount(tx.conn()))
+    }
+
     /// Removes one item (recorded as a `removed` event).
     pub fn remove(&self, job_id: Option<&str>, item_id: &str) -> Result<()> {
         self.write(|tx| {

@@ -112,7 +112,9 @@ impl Dlq {
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
         let value = {
             let mut writer = WriteTx::new(&tx, self.now())?;
-            f(&mut writer)?
+            let value = f(&mut writer)?;
+            writer.flush_counts()?;
+            value
         };
         tx.commit()?;
         Ok(value)

@@ -9,6 +9,7 @@ use crate::model::{
 use crate::time::Timestamp;
 use rusqlite::{params, Connection, OptionalExtension, Row};
 use serde_json::value::RawValue;
+use std::collections::HashMap;
 
 /// An item as stored, with its row key and the flags a person marked.
 pub struct StoredItem {
@@ -79,28 +80,94 @@ pub fn insert_item_row(
         "INSERT INTO items (job_id, item_id, item_data, first_attempt, last_attempt, failure_count,
              error_signature, reprocess_eligible, manual_review_required, extra, omitted_fields)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)
-         ON CONFLICT (job_id, item_id) DO NOTHING
-         RETURNING id",
+         ON CONFLICT (item_id, job_id) DO NOTHING",
     )?;
-    let key = stmt
-        .query_row(
-            params![
-                job_id,
-                item.item_id,
-                item.item_data.get(),
-                item.first_attempt,
-                item.last_attempt,
-                item.failure_count,
-                item.error_signature,
-                item.reprocess_eligible,
-                item.manual_review_required,
-                extra_json(&item.extra)?,
-                item_omitted_json(item)?,
-            ],
-            |row| row.get(0),
-        )
-        .optional()?;
-    Ok(key)
+    let inserted = stmt.execute(params![
+        job_id,
+        item.item_id,
+        item.item_data.get(),
+        item.first_attempt,
+        item.last_attempt,
+        item.failure_count,
+        item.error_signature,
+        item.reprocess_eligible,
+        item.manual_review_required,
+        extra_json(&item.extra)?,
+        item_omitted_json(item)?,
+    ])?;
+    if inserted == 0 {
+        return Ok(None);
+    }
+    Ok(Some(conn.last_insert_rowid()))
+}
+
+/// Counter changes for inserted items, applied in one go. (UPDATE and
+/// DELETE are counted by triggers; the schema says why INSERT is not.)
+#[derive(Default)]
+pub struct InsertCounts {
+    /// Per job: items, eligible, manual review, failure_count sum, and the
+    /// items per signature.
+    jobs: HashMap<String, ([i64; 4], HashMap<String, i64>)>,
+}
+
+impl InsertCounts {
+    /// Counts one inserted item (allocating only for a new job or signature).
+    pub fn add(&mut self, job_id: &str, item: &DeadLetteredItem) {
+        if !self.jobs.contains_key(job_id) {
+            self.jobs.insert(job_id.to_string(), Default::default());
+        }
+        let Some((counts, signatures)) = self.jobs.get_mut(job_id) else {
+            return;
+        };
+        counts[0] += 1;
+        counts[1] += i64::from(item.reprocess_eligible);
+        counts[2] += i64::from(item.manual_review_required);
+        counts[3] += i64::from(item.failure_count);
+        match signatures.get_mut(&item.error_signature) {
+            Some(count) => *count += 1,
+            None => {
+                signatures.insert(item.error_signature.clone(), 1);
+            }
+        }
+    }
+
+    /// Writes the counts and starts again from zero.
+    pub fn flush(&mut self, conn: &Connection) -> Result<()> {
+        let mut jobs = conn.prepare_cached(
+            "UPDATE jobs SET item_count = item_count + ?2,
+                 eligible_count = eligible_count + ?3,
+                 manual_review_count = manual_review_count + ?4,
+                 failure_count_sum = failure_count_sum + ?5
+             WHERE job_id = ?1",
+        )?;
+        let mut signatures = conn.prepare_cached(
+            "INSERT INTO signature_counts (job_id, error_signature, item_count) VALUES (?1, ?2, ?3)
+             ON CONFLICT (job_id, error_signature) DO UPDATE SET item_count = item_count + excluded.item_count",
+        )?;
+        for (job_id, ([items, eligible, manual, failures], by_signature)) in self.jobs.drain() {
+            jobs.execute(params![job_id, items, eligible, manual, failures])?;
+            for (signature, count) in by_signature {
+                signatures.execute(params![job_id, signature, count])?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Recomputes every job's counters and the signature counts from the items
+/// (after rows were inserted by hand).
+pub fn recount(conn: &Connection) -> Result<()> {
+    conn.execute_batch(
+        "UPDATE jobs SET
+             item_count = (SELECT COUNT(*) FROM items i WHERE i.job_id = jobs.job_id),
+             eligible_count = (SELECT COUNT(*) FROM items i WHERE i.job_id = jobs.job_id AND i.reprocess_eligible = 1),
+             manual_review_count = (SELECT COUNT(*) FROM items i WHERE i.job_id = jobs.job_id AND i.manual_review_required = 1),
+             failure_count_sum = (SELECT COALESCE(SUM(failure_count), 0) FROM items i WHERE i.job_id = jobs.job_id);
+         DELETE FROM signature_counts;
+         INSERT INTO signature_counts (job_id, error_signature, item_count)
+             SELECT job_id, error_signature, COUNT(*) FROM items GROUP BY job_id, error_signature;",
+    )?;
+    Ok(())
 }
 
 /// Rewrites the item row's own columns (not its history or artifacts).

@@ -8,7 +8,8 @@ use crate::error::Result;
 use crate::model::{merge, DeadLetteredItem};
 use crate::time::Timestamp;
 use rusqlite::{params, Connection, OptionalExtension};
-use std::collections::HashSet;
+use std::borrow::Cow;
+use std::collections::{HashMap, HashSet};
 
 /// What an add did to the item.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -47,6 +48,12 @@ pub struct WriteTx<'c> {
     now: Timestamp,
     default_cap: i64,
     jobs_touched: HashSet<String>,
+    /// (item_count, capacity) per job, exact within this transaction, so a
+    /// bulk add does not query the job row after every insert.
+    job_load: HashMap<String, (i64, i64)>,
+    /// Counter changes of the items inserted so far, written before anything
+    /// reads the counters and before commit.
+    pending_counts: rows::InsertCounts,
     item_events: bool,
 }
 
@@ -57,6 +64,8 @@ impl<'c> WriteTx<'c> {
             now,
             default_cap: default_capacity(conn)?,
             jobs_touched: HashSet::new(),
+            job_load: HashMap::new(),
+            pending_counts: rows::InsertCounts::default(),
             item_events: true,
         })
     }
@@ -75,7 +84,9 @@ impl<'c> WriteTx<'c> {
     /// Creates the job if needed and bumps its updated_at (once per
     /// transaction); records `repo` if the job has none yet.
     pub fn ensure_job(&mut self, job_id: &str, repo: Option<&str>) -> Result<()> {
-        if self.jobs_touched.contains(job_id) && repo.is_none() {
+        // Once per job and transaction: the repo only fills a NULL, and the
+        // same upsert for every item of a bulk import is pure overhead.
+        if self.jobs_touched.contains(job_id) {
             return Ok(());
         }
         self.conn
@@ -99,8 +110,13 @@ impl<'c> WriteTx<'c> {
         item: &DeadLetteredItem,
     ) -> Result<AddReport> {
         self.ensure_job(job_id, repo)?;
-        let normalised = item.normalised();
+        let normalised = if item.is_normalised() {
+            Cow::Borrowed(item)
+        } else {
+            Cow::Owned(item.normalised())
+        };
         if rows::insert_item(self.conn, job_id, &normalised)?.is_some() {
+            self.pending_counts.add(job_id, &normalised);
             if self.item_events {
                 self.event(
                     event_kinds::ADDED,
@@ -109,7 +125,7 @@ impl<'c> WriteTx<'c> {
                     serde_json::json!({"failure_count": normalised.failure_count}),
                 )?;
             }
-            let evicted = self.enforce_capacity(job_id)?;
+            let evicted = self.after_insert(job_id)?;
             return Ok(AddReport {
                 outcome: AddOutcome::Inserted,
                 new_attempts: normalised.failure_history.len(),
@@ -174,17 +190,49 @@ impl<'c> WriteTx<'c> {
         Ok(cap.flatten().unwrap_or(self.default_cap))
     }
 
-    /// Evicts the items with the oldest last_attempt (then the oldest row)
-    /// until the job fits its capacity; each eviction is an `evicted` event.
-    pub fn enforce_capacity(&mut self, job_id: &str) -> Result<Vec<EvictedItem>> {
+    /// Counts a new item of a job and evicts if that puts it over capacity.
+    fn after_insert(&mut self, job_id: &str) -> Result<Vec<EvictedItem>> {
+        let (count, cap) = match self.job_load.get_mut(job_id) {
+            Some(load) => {
+                load.0 += 1;
+                *load
+            }
+            None => self.load_of(job_id)?,
+        };
+        if cap <= 0 || count <= cap {
+            return Ok(Vec::new());
+        }
+        self.evict(job_id, count - cap, cap)
+    }
+
+    /// Writes the pending counter changes.
+    pub(super) fn flush_counts(&mut self) -> Result<()> {
+        self.pending_counts.flush(self.conn)
+    }
+
+    /// Reads a job's item count and capacity (and caches them).
+    fn load_of(&mut self, job_id: &str) -> Result<(i64, i64)> {
+        self.flush_counts()?;
         let (count, cap): (i64, Option<i64>) = self
             .conn
             .prepare_cached("SELECT item_count, max_items FROM jobs WHERE job_id = ?1")?
             .query_row([job_id], |row| Ok((row.get(0)?, row.get(1)?)))?;
-        let cap = cap.unwrap_or(self.default_cap);
+        let load = (count, cap.unwrap_or(self.default_cap));
+        self.job_load.insert(job_id.to_string(), load);
+        Ok(load)
+    }
+
+    /// Evicts the items with the oldest last_attempt (then the oldest row)
+    /// until the job fits its capacity; each eviction is an `evicted` event.
+    pub fn enforce_capacity(&mut self, job_id: &str) -> Result<Vec<EvictedItem>> {
+        let (count, cap) = self.load_of(job_id)?;
         if cap <= 0 || count <= cap {
             return Ok(Vec::new());
         }
+        self.evict(job_id, count - cap, cap)
+    }
+
+    fn evict(&mut self, job_id: &str, excess: i64, cap: i64) -> Result<Vec<EvictedItem>> {
         let mut stmt = self.conn.prepare_cached(
             "DELETE FROM items WHERE id IN (
                  SELECT id FROM items WHERE job_id = ?1
@@ -192,7 +240,7 @@ impl<'c> WriteTx<'c> {
              RETURNING item_id, error_signature, last_attempt",
         )?;
         let evicted = stmt
-            .query_map(params![job_id, count - cap], |row| {
+            .query_map(params![job_id, excess], |row| {
                 Ok(EvictedItem {
                     job_id: job_id.to_string(),
                     item_id: row.get(0)?,
@@ -201,6 +249,9 @@ impl<'c> WriteTx<'c> {
                 })
             })?
             .collect::<rusqlite::Result<Vec<_>>>()?;
+        if let Some(load) = self.job_load.get_mut(job_id) {
+            load.0 -= i64::try_from(evicted.len()).unwrap_or(0);
+        }
         for item in &evicted {
             self.event(
                 event_kinds::EVICTED,

@@ -348,3 +348,54 @@ fn bad_input_is_one_line_and_adds_nothing() {
     let err = fails(dlq(&db).args(["add", "--job-id", "j", "/no/such/file.json"]));
     assert!(err.contains("/no/such/file.json"), "{err}");
 }
+
+#[test]
+fn counters_follow_hand_edits_and_recount_repairs_hand_inserts() {
+    let dir = TempDir::new("counters");
+    let db = dir.join("dlq.db");
+    let lines: String = (0..6)
+        .map(|i| {
+            item(
+                &format!("i{i}"),
+                1,
+                "2025-01-01T00:00:00Z",
+                if i % 2 == 0 { "even" } else { "odd" },
+            )
+            .to_string()
+                + "\n"
+        })
+        .collect();
+    let output = with_stdin(dlq(&db).args(["add", "--job-id", "j"]), &lines);
+    assert!(output.status.success());
+    let stats = || json(&ok(dlq(&db).args(["stats", "--job-id", "j", "--json"])));
+    let conn = sql(&db);
+    // A hand delete and update are counted by the triggers.
+    conn.execute_batch(
+        "PRAGMA foreign_keys = ON;
+         DELETE FROM items WHERE item_id = 'i0';
+         UPDATE items SET reprocess_eligible = 0, error_signature = 'manual' WHERE item_id = 'i1';",
+    )
+    .unwrap();
+    let s = stats();
+    assert_eq!(s["total_items"], 5);
+    assert_eq!(s["eligible_for_reprocess"], 4);
+    assert_eq!(s["error_categories"]["manual"], 1);
+    assert_eq!(
+        count(&db, "SELECT COUNT(*) FROM failure_history"),
+        5,
+        "cascade"
+    );
+    // A hand insert is not, until --recount.
+    conn.execute(
+        "INSERT INTO items (job_id, item_id, item_data, first_attempt, last_attempt, failure_count,
+             error_signature, reprocess_eligible, manual_review_required)
+         VALUES ('j', 'by-hand', '{}', '2025-01-01T00:00:00.000000000Z', '2025-01-01T00:00:00.000000000Z', 1, 'manual', 1, 1)",
+        [],
+    )
+    .unwrap();
+    ok(dlq(&db).args(["db", "--recount"]));
+    let s = stats();
+    assert_eq!(s["total_items"], 6);
+    assert_eq!(s["requiring_manual_review"], 1);
+    assert_eq!(s["error_categories"]["manual"], 2);
+}

@@ -7,6 +7,8 @@
 //! compares equal as JSON. The merge rule for two copies of one item lives
 //! here too, as a pure function.
 
+mod fast;
+
 use crate::error::{Error, Result};
 use crate::time::Timestamp;
 use serde::ser::{SerializeMap, Serializer};
@@ -412,6 +414,9 @@ impl DeadLetteredItem {
         if text.trim().is_empty() {
             return Err(Error::invalid_item("item", "empty file"));
         }
+        if let Some(item) = fast::parse(text) {
+            return Ok(item);
+        }
         let raw: &RawValue = serde_json::from_str(text)
             .map_err(|e| Error::invalid_item("item", format!("not valid JSON: {e}")))?;
         Self::from_raw(raw).map_err(|reason| Error::invalid_item("item", reason))
@@ -420,6 +425,15 @@ impl DeadLetteredItem {
     /// Parses one item from a raw JSON value; the error is one line naming
     /// the offending field.
     pub fn from_raw(raw: &RawValue) -> std::result::Result<Self, String> {
+        if let Some(item) = fast::parse(raw.get()) {
+            return Ok(item);
+        }
+        Self::from_raw_lenient(raw)
+    }
+
+    /// The lenient reader: any shape the legacy files took, unknown fields
+    /// kept, and an error that names the field.
+    fn from_raw_lenient(raw: &RawValue) -> std::result::Result<Self, String> {
         let mut fields = Fields::new(raw, "")?;
         let item_id: String = fields.required("item_id")?;
         let item_data = compact_raw(fields.raw("item_data")?.get()).map_err(|e| e.to_string())?;
@@ -729,6 +743,15 @@ pub fn union_history(first: &[FailureDetail], second: &[FailureDetail]) -> Vec<F
 }
 
 impl DeadLetteredItem {
+    /// Whether the item is already in its stored form (the common case), so
+    /// writers can skip the copy `normalised` makes.
+    pub fn is_normalised(&self) -> bool {
+        self.failure_history
+            .windows(2)
+            .all(|pair| pair[0].attempt_key() < pair[1].attempt_key())
+            && usize::try_from(self.failure_count).is_ok_and(|n| n >= self.failure_history.len())
+    }
+
     /// The item as stored: history sorted and de-duplicated by attempt key,
     /// failure_count at least the number of attempts. Storing and reading
     /// back an item gives exactly its normalised form.
@@ -838,6 +861,51 @@ mod tests {
             assert!(DeadLetteredItem::from_json_str(bad).is_err(), "{bad:?}");
         }
         assert!(DeadLetteredItem::from_json_slice(b"\"\xff\xfe\"").is_err());
+    }
+
+    /// The fast reader and the lenient one give the same item for every
+    /// file the fast one takes.
+    #[test]
+    fn fast_and_lenient_readers_agree_on_every_sample_file() {
+        let mut stack = vec![std::path::PathBuf::from(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/examples/legacy"
+        ))];
+        let mut compared = 0;
+        let mut texts = vec![CURRENT.to_string()];
+        while let Some(dir) = stack.pop() {
+            for entry in std::fs::read_dir(&dir).unwrap() {
+                let path = entry.unwrap().path();
+                if path.is_dir() {
+                    stack.push(path);
+                } else if path.to_string_lossy().contains("/items/") {
+                    if let Ok(text) = std::fs::read_to_string(&path) {
+                        texts.push(text);
+                    }
+                }
+            }
+        }
+        let mut rng = crate::generate::Rng::new(3);
+        for item in 0..50 {
+            texts.push(crate::generate::item_json(&mut rng, item, 1));
+        }
+        for text in &texts {
+            let Some(fast) = fast::parse(text) else {
+                continue;
+            };
+            let raw: &RawValue = serde_json::from_str(text).unwrap();
+            let lenient = DeadLetteredItem::from_raw_lenient(raw).unwrap();
+            assert_eq!(
+                serde_json::to_string(&fast).unwrap(),
+                serde_json::to_string(&lenient).unwrap()
+            );
+            assert_eq!(
+                fast.worktree_artifacts_absent,
+                lenient.worktree_artifacts_absent
+            );
+            compared += 1;
+        }
+        assert!(compared >= 55, "{compared}");
     }
 
     #[test]

@@ -1,0 +1,179 @@
+//! Import throughput and peak memory on a generated legacy tree.
+//!
+//! `cargo bench --bench import` generates (once) a tree of DLQ_BENCH_ITEMS
+//! items (default 100,000; 1,000 per job, as the legacy cap kept them) under
+//! target/bench-data, then:
+//! - imports it in-process into a fresh database DLQ_BENCH_RUNS times
+//!   (default 3) and reports items/s (median, min, max);
+//! - runs the real `dlq import` on it and reports its peak RSS (VmHWM);
+//! - compares the database's size with the tree's allocated size.
+
+use dlqlite::generate::{write_tree, TreeSpec};
+use dlqlite::import::{import, ImportOptions};
+use dlqlite::Dlq;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+// The same allocator as the `dlq` binary, so in-process figures match it.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+fn env_usize(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn bench_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("target/bench-data")
+}
+
+/// The generated tree for `items` items, written once and reused.
+fn tree(items: usize) -> PathBuf {
+    let root = bench_dir().join(format!("legacy-{items}"));
+    let done = root.join(".complete");
+    if !done.exists() {
+        let _ = std::fs::remove_dir_all(&root);
+        let per_job = 1_000.min(items);
+        let spec = TreeSpec {
+            jobs: items.div_ceil(per_job),
+            items_per_job: per_job,
+            attempt: 1,
+            seed: 42,
+        };
+        let started = Instant::now();
+        let n = write_tree(&root, &spec).expect("generate tree");
+        std::fs::write(&done, "").expect("marker");
+        eprintln!(
+            "generated {n} items in {:.1}s",
+            started.elapsed().as_secs_f64()
+        );
+    }
+    root
+}
+
+/// Bytes allocated on disk under `root` (what `du` counts).
+pub fn allocated_bytes(root: &Path) -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    let mut total = 0;
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+            let Ok(meta) = entry.metadata() else { continue };
+            total += meta.blocks() * 512;
+            if meta.is_dir() {
+                stack.push(entry.path());
+            }
+        }
+    }
+    total
+}
+
+/// Runs a command and returns (wall time, peak RSS in KiB) by polling
+/// /proc/<pid>/status for VmHWM, the kernel's high-water mark.
+fn run_measured(command: &mut std::process::Command) -> (Duration, u64) {
+    let started = Instant::now();
+    let mut child = command.spawn().expect("spawn");
+    let status_path = format!("/proc/{}/status", child.id());
+    let mut peak = 0;
+    loop {
+        if let Ok(status) = std::fs::read_to_string(&status_path) {
+            if let Some(line) = status.lines().find(|l| l.starts_with("VmHWM:")) {
+                let kib: u64 = line
+                    .split_whitespace()
+                    .nth(1)
+                    .and_then(|v| v.parse().ok())
+                    .unwrap_or(0);
+                peak = peak.max(kib);
+            }
+        }
+        if child.try_wait().expect("wait").is_some() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    (started.elapsed(), peak)
+}
+
+fn main() {
+    let items = env_usize("DLQ_BENCH_ITEMS", 100_000);
+    let runs = env_usize("DLQ_BENCH_RUNS", 3).max(1);
+    let root = tree(items);
+    let work = bench_dir().join("work");
+    std::fs::create_dir_all(&work).expect("work dir");
+
+    // How long reading and parsing alone take (no database).
+    let started = Instant::now();
+    let mut parsed = 0usize;
+    dlqlite::import::scan(std::slice::from_ref(&root), |record| {
+        if matches!(record, dlqlite::import::Record::Item { .. }) {
+            parsed += 1;
+        }
+        true
+    })
+    .expect("scan");
+    let scan_rate = parsed as f64 / started.elapsed().as_secs_f64();
+    eprintln!("scan only: {scan_rate:.0} items/s");
+
+    let mut rates = Vec::new();
+    for run in 0..runs {
+        let db = work.join(format!("import-{run}.db"));
+        for suffix in ["", "-wal", "-shm"] {
+            let _ = std::fs::remove_file(format!("{}{suffix}", db.display()));
+        }
+        let dlq = Dlq::open(&db).expect("open");
+        let started = Instant::now();
+        let report = import(
+            &dlq,
+            std::slice::from_ref(&root),
+            &ImportOptions::default(),
+            |_| {},
+        )
+        .expect("import");
+        let elapsed = started.elapsed().as_secs_f64();
+        assert_eq!(report.items_new, items, "every item imported");
+        rates.push(items as f64 / elapsed);
+        eprintln!("run {run}: {items} items in {elapsed:.2}s");
+    }
+    rates.sort_by(f64::total_cmp);
+    let median = rates[rates.len() / 2];
+
+    let db = work.join("import-cli.db");
+    for suffix in ["", "-wal", "-shm"] {
+        let _ = std::fs::remove_file(format!("{}{suffix}", db.display()));
+    }
+    let (wall, peak_kib) = run_measured(
+        std::process::Command::new(env!("CARGO_BIN_EXE_dlq"))
+            .arg("--db")
+            .arg(&db)
+            .args(["import", "--json"])
+            .arg(&root)
+            .stdout(std::process::Stdio::null()),
+    );
+    let db_bytes = std::fs::metadata(&db).map(|m| m.len()).unwrap_or(0);
+    let tree_bytes = allocated_bytes(&root);
+
+    println!(
+        "import benchmark, {items} items ({} jobs of up to 1,000)",
+        items.div_ceil(1_000)
+    );
+    println!("  read + parse only: {scan_rate:.0} items/s");
+    println!(
+        "  in-process import: median {median:.0} items/s (min {:.0}, max {:.0}, {runs} runs)",
+        rates[0],
+        rates[rates.len() - 1]
+    );
+    println!(
+        "  dlq import (CLI):  {:.2}s, {:.0} items/s, peak RSS {:.1} MB",
+        wall.as_secs_f64(),
+        items as f64 / wall.as_secs_f64(),
+        peak_kib as f64 / 1024.0
+    );
+    println!(
+        "  size: database {:.1} MB vs legacy tree {:.1} MB allocated ({:.2}x)",
+        db_bytes as f64 / 1e6,
+        tree_bytes as f64 / 1e6,
+        db_bytes as f64 / tree_bytes.max(1) as f64
+    );
+}

@@ -1,0 +1,136 @@
+//! `dlq import`: move legacy JSON DLQ trees into the database.
+
+use super::output::{print_json, Table};
+use super::Context;
+use anyhow::Result;
+use dlqlite::import::{import, ImportOptions, ImportReport, Progress};
+use dlqlite::Dlq;
+use std::io::{IsTerminal, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// Import legacy JSON DLQs: every `mapreduce/dlq/<job_id>/` under the paths.
+///
+/// Reads `items/` recursively (the id comes from the file, not its name),
+/// merges copies of one item found in several places, skips and reports
+/// files that cannot be parsed, and reports where index.json disagrees with
+/// the files. Never changes anything under the paths. Importing twice
+/// changes nothing. Exits 1 when any file was rejected.
+///
+/// Example: dlq --db demo.db import examples/legacy
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Trees to search [default: $PRODIGY_HOME, which defaults to ~/.prodigy]
+    paths: Vec<PathBuf>,
+    /// Report what would happen; write nothing
+    #[arg(long)]
+    dry_run: bool,
+    /// Print one JSON object (jobs, files_seen, items_new, items_merged,
+    /// items_unchanged, items_evicted, files_rejected, index_mismatches,
+    /// paths_skipped)
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
+    let paths = if args.paths.is_empty() {
+        vec![super::prodigy_home()?]
+    } else {
+        args.paths.clone()
+    };
+    let dlq = if args.dry_run {
+        super::with_test_clock(Dlq::open_scratch_copy(ctx.db_path())?)?
+    } else {
+        ctx.open()?
+    };
+    let show_progress = std::io::stderr().is_terminal();
+    let report = import(&dlq, &paths, &ImportOptions::default(), |p| {
+        if show_progress {
+            draw_progress(p);
+        }
+    })?;
+    if show_progress {
+        eprint!("\r\x1b[2K");
+    }
+    if args.json {
+        print_json(&report)?;
+    } else {
+        print_summary(&dlq, &report, args.dry_run)?;
+    }
+    Ok(if report.files_rejected.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+fn draw_progress(p: &Progress) {
+    let rate = p.items_written as f64 / p.elapsed.as_secs_f64().max(0.001);
+    eprint!(
+        "\rimporting: {} files read, {} items written ({:.0}/s)",
+        p.files_seen, p.items_written, rate
+    );
+}
+
+fn print_summary(dlq: &Dlq, report: &ImportReport, dry_run: bool) -> Result<()> {
+    {
+        let mut err = std::io::stderr().lock();
+        for rejected in &report.files_rejected {
+            writeln!(err, "rejected: {}: {}", rejected.path, rejected.error)?;
+        }
+        for mismatch in &report.index_mismatches {
+            let item = mismatch
+                .item_id
+                .as_deref()
+                .map(|id| format!(" {id:?}"))
+                .unwrap_or_default();
+            writeln!(
+                err,
+                "index.json of {}: {}{item}",
+                mismatch.job_id,
+                mismatch.kind.replace('_', " ")
+            )?;
+        }
+        for skipped in &report.paths_skipped {
+            writeln!(err, "skipped: {}: {}", skipped.path, skipped.error)?;
+        }
+    }
+    let mut table = Table::new(&["JOB", "ITEMS", "TOP ERROR SIGNATURES"]);
+    for job_id in &report.job_ids {
+        let stats = dlq.job_stats(job_id)?;
+        let mut top: Vec<_> = stats.error_categories.iter().collect();
+        top.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
+        let top: Vec<String> = top
+            .iter()
+            .take(3)
+            .map(|(sig, n)| format!("{sig} ({n})"))
+            .collect();
+        table.row(vec![
+            job_id.clone(),
+            stats.total_items.to_string(),
+            top.join(", "),
+        ]);
+    }
+    table.print()?;
+    let mut out = std::io::stdout().lock();
+    writeln!(
+        out,
+        "\n{}{} job(s), {} file(s): {} new, {} merged, {} unchanged, {} rejected, {} index mismatch(es)",
+        if dry_run { "dry run, nothing written: " } else { "" },
+        report.jobs,
+        report.files_seen,
+        report.items_new,
+        report.items_merged,
+        report.items_unchanged,
+        report.files_rejected.len(),
+        report.index_mismatches.len()
+    )?;
+    if report.items_evicted > 0 {
+        writeln!(
+            out,
+            "{} item(s) evicted over capacity (see `dlq events`)",
+            report.items_evicted
+        )?;
+    }
+    Ok(())
+}

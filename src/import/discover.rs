@@ -1,0 +1,269 @@
+//! Finding legacy job directories (`.../mapreduce/dlq/<job_id>/`) at any depth
+//! and the item files under them. Never writes anything. Symlinks are
+//! followed only when they point inside the tree being walked, and every
+//! directory is entered at most once, so cycles terminate.
+
+use std::collections::HashSet;
+use std::fs;
+use std::path::{Path, PathBuf};
+
+/// A job directory found in a legacy tree.
+#[derive(Clone, Debug)]
+pub struct JobDir {
+    pub path: PathBuf,
+    /// The directory's name (the job id as the legacy writer used it).
+    pub dir_name: String,
+    /// The repo segment the path shows, if any.
+    pub repo: Option<String>,
+}
+
+/// Something the walk passed over, with why.
+#[derive(Clone, Debug)]
+pub struct Skipped {
+    pub path: PathBuf,
+    pub reason: String,
+}
+
+/// Walks one root. Directories already entered (by device and inode) are
+/// not entered again.
+pub struct Walker {
+    root: PathBuf,
+    visited: HashSet<(u64, u64)>,
+    pub skipped: Vec<Skipped>,
+}
+
+fn name_of(path: &Path) -> Option<&str> {
+    path.file_name().and_then(|n| n.to_str())
+}
+
+/// Whether `path` is `<base>/mapreduce/dlq/<job_id>`.
+pub fn is_job_dir(path: &Path) -> bool {
+    let Some(parent) = path.parent() else {
+        return false;
+    };
+    let Some(grandparent) = parent.parent() else {
+        return false;
+    };
+    name_of(parent) == Some("dlq")
+        && name_of(grandparent) == Some("mapreduce")
+        && path.file_name().is_some()
+}
+
+/// The repo segment `dlq export` writes for a job with no repo.
+pub const NO_REPO: &str = "imported";
+
+/// The repo segment of a job directory's path: `<home>/dlq/<repo>/<job>/...`,
+/// `<home>/state/<repo>/...`, or `<project>/.prodigy/...`. The segment
+/// [`NO_REPO`] means none (it is what an export writes for a job without one).
+pub fn repo_of(job_dir: &Path) -> Option<String> {
+    repo_segment(job_dir).filter(|repo| repo != NO_REPO)
+}
+
+fn repo_segment(job_dir: &Path) -> Option<String> {
+    let base = job_dir.parent()?.parent()?.parent()?;
+    let base_name = name_of(base)?;
+    if base_name == ".prodigy" {
+        return base.parent().and_then(name_of).map(str::to_string);
+    }
+    let parent = base.parent()?;
+    if name_of(parent) == Some("state") {
+        return Some(base_name.to_string());
+    }
+    let grandparent = parent.parent()?;
+    if name_of(grandparent) == Some("dlq") {
+        return name_of(parent).map(str::to_string);
+    }
+    None
+}
+
+#[cfg(unix)]
+fn dir_identity(meta: &fs::Metadata) -> (u64, u64) {
+    use std::os::unix::fs::MetadataExt;
+    (meta.dev(), meta.ino())
+}
+
+#[cfg(not(unix))]
+fn dir_identity(_meta: &fs::Metadata) -> (u64, u64) {
+    (0, 0)
+}
+
+/// What an entry of a directory turned out to be.
+enum Entry {
+    Dir(PathBuf),
+    File(PathBuf),
+    Other,
+}
+
+impl Walker {
+    /// A walker for the tree under `root` (which must exist).
+    pub fn new(root: &Path) -> std::io::Result<Self> {
+        let root = fs::canonicalize(root)?;
+        Ok(Walker {
+            root,
+            visited: HashSet::new(),
+            skipped: Vec::new(),
+        })
+    }
+
+    /// The canonical root.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    fn skip(&mut self, path: &Path, reason: impl Into<String>) {
+        self.skipped.push(Skipped {
+            path: path.to_path_buf(),
+            reason: reason.into(),
+        });
+    }
+
+    /// Classifies a path, following a symlink only into the tree. A regular
+    /// file type known from the directory listing costs no system call.
+    fn classify_entry(&mut self, path: &Path, known: Option<fs::FileType>) -> Entry {
+        if known.is_some_and(|t| t.is_file()) {
+            return Entry::File(path.to_path_buf());
+        }
+        self.classify(path)
+    }
+
+    /// Classifies a path, following a symlink only into the tree.
+    fn classify(&mut self, path: &Path) -> Entry {
+        let meta = match fs::symlink_metadata(path) {
+            Ok(meta) => meta,
+            Err(e) => {
+                self.skip(path, e.to_string());
+                return Entry::Other;
+            }
+        };
+        let meta = if meta.file_type().is_symlink() {
+            match fs::canonicalize(path) {
+                Ok(target) if target.starts_with(&self.root) => match fs::metadata(&target) {
+                    Ok(meta) => meta,
+                    Err(e) => {
+                        self.skip(path, e.to_string());
+                        return Entry::Other;
+                    }
+                },
+                Ok(_) => {
+                    self.skip(path, "symlink out of the tree, not followed");
+                    return Entry::Other;
+                }
+                Err(_) => {
+                    self.skip(path, "dangling symlink");
+                    return Entry::Other;
+                }
+            }
+        } else {
+            meta
+        };
+        if meta.is_dir() {
+            if self.visited.insert(dir_identity(&meta)) {
+                Entry::Dir(path.to_path_buf())
+            } else {
+                // Entered before (a symlink loop or a second link to it).
+                Entry::Other
+            }
+        } else if meta.is_file() {
+            Entry::File(path.to_path_buf())
+        } else {
+            Entry::Other
+        }
+    }
+
+    /// The entries of a directory, sorted by name so walks are repeatable.
+    fn entries(&mut self, dir: &Path) -> Vec<(PathBuf, Option<fs::FileType>)> {
+        match fs::read_dir(dir) {
+            Ok(read) => {
+                let mut paths: Vec<_> = read
+                    .filter_map(|e| e.ok().map(|e| (e.path(), e.file_type().ok())))
+                    .collect();
+                // File names, not whole paths: they share the directory.
+                paths.sort_by(|a, b| a.0.file_name().cmp(&b.0.file_name()));
+                paths
+            }
+            Err(e) => {
+                self.skip(dir, format!("cannot read directory: {e}"));
+                Vec::new()
+            }
+        }
+    }
+
+    /// Calls `found` for every job directory under the root, in path order.
+    /// The subtree of a job directory is left to the caller.
+    pub fn for_each_job_dir(&mut self, mut found: impl FnMut(&mut Walker, JobDir) -> bool) {
+        let root = self.root.clone();
+        let mut stack = match self.classify(&root) {
+            Entry::Dir(dir) => vec![dir],
+            _ => Vec::new(),
+        };
+        while let Some(dir) = stack.pop() {
+            if is_job_dir(&dir) {
+                let job = JobDir {
+                    dir_name: name_of(&dir).map(str::to_string).unwrap_or_else(|| {
+                        dir.file_name()
+                            .map(|n| n.to_string_lossy().into_owned())
+                            .unwrap_or_default()
+                    }),
+                    repo: repo_of(&dir),
+                    path: dir,
+                };
+                if !found(self, job) {
+                    return;
+                }
+                continue;
+            }
+            let mut subdirs = Vec::new();
+            for (entry, known) in self.entries(&dir) {
+                if let Entry::Dir(sub) = self.classify_entry(&entry, known) {
+                    subdirs.push(sub);
+                }
+            }
+            // Reverse so the stack pops them in name order.
+            stack.extend(subdirs.into_iter().rev());
+        }
+    }
+
+    /// The item files (`*.json`, at any depth) under `items_dir`, in path
+    /// order, and the stems of those directly inside it (what index.json
+    /// lists). Streams: `found` gets each file as it is reached.
+    pub fn for_each_item_file(&mut self, items_dir: &Path, mut found: impl FnMut(&Path) -> bool) {
+        let mut stack = match self.classify(items_dir) {
+            Entry::Dir(dir) => vec![dir],
+            _ => return,
+        };
+        while let Some(dir) = stack.pop() {
+            let mut subdirs = Vec::new();
+            for (entry, known) in self.entries(&dir) {
+                match self.classify_entry(&entry, known) {
+                    Entry::Dir(sub) => subdirs.push(sub),
+                    Entry::File(file) => {
+                        if file.extension().is_some_and(|ext| ext == "json") && !found(&file) {
+                            return;
+                        }
+                    }
+                    Entry::Other => {}
+                }
+            }
+            stack.extend(subdirs.into_iter().rev());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn job_dirs_and_repos() {
+        let p = Path::new("/h/.prodigy/dlq/my-repo/job-1/mapreduce/dlq/job-1");
+        assert!(is_job_dir(p));
+        assert_eq!(repo_of(p).as_deref(), Some("my-repo"));
+        let p = Path::new("/h/.prodigy/state/session-abc/mapreduce/dlq/job-1");
+        assert_eq!(repo_of(p).as_deref(), Some("session-abc"));
+        let p = Path::new("/src/project/.prodigy/mapreduce/dlq/job-1");
+        assert_eq!(repo_of(p).as_deref(), Some("project"));
+        let p = Path::new("/tmp/prodigy_dlq/mapreduce/dlq/job-1");
+        assert_eq!(repo_of(p), None);
+        assert!(!is_job_dir(Path::new("/a/dlq/job")));
+    }
+}

@@ -1,0 +1,374 @@
+//! Importing legacy JSON DLQ trees.
+//!
+//! Split as atuin does it: [`scan`] walks the trees and *produces* records
+//! (parsed items, rejected files, index disagreements) without touching the
+//! database; [`import`] runs the scan on a second thread and *writes* the
+//! records in batched transactions. Source files are only ever read.
+
+pub mod discover;
+
+use crate::error::{Error, Result};
+use crate::model::DeadLetteredItem;
+use crate::store::{event_kinds, AddOutcome, Dlq};
+use discover::{JobDir, Walker};
+use serde::Serialize;
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+/// Item files larger than this are rejected instead of read into memory.
+const MAX_ITEM_FILE_BYTES: u64 = 64 << 20;
+
+/// What the scan produces, in walk order.
+#[derive(Debug)]
+pub enum Record {
+    /// A job directory was found.
+    Job(JobDir, String),
+    /// A file parsed into an item of `job_id`.
+    Item {
+        job_id: String,
+        repo: Option<String>,
+        path: PathBuf,
+        item: Box<DeadLetteredItem>,
+    },
+    /// A `.json` file that could not be read or parsed.
+    Rejected(RejectedFile),
+    /// index.json disagrees with the files.
+    IndexMismatch(IndexMismatch),
+}
+
+/// A file that was skipped, with a one-line reason.
+#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+pub struct RejectedFile {
+    pub path: String,
+    pub error: String,
+}
+
+/// One disagreement between a job's index.json and its files.
+#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+pub struct IndexMismatch {
+    pub job_id: String,
+    /// `listed_but_missing`, `present_but_unlisted`, `count_differs`,
+    /// `index_missing` or `index_unreadable`.
+    pub kind: String,
+    pub item_id: Option<String>,
+}
+
+/// Import options.
+#[derive(Clone, Debug)]
+pub struct ImportOptions {
+    /// Items per write transaction.
+    pub batch_size: usize,
+}
+
+impl Default for ImportOptions {
+    fn default() -> Self {
+        ImportOptions { batch_size: 5_000 }
+    }
+}
+
+/// What an import did (the `--json` output).
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct ImportReport {
+    pub jobs: usize,
+    pub files_seen: usize,
+    pub items_new: usize,
+    pub items_merged: usize,
+    pub items_unchanged: usize,
+    /// Items evicted because a job went over its capacity (in `events`).
+    pub items_evicted: usize,
+    pub files_rejected: Vec<RejectedFile>,
+    pub index_mismatches: Vec<IndexMismatch>,
+    /// Paths the walk passed over (symlinks out of the tree, unreadable
+    /// directories), with why.
+    pub paths_skipped: Vec<RejectedFile>,
+    /// The jobs imported, by job id.
+    #[serde(skip)]
+    pub job_ids: BTreeSet<String>,
+}
+
+/// Progress, for a progress bar.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Progress {
+    pub files_seen: usize,
+    pub items_written: usize,
+    pub elapsed: Duration,
+}
+
+#[derive(Default, Serialize)]
+struct JobTally {
+    sources: BTreeSet<String>,
+    files: usize,
+    new: usize,
+    merged: usize,
+    unchanged: usize,
+    rejected: usize,
+}
+
+/// The legacy index.json.
+#[derive(serde::Deserialize)]
+struct LegacyIndex {
+    item_count: Option<u64>,
+    item_ids: Vec<String>,
+    job_id: Option<String>,
+}
+
+fn display(path: &Path) -> String {
+    path.display().to_string()
+}
+
+/// Walks `roots` and hands every record to `emit`, in walk order; stops early
+/// when `emit` returns false. Reads only.
+pub fn scan(roots: &[PathBuf], mut emit: impl FnMut(Record) -> bool) -> Result<Vec<RejectedFile>> {
+    let mut skipped = Vec::new();
+    for root in roots {
+        let mut walker = Walker::new(root).map_err(|e| Error::io(root, e))?;
+        let mut go_on = true;
+        walker.for_each_job_dir(|walker, job| {
+            go_on = scan_job(walker, job, &mut emit);
+            go_on
+        });
+        skipped.extend(walker.skipped.into_iter().map(|s| RejectedFile {
+            path: display(&s.path),
+            error: s.reason,
+        }));
+        if !go_on {
+            break;
+        }
+    }
+    Ok(skipped)
+}
+
+/// The job id of a job directory: its name, except where the directory is
+/// an escaped name that `dlq export` wrote for an id a file system cannot
+/// hold, in which case index.json has the exact id.
+fn job_id_of(job: &JobDir, index: Option<&LegacyIndex>) -> String {
+    if let Some(id) = index.and_then(|i| i.job_id.as_deref()) {
+        if id != job.dir_name && crate::export::safe_file_stem(id) == job.dir_name {
+            return id.to_string();
+        }
+    }
+    job.dir_name.clone()
+}
+
+fn scan_job(walker: &mut Walker, job: JobDir, emit: &mut impl FnMut(Record) -> bool) -> bool {
+    let index_path = job.path.join("index.json");
+    let index: std::result::Result<LegacyIndex, &'static str> = match std::fs::read(&index_path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err("index_missing"),
+        Err(_) => Err("index_unreadable"),
+        Ok(bytes) => serde_json::from_slice(&bytes).map_err(|_| "index_unreadable"),
+    };
+    let job_id = job_id_of(&job, index.as_ref().ok());
+    let repo = job.repo.clone();
+    if !emit(Record::Job(job.clone(), job_id.clone())) {
+        return false;
+    }
+    let items_dir = job.path.join("items");
+    let mut top_level: BTreeSet<String> = BTreeSet::new();
+    let mut go_on = true;
+    walker.for_each_item_file(&items_dir, |path| {
+        if path.parent() == Some(items_dir.as_path()) {
+            if let Some(stem) = path.file_stem() {
+                top_level.insert(stem.to_string_lossy().into_owned());
+            }
+        }
+        let record = match read_item(path) {
+            Ok(item) => Record::Item {
+                job_id: job_id.clone(),
+                repo: repo.clone(),
+                path: path.to_path_buf(),
+                item: Box::new(item),
+            },
+            Err(error) => Record::Rejected(RejectedFile {
+                path: display(path),
+                error,
+            }),
+        };
+        go_on = emit(record);
+        go_on
+    });
+    if !go_on {
+        return false;
+    }
+    for mismatch in compare_index(&job_id, index, &top_level) {
+        if !emit(Record::IndexMismatch(mismatch)) {
+            return false;
+        }
+    }
+    true
+}
+
+/// Reads and parses one item file; the error is one line.
+pub fn read_item(path: &Path) -> std::result::Result<DeadLetteredItem, String> {
+    use std::io::Read;
+    let cannot_read = |e: std::io::Error| format!("cannot read: {e}");
+    let mut file = std::fs::File::open(path).map_err(cannot_read)?;
+    let len = file.metadata().map_err(cannot_read)?.len();
+    if len > MAX_ITEM_FILE_BYTES {
+        return Err(format!("file too large ({len} bytes)"));
+    }
+    let mut bytes = Vec::with_capacity(usize::try_from(len).unwrap_or(0) + 1);
+    file.read_to_end(&mut bytes).map_err(cannot_read)?;
+    DeadLetteredItem::from_json_slice(&bytes).map_err(|e| match e {
+        Error::InvalidItem { reason, .. } => reason,
+        other => other.to_string(),
+    })
+}
+
+fn compare_index(
+    job_id: &str,
+    index: std::result::Result<LegacyIndex, &'static str>,
+    files: &BTreeSet<String>,
+) -> Vec<IndexMismatch> {
+    let mismatch = |kind: &str, item_id: Option<&str>| IndexMismatch {
+        job_id: job_id.to_string(),
+        kind: kind.to_string(),
+        item_id: item_id.map(str::to_string),
+    };
+    let index = match index {
+        Ok(index) => index,
+        Err(kind) => return vec![mismatch(kind, None)],
+    };
+    let listed: BTreeSet<&str> = index.item_ids.iter().map(String::as_str).collect();
+    let mut out = Vec::new();
+    for id in &listed {
+        if !files.contains(*id) {
+            out.push(mismatch("listed_but_missing", Some(id)));
+        }
+    }
+    for id in files {
+        if !listed.contains(id.as_str()) {
+            out.push(mismatch("present_but_unlisted", Some(id)));
+        }
+    }
+    if let Some(count) = index.item_count {
+        if usize::try_from(count).ok() != Some(files.len()) {
+            out.push(mismatch("count_differs", None));
+        }
+    }
+    out
+}
+
+/// Imports every job under `roots` into `dlq`. The scan runs on its own
+/// thread; items are written in transactions of `options.batch_size`, so a
+/// crash loses at most the open batch and a rerun completes it (re-adding
+/// is a no-op merge). One `imported` event per job records what happened.
+pub fn import(
+    dlq: &Dlq,
+    roots: &[PathBuf],
+    options: &ImportOptions,
+    mut progress: impl FnMut(&Progress),
+) -> Result<ImportReport> {
+    for root in roots {
+        if !root.exists() {
+            return Err(Error::io(
+                root,
+                std::io::Error::new(std::io::ErrorKind::NotFound, "no such file or directory"),
+            ));
+        }
+    }
+    let started = Instant::now();
+    let (sender, receiver) = mpsc::sync_channel::<Record>(1024);
+    let scan_roots = roots.to_vec();
+    let scanner =
+        std::thread::spawn(move || scan(&scan_roots, |record| sender.send(record).is_ok()));
+
+    let mut report = ImportReport::default();
+    let mut tallies: BTreeMap<String, JobTally> = BTreeMap::new();
+    let mut records = receiver.into_iter().peekable();
+    let mut last_progress = Instant::now();
+    let mut current_job = String::new();
+    let result = (|| -> Result<()> {
+        while records.peek().is_some() {
+            dlq.write(|tx| {
+                tx.set_item_events(false);
+                let mut written = 0;
+                for record in records.by_ref() {
+                    match record {
+                        Record::Job(job, job_id) => {
+                            tx.ensure_job(&job_id, job.repo.as_deref())?;
+                            report.job_ids.insert(job_id.clone());
+                            current_job.clone_from(&job_id);
+                            tallies
+                                .entry(job_id)
+                                .or_default()
+                                .sources
+                                .insert(display(&job.path));
+                        }
+                        Record::Item {
+                            job_id, repo, item, ..
+                        } => {
+                            report.files_seen += 1;
+                            let outcome = tx.add(&job_id, repo.as_deref(), &item)?;
+                            let tally = tallies.entry(job_id).or_default();
+                            tally.files += 1;
+                            match outcome.outcome {
+                                AddOutcome::Inserted => {
+                                    report.items_new += 1;
+                                    tally.new += 1;
+                                }
+                                AddOutcome::Merged => {
+                                    report.items_merged += 1;
+                                    tally.merged += 1;
+                                }
+                                AddOutcome::Unchanged => {
+                                    report.items_unchanged += 1;
+                                    tally.unchanged += 1;
+                                }
+                            }
+                            report.items_evicted += outcome.evicted.len();
+                            written += 1;
+                        }
+                        Record::Rejected(rejected) => {
+                            report.files_seen += 1;
+                            tallies.entry(current_job.clone()).or_default().rejected += 1;
+                            report.files_rejected.push(rejected);
+                        }
+                        Record::IndexMismatch(mismatch) => report.index_mismatches.push(mismatch),
+                    }
+                    if last_progress.elapsed() >= Duration::from_millis(100) {
+                        last_progress = Instant::now();
+                        progress(&Progress {
+                            files_seen: report.files_seen,
+                            items_written: report.items_new
+                                + report.items_merged
+                                + report.items_unchanged,
+                            elapsed: started.elapsed(),
+                        });
+                    }
+                    if written >= options.batch_size {
+                        break;
+                    }
+                }
+                Ok(())
+            })?;
+        }
+        Ok(())
+    })();
+    // Dropping the receiver stops the scanner if the writer failed.
+    drop(records);
+    let scanned = scanner
+        .join()
+        .map_err(|_| Error::invalid_argument("import", "the scanning thread panicked"))?;
+    result?;
+    report.paths_skipped = scanned?;
+    report.jobs = report.job_ids.len();
+    dlq.write(|tx| {
+        for (job_id, tally) in &tallies {
+            tx.event(
+                event_kinds::IMPORTED,
+                Some(job_id),
+                None,
+                serde_json::to_value(tally)?,
+            )?;
+        }
+        Ok(())
+    })?;
+    progress(&Progress {
+        files_seen: report.files_seen,
+        items_written: report.items_new + report.items_merged + report.items_unchanged,
+        elapsed: started.elapsed(),
+    });
+    Ok(report)
+}

@@ -1,0 +1,441 @@
+//! `dlq import` and `dlq export --format legacy` through the real binary, on
+//! the sample tree in examples/legacy and on generated trees.
+
+use crate::common::*;
+use dlqlite::model::{merge, DeadLetteredItem, MarkedFlags};
+use sha2::{Digest, Sha256};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+fn sample() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/legacy")
+}
+
+/// Every file under `root` (not following links) with its content hash.
+fn tree_hash(root: &Path) -> BTreeMap<PathBuf, String> {
+    let mut out = BTreeMap::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            let meta = std::fs::symlink_metadata(&path).unwrap();
+            if meta.is_dir() {
+                stack.push(path);
+            } else if meta.file_type().is_symlink() {
+                out.insert(
+                    path.clone(),
+                    format!("link:{}", std::fs::read_link(&path).unwrap().display()),
+                );
+            } else {
+                let digest = Sha256::digest(std::fs::read(&path).unwrap());
+                out.insert(path, format!("{digest:x}"));
+            }
+        }
+    }
+    out
+}
+
+/// Table contents without surrogate keys, in a fixed order.
+fn dump(db: &Path) -> Vec<String> {
+    let conn = sql(db);
+    let mut rows = Vec::new();
+    for query in [
+        "SELECT json_array(job_id, item_id, item_data, first_attempt, last_attempt, failure_count, error_signature,
+             reprocess_eligible, manual_review_required, extra, omitted_fields) FROM items ORDER BY job_id, item_id",
+        "SELECT json_array(i.job_id, i.item_id, f.attempt_number, f.timestamp, f.error_type, f.exit_code, f.error_type_json,
+             f.error_message, f.error_context, f.stack_trace, f.agent_id, f.step_failed, f.duration_ms,
+             f.json_log_location, f.extra, f.omitted_fields)
+         FROM failure_history f JOIN items i ON i.id = f.item_key ORDER BY 1",
+        "SELECT json_array(i.job_id, i.item_id, w.worktree_path, w.branch_name, w.uncommitted_changes, w.error_logs, w.extra)
+         FROM worktree_artifacts w JOIN items i ON i.id = w.item_key ORDER BY 1",
+        "SELECT json_array(job_id, repo, item_count, eligible_count, manual_review_count, failure_count_sum) FROM jobs ORDER BY job_id",
+    ] {
+        let mut stmt = conn.prepare(query).unwrap();
+        let found: Vec<String> = stmt.query_map([], |r| r.get(0)).unwrap().collect::<Result<_, _>>().unwrap();
+        rows.extend(found);
+    }
+    rows
+}
+
+/// Asserts two dumps are equal, showing only the first difference.
+fn assert_same(left: &[String], right: &[String]) {
+    let short = |s: &str| s.chars().take(300).collect::<String>();
+    for (a, b) in left.iter().zip(right) {
+        assert!(a == b, "first difference:\n  {}\n  {}", short(a), short(b));
+    }
+    assert_eq!(left.len(), right.len(), "row counts differ");
+}
+
+fn import_json(db: &Path, paths: &[&Path]) -> (bool, serde_json::Value) {
+    let mut command = dlq(db);
+    command.args(["import", "--json"]).args(paths);
+    let output = run(&mut command);
+    (
+        output.status.success(),
+        json(&String::from_utf8(output.stdout).unwrap()),
+    )
+}
+
+#[test]
+fn the_sample_tree_imports_with_exact_counts_and_reports() {
+    let dir = TempDir::new("sample");
+    let db = dir.join("dlq.db");
+    let before = tree_hash(&sample());
+    let (success, report) = import_json(&db, &[&sample()]);
+    assert!(
+        !success,
+        "rejected files must make the exit status non-zero"
+    );
+    assert_eq!(report["jobs"], 3);
+    assert_eq!(report["files_seen"], 15);
+    assert_eq!(report["items_new"], 9);
+    assert_eq!(report["items_merged"], 1);
+    assert_eq!(report["items_unchanged"], 1);
+    let rejected: Vec<String> = report["files_rejected"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            let path = r["path"].as_str().unwrap();
+            assert!(!r["error"].as_str().unwrap().is_empty());
+            assert!(Path::new(path).is_file(), "{path}");
+            Path::new(path)
+                .file_name()
+                .unwrap()
+                .to_string_lossy()
+                .into_owned()
+        })
+        .collect();
+    assert_eq!(
+        rejected,
+        [
+            "item_11.json",
+            "item_12.json",
+            "not-utf8.json",
+            "wrong-types.json"
+        ]
+    );
+    let mismatches: Vec<(String, String, Option<String>)> = report["index_mismatches"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| {
+            (
+                m["job_id"].as_str().unwrap().into(),
+                m["kind"].as_str().unwrap().into(),
+                m["item_id"].as_str().map(String::from),
+            )
+        })
+        .collect();
+    assert!(mismatches.contains(&(
+        "mapreduce-20251123_194253".into(),
+        "listed_but_missing".into(),
+        Some("item_5".into())
+    )));
+    assert!(mismatches.contains(&(
+        "mapreduce-20251123_194253".into(),
+        "count_differs".into(),
+        None
+    )));
+    assert!(mismatches.contains(&(
+        "mapreduce-20250111_102500".into(),
+        "index_missing".into(),
+        None
+    )));
+    assert!(mismatches.contains(&("job-early".into(), "index_unreadable".into(), None)));
+
+    assert_eq!(count(&db, "SELECT COUNT(*) FROM items"), 9);
+    assert_eq!(count(&db, "SELECT COUNT(*) FROM failure_history"), 11);
+    assert_eq!(count(&db, "SELECT COUNT(*) FROM worktree_artifacts"), 5);
+    // The id comes from the file: the slash id and the early, cut id.
+    assert_eq!(count(&db, "SELECT COUNT(*) FROM items WHERE item_id IN ('src/lib.rs', 'Fix the login flow with...')"), 2);
+    // item_7 has both copies' attempts (dlq/ and state/).
+    assert_eq!(
+        count(
+            &db,
+            "SELECT failure_count FROM items WHERE item_id = 'item_7'"
+        ),
+        2
+    );
+    let repos: Vec<(String, Option<String>)> = sql(&db)
+        .prepare("SELECT job_id, repo FROM jobs ORDER BY job_id")
+        .unwrap()
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert_eq!(
+        repos,
+        [
+            ("job-early".to_string(), Some("project-x".to_string())),
+            (
+                "mapreduce-20250111_102500".to_string(),
+                Some("session-8e1a2b".to_string())
+            ),
+            (
+                "mapreduce-20251123_194253".to_string(),
+                Some("prodigy".to_string())
+            ),
+        ]
+    );
+    assert_eq!(
+        count(&db, "SELECT COUNT(*) FROM events WHERE kind = 'imported'"),
+        3
+    );
+
+    // The second import changes nothing, and the source is untouched.
+    let tables = dump(&db);
+    let (_, again) = import_json(&db, &[&sample()]);
+    assert_eq!(again["items_new"], 0);
+    assert_eq!(again["items_merged"], 0);
+    assert_eq!(again["items_unchanged"], 11);
+    assert_same(&dump(&db), &tables);
+    assert_eq!(tree_hash(&sample()), before);
+}
+
+#[test]
+fn human_summary_and_dry_run() {
+    let dir = TempDir::new("human");
+    let db = dir.join("dlq.db");
+    let output = run(dlq(&db).args(["import", "--dry-run"]).arg(sample()));
+    assert_eq!(output.status.code(), Some(1));
+    let stdout = String::from_utf8(output.stdout).unwrap();
+    assert!(
+        stdout.contains("mapreduce-20251123_194253") && stdout.contains("dry run"),
+        "{stdout}"
+    );
+    let stderr = String::from_utf8(output.stderr).unwrap();
+    assert!(
+        stderr.contains("rejected: ") && stderr.contains("item_12.json: empty file"),
+        "{stderr}"
+    );
+    assert!(!db.exists(), "a dry run created the database");
+    let output = run(dlq(&db).arg("import").arg(sample()));
+    assert!(String::from_utf8(output.stdout).unwrap().contains("9 new"));
+    let tables = dump(&db);
+    let output = run(dlq(&db)
+        .args(["import", "--dry-run"])
+        .arg(dir.join("nothing-here")));
+    assert_eq!(output.status.code(), Some(1));
+    assert_eq!(String::from_utf8(output.stderr).unwrap().lines().count(), 1);
+    assert_same(&dump(&db), &tables);
+}
+
+/// Parses a JSON file and rewrites every timestamp string to one canonical
+/// form, so instants compare equal whatever offset or fraction they had.
+fn canonical(value: serde_json::Value) -> serde_json::Value {
+    match value {
+        serde_json::Value::String(text) => match dlqlite::Timestamp::parse(&text) {
+            Ok(ts) if text.len() >= 20 && text.as_bytes()[4] == b'-' => {
+                serde_json::Value::String(ts.to_storage())
+            }
+            _ => serde_json::Value::String(text),
+        },
+        serde_json::Value::Array(items) => {
+            serde_json::Value::Array(items.into_iter().map(canonical).collect())
+        }
+        serde_json::Value::Object(map) => map.into_iter().map(|(k, v)| (k, canonical(v))).collect(),
+        other => other,
+    }
+}
+
+fn read_value(path: &Path) -> serde_json::Value {
+    canonical(serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap())
+}
+
+fn item_files(root: &Path) -> Vec<PathBuf> {
+    tree_hash(root)
+        .into_keys()
+        .filter(|p| {
+            p.extension().is_some_and(|e| e == "json")
+                && p.components().any(|c| c.as_os_str() == "items")
+        })
+        .collect()
+}
+
+#[test]
+fn export_legacy_round_trips() {
+    let dir = TempDir::new("roundtrip");
+    let db = dir.join("dlq.db");
+    import_json(&db, &[&sample()]);
+    let out = dir.join("out");
+    ok(dlq(&db).args(["export", "--format", "legacy"]).arg(&out));
+
+    // Round trip 1: the export imports into a fresh database with identical tables.
+    let fresh = dir.join("fresh.db");
+    let (success, report) = import_json(&fresh, &[&out]);
+    assert!(success, "{report}");
+    assert_eq!(report["index_mismatches"], serde_json::json!([]));
+    assert_same(&dump(&fresh), &dump(&db));
+
+    // Round trip 2: every exported file equals the merged source item.
+    let mut merged: BTreeMap<String, DeadLetteredItem> = BTreeMap::new();
+    let mut sources: BTreeMap<String, Vec<serde_json::Value>> = BTreeMap::new();
+    for path in item_files(&sample()) {
+        let Ok(item) = DeadLetteredItem::from_json_slice(&std::fs::read(&path).unwrap()) else {
+            continue;
+        };
+        sources
+            .entry(item.item_id.clone())
+            .or_default()
+            .push(read_value(&path));
+        let entry = merged.entry(item.item_id.clone());
+        match entry {
+            std::collections::btree_map::Entry::Vacant(v) => {
+                v.insert(item.normalised());
+            }
+            std::collections::btree_map::Entry::Occupied(mut o) => {
+                let next = merge(o.get(), &item.normalised(), MarkedFlags::default());
+                o.insert(next);
+            }
+        }
+    }
+    let exported = item_files(&out);
+    assert_eq!(exported.len(), merged.len());
+    for path in exported {
+        let value = read_value(&path);
+        let id = value["item_id"].as_str().unwrap().to_string();
+        let expected = canonical(merged[&id].to_json_value().unwrap());
+        assert_eq!(value, expected, "{id}");
+        // Items found once must equal their source file exactly (as JSON, by instant).
+        if sources[&id].len() == 1 {
+            assert_eq!(value, sources[&id][0], "{id}");
+        }
+    }
+}
+
+#[test]
+fn hostile_ids_export_inside_the_directory() {
+    let dir = TempDir::new("hostile");
+    let db = dir.join("dlq.db");
+    let ids = [
+        "../../escape",
+        "/etc/passwd",
+        "..",
+        ".",
+        "",
+        "a\u{0}b",
+        "dir/sub/item",
+        "%2F",
+        "spaces and ünicode ✓",
+        "line\nbreak",
+    ];
+    let long = "L".repeat(5000);
+    let mut lines = String::new();
+    for id in ids.iter().copied().chain([long.as_str()]) {
+        lines.push_str(&item(id, 1, "2025-01-01T00:00:00Z", "x").to_string());
+        lines.push('\n');
+    }
+    for job in ["../evil-job", "ok-job"] {
+        let output = with_stdin(dlq(&db).args(["add", "--job-id", job]), &lines);
+        assert!(
+            output.status.success(),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+    let out = dir.join("out");
+    ok(dlq(&db).args(["export", "--format", "legacy"]).arg(&out));
+    let files = tree_hash(&out);
+    let canonical_out = std::fs::canonicalize(&out).unwrap();
+    for path in files.keys() {
+        assert!(
+            std::fs::canonicalize(path)
+                .unwrap()
+                .starts_with(&canonical_out),
+            "{}",
+            path.display()
+        );
+    }
+    assert!(!dir.path().join("escape").exists() && !dir.path().join("evil-job").exists());
+    assert_eq!(item_files(&out).len(), 2 * (ids.len() + 1));
+    // The ids inside the files stay exact: a re-import gives the same tables.
+    let fresh = dir.join("fresh.db");
+    let (success, report) = import_json(&fresh, &[&out]);
+    assert!(success, "{report}");
+    assert_same(&dump(&fresh), &dump(&db));
+}
+
+#[test]
+fn generated_trees_import_exactly_and_added_attempts_merge() {
+    let dir = TempDir::new("generated");
+    let db = dir.join("dlq.db");
+    let tree = dir.join("tree");
+    let spec = dlqlite::generate::TreeSpec {
+        jobs: 3,
+        items_per_job: 400,
+        attempt: 1,
+        seed: 7,
+    };
+    assert_eq!(dlqlite::generate::write_tree(&tree, &spec).unwrap(), 1200);
+    let (success, report) = import_json(&db, &[&tree]);
+    assert!(success, "{report}");
+    assert_eq!(report["items_new"], 1200);
+    assert_eq!(report["index_mismatches"], serde_json::json!([]));
+    assert_eq!(count(&db, "SELECT COUNT(*) FROM failure_history"), 1200);
+    let before = tree_hash(&tree);
+
+    // The legacy writer overwrote files on a new attempt: a state/ snapshot of
+    // the first job with attempt 2 of every item adds exactly those attempts.
+    let later = dir.join("later");
+    let spec2 = dlqlite::generate::TreeSpec {
+        jobs: 1,
+        items_per_job: 400,
+        attempt: 2,
+        seed: 8,
+    };
+    dlqlite::generate::write_tree(&later, &spec2).unwrap();
+    let (success, report) = import_json(&db, &[&tree, &later]);
+    assert!(success, "{report}");
+    assert_eq!(report["items_new"], 0);
+    assert_eq!(report["items_merged"], 400);
+    assert_eq!(report["items_unchanged"], 1200);
+    assert_eq!(count(&db, "SELECT COUNT(*) FROM items"), 1200);
+    assert_eq!(count(&db, "SELECT COUNT(*) FROM failure_history"), 1600);
+    assert_eq!(
+        count(&db, "SELECT COUNT(*) FROM items WHERE failure_count = 2"),
+        400
+    );
+    assert_eq!(tree_hash(&tree), before);
+}
+
+#[cfg(unix)]
+#[test]
+fn symlink_cycles_terminate_and_links_out_are_not_followed() {
+    use std::os::unix::fs::symlink;
+    let dir = TempDir::new("symlinks");
+    let db = dir.join("dlq.db");
+    let tree = dir.join("tree");
+    let spec = dlqlite::generate::TreeSpec {
+        jobs: 1,
+        items_per_job: 3,
+        attempt: 1,
+        seed: 1,
+    };
+    dlqlite::generate::write_tree(&tree, &spec).unwrap();
+    // A loop back to the root, a loop inside items/, and a link to a tree outside.
+    symlink(&tree, tree.join("loop")).unwrap();
+    let items = dlqlite::generate::job_dir(&tree, 0).join("items");
+    symlink(&items, items.join("again")).unwrap();
+    let outside = dir.join("outside");
+    dlqlite::generate::write_tree(
+        &outside,
+        &dlqlite::generate::TreeSpec {
+            jobs: 2,
+            items_per_job: 2,
+            attempt: 1,
+            seed: 2,
+        },
+    )
+    .unwrap();
+    symlink(&outside, tree.join("elsewhere")).unwrap();
+    let (success, report) = import_json(&db, &[&tree]);
+    assert!(success, "{report}");
+    assert_eq!(report["jobs"], 1);
+    assert_eq!(count(&db, "SELECT COUNT(*) FROM items"), 3);
+    let skipped = report["paths_skipped"].to_string();
+    assert!(
+        skipped.contains("elsewhere") && skipped.contains("out of the tree"),
+        "{skipped}"
+    );
+}
