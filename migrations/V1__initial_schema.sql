@@ -53,6 +53,9 @@ CREATE TABLE items (
     error_signature        TEXT NOT NULL,
     reprocess_eligible     INTEGER NOT NULL CHECK (reprocess_eligible IN (0, 1)),
     manual_review_required INTEGER NOT NULL CHECK (manual_review_required IN (0, 1)),
+    -- The error_type of the last attempt (highest attempt_number, then
+    -- timestamp), kept by dlq so stats and listings need no history lookup.
+    last_error_type        TEXT,
     -- 1 when a person set the flag with `dlq mark`: merges then keep it.
     reprocess_eligible_marked     INTEGER NOT NULL DEFAULT 0 CHECK (reprocess_eligible_marked IN (0, 1)),
     manual_review_required_marked INTEGER NOT NULL DEFAULT 0 CHECK (manual_review_required_marked IN (0, 1)),
@@ -64,8 +67,8 @@ CREATE TABLE items (
     -- Retry leases: a worker owns the item until lease_expires.
     lease_owner            TEXT,
     lease_expires          TEXT,
-    -- item_id first, so this one index also finds an id across all jobs.
-    UNIQUE (item_id, job_id)
+    -- job_id first: a job's items are inserted next to each other.
+    UNIQUE (job_id, item_id)
 );
 -- Newest/oldest per job (list order, capacity eviction, purge per job).
 CREATE INDEX items_job_last_attempt ON items (job_id, last_attempt);
@@ -75,6 +78,8 @@ CREATE INDEX items_last_attempt ON items (last_attempt);
 CREATE INDEX items_signature ON items (error_signature, job_id);
 -- Retry selects the eligible items of one job.
 CREATE INDEX items_job_eligible ON items (job_id, last_attempt) WHERE reprocess_eligible = 1;
+-- Finding an item by id alone (inspect without --job-id).
+CREATE INDEX items_item_id ON items (item_id);
 -- Oldest first attempt per job (stats).
 CREATE INDEX items_job_first_attempt ON items (job_id, first_attempt);
 
@@ -135,6 +140,14 @@ CREATE TABLE signature_counts (
     PRIMARY KEY (job_id, error_signature)
 ) WITHOUT ROWID;
 
+-- Items per last error type per job (stats), kept like signature_counts.
+CREATE TABLE error_type_counts (
+    job_id      TEXT NOT NULL,
+    error_type  TEXT NOT NULL,
+    item_count  INTEGER NOT NULL,
+    PRIMARY KEY (job_id, error_type)
+) WITHOUT ROWID;
+
 CREATE TRIGGER items_counters_delete AFTER DELETE ON items BEGIN
     UPDATE jobs SET
         item_count = item_count - 1,
@@ -146,10 +159,14 @@ CREATE TRIGGER items_counters_delete AFTER DELETE ON items BEGIN
         WHERE job_id = OLD.job_id AND error_signature = OLD.error_signature;
     DELETE FROM signature_counts
         WHERE job_id = OLD.job_id AND error_signature = OLD.error_signature AND item_count <= 0;
+    UPDATE error_type_counts SET item_count = item_count - 1
+        WHERE job_id = OLD.job_id AND error_type = COALESCE(OLD.last_error_type, '');
+    DELETE FROM error_type_counts
+        WHERE job_id = OLD.job_id AND error_type = COALESCE(OLD.last_error_type, '') AND item_count <= 0;
 END;
 
 CREATE TRIGGER items_counters_update
-AFTER UPDATE OF job_id, reprocess_eligible, manual_review_required, failure_count, error_signature ON items
+AFTER UPDATE OF job_id, reprocess_eligible, manual_review_required, failure_count, error_signature, last_error_type ON items
 BEGIN
     UPDATE jobs SET
         item_count = item_count - 1,
@@ -170,6 +187,13 @@ BEGIN
     INSERT INTO signature_counts (job_id, error_signature, item_count)
         VALUES (NEW.job_id, NEW.error_signature, 1)
         ON CONFLICT (job_id, error_signature) DO UPDATE SET item_count = item_count + 1;
+    UPDATE error_type_counts SET item_count = item_count - 1
+        WHERE job_id = OLD.job_id AND error_type = COALESCE(OLD.last_error_type, '');
+    DELETE FROM error_type_counts
+        WHERE job_id = OLD.job_id AND error_type = COALESCE(OLD.last_error_type, '') AND item_count <= 0;
+    INSERT INTO error_type_counts (job_id, error_type, item_count)
+        VALUES (NEW.job_id, COALESCE(NEW.last_error_type, ''), 1)
+        ON CONFLICT (job_id, error_type) DO UPDATE SET item_count = item_count + 1;
 END;
 
 -- One row per item with its last attempt's error, without surrogate keys.

@@ -65,7 +65,6 @@ fn configure(conn: &mut Connection, read_only: bool) -> rusqlite::Result<()> {
         conn.pragma_update(None, "synchronous", "NORMAL")?;
     }
     conn.pragma_update(None, "foreign_keys", "ON")?;
-    conn.pragma_update(None, "temp_store", "MEMORY")?;
     conn.pragma_update(None, "cache_size", -32_000)?;
     Ok(())
 }

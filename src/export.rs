@@ -3,7 +3,7 @@
 //! Items are streamed a page at a time.
 
 use crate::error::{Error, Result};
-use crate::model::DeadLetteredItem;
+use crate::model::{DeadLetteredItem, ItemWithJob};
 use crate::store::{Dlq, ListFilter};
 use serde::Serialize;
 use sha2::{Digest, Sha256};
@@ -106,7 +106,7 @@ pub fn export_legacy(dlq: &Dlq, dir: &Path, job_id: Option<&str>) -> Result<Expo
             ..ListFilter::default()
         };
         for item in dlq.items(filter) {
-            let item = item?;
+            let item = item?.item;
             let stem = safe_file_stem(&item.item_id);
             let path = items_dir.join(format!("{stem}.json"));
             let text = item.to_legacy_json_pretty()?;
@@ -129,32 +129,124 @@ pub fn export_legacy(dlq: &Dlq, dir: &Path, job_id: Option<&str>) -> Result<Expo
     Ok(report)
 }
 
-/// Writes matching items as a JSON array (`lines` false) or JSON lines.
-pub fn write_items_json(
+/// The formats [`write_items`] writes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ItemFormat {
+    /// One JSON array of legacy-shape items (each with its `job_id`).
+    Json,
+    /// One legacy-shape item (with its `job_id`) per line.
+    Jsonl,
+    /// One row per item under [`CSV_HEADER`].
+    Csv,
+}
+
+/// The CSV columns: the item's own fields (item_data as JSON text), its
+/// worktree, and its last attempt flattened into `last_*` columns.
+pub const CSV_HEADER: [&str; 19] = [
+    "job_id",
+    "item_id",
+    "item_data",
+    "first_attempt",
+    "last_attempt",
+    "failure_count",
+    "error_signature",
+    "reprocess_eligible",
+    "manual_review_required",
+    "worktree_path",
+    "branch_name",
+    "last_attempt_number",
+    "last_error_type",
+    "last_exit_code",
+    "last_error_message",
+    "last_agent_id",
+    "last_step_failed",
+    "last_duration_ms",
+    "last_json_log_location",
+];
+
+fn csv_record(job_id: &str, item: &DeadLetteredItem) -> Vec<String> {
+    let last = item.last_failure();
+    let opt = |value: Option<String>| value.unwrap_or_default();
+    vec![
+        job_id.to_string(),
+        item.item_id.clone(),
+        item.item_data.get().to_string(),
+        item.first_attempt.to_legacy(),
+        item.last_attempt.to_legacy(),
+        item.failure_count.to_string(),
+        item.error_signature.clone(),
+        item.reprocess_eligible.to_string(),
+        item.manual_review_required.to_string(),
+        opt(item
+            .worktree_artifacts
+            .as_ref()
+            .map(|w| w.worktree_path.clone())),
+        opt(item
+            .worktree_artifacts
+            .as_ref()
+            .map(|w| w.branch_name.clone())),
+        opt(last.map(|f| f.attempt_number.to_string())),
+        opt(last.map(|f| f.error_type.name.clone())),
+        opt(last
+            .and_then(|f| f.error_type.exit_code)
+            .map(|c| c.to_string())),
+        opt(last.map(|f| f.error_message.clone())),
+        opt(last.map(|f| f.agent_id.clone())),
+        opt(last.map(|f| f.step_failed.clone())),
+        opt(last.map(|f| f.duration_ms.to_string())),
+        opt(last.and_then(|f| f.json_log_location.clone())),
+    ]
+}
+
+/// Writes the matching items to `out`, streamed; returns how many.
+pub fn write_items(
     dlq: &Dlq,
     filter: ListFilter,
     out: &mut impl Write,
-    lines: bool,
+    format: ItemFormat,
 ) -> Result<usize> {
-    let mut count = 0;
     let io = |e: std::io::Error| Error::io("output", e);
-    if !lines {
-        out.write_all(b"[").map_err(io)?;
-    }
-    for item in dlq.items(filter) {
-        let item: DeadLetteredItem = item?;
-        if lines {
-            serde_json::to_writer(&mut *out, &item)?;
-            out.write_all(b"\n").map_err(io)?;
-        } else {
-            out.write_all(if count == 0 { b"\n" } else { b",\n" })
-                .map_err(io)?;
-            serde_json::to_writer(&mut *out, &item)?;
+    let mut count = 0;
+    match format {
+        ItemFormat::Csv => {
+            let mut writer = csv::Writer::from_writer(&mut *out);
+            let csv_error =
+                |e: csv::Error| Error::io("output", std::io::Error::other(e.to_string()));
+            writer.write_record(CSV_HEADER).map_err(csv_error)?;
+            for entry in dlq.items(filter) {
+                let entry = entry?;
+                writer
+                    .write_record(csv_record(&entry.job_id, &entry.item))
+                    .map_err(csv_error)?;
+                count += 1;
+            }
+            writer.flush().map_err(io)?;
         }
-        count += 1;
-    }
-    if !lines {
-        out.write_all(b"\n]\n").map_err(io)?;
+        ItemFormat::Json | ItemFormat::Jsonl => {
+            let lines = format == ItemFormat::Jsonl;
+            if !lines {
+                out.write_all(b"[").map_err(io)?;
+            }
+            for entry in dlq.items(filter) {
+                let entry = entry?;
+                let with_job = ItemWithJob {
+                    job_id: &entry.job_id,
+                    item: &entry.item,
+                };
+                if !lines {
+                    out.write_all(if count == 0 { b"\n" } else { b",\n" })
+                        .map_err(io)?;
+                }
+                serde_json::to_writer(&mut *out, &with_job)?;
+                if lines {
+                    out.write_all(b"\n").map_err(io)?;
+                }
+                count += 1;
+            }
+            if !lines {
+                out.write_all(b"\n]\n").map_err(io)?;
+            }
+        }
     }
     out.flush().map_err(io)?;
     Ok(count)

@@ -20,6 +20,7 @@ pub mod classify;
 pub mod db;
 pub mod error;
 pub mod export;
+pub mod filter;
 pub mod generate;
 pub mod import;
 pub mod input;

@@ -14,13 +14,17 @@ use std::process::ExitCode;
 /// The whole input is added in one transaction: a malformed item adds
 /// nothing and names its position. Adding an item that is already there
 /// merges the two (histories are unioned), so adding twice changes nothing.
+/// Items of a `dlq export` (json or jsonl) carry their job in a `job_id`
+/// key, used when --job-id is not given.
 ///
-/// Example: dlq add --job-id mapreduce-20251123_194253 item_7.json
+/// Examples:
+///   dlq add --job-id mapreduce-20251123_194253 item_7.json
+///   dlq add failures.jsonl
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// The job the items belong to
+    /// The job the items belong to [default: each item's job_id key]
     #[arg(long)]
-    job_id: String,
+    job_id: Option<String>,
     /// Input file; `-` or nothing reads stdin
     file: Option<PathBuf>,
     /// Print the summary as JSON
@@ -48,8 +52,15 @@ pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
     let dlq = ctx.open()?;
     let summary = dlq.write(|tx| {
         let mut summary = Summary::default();
-        summary.items_read = read_items(reader, &source, |_, item| {
-            let report = tx.add(&args.job_id, None, &item)?;
+        summary.items_read = read_items(reader, &source, |position, mut item| {
+            let carried = item.take_job_id();
+            let Some(job_id) = args.job_id.clone().or(carried) else {
+                return Err(dlqlite::Error::invalid_item(
+                    format!("{source}: item {position}"),
+                    "no job: pass --job-id (the item has no job_id key)",
+                ));
+            };
+            let report = tx.add(&job_id, None, &item)?;
             match report.outcome {
                 AddOutcome::Inserted => summary.items_new += 1,
                 AddOutcome::Merged => summary.items_merged += 1,
@@ -63,7 +74,7 @@ pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
     if args.json {
         super::output::print_json(&summary)?;
     } else {
-        println_summary(&args.job_id, &summary)?;
+        println_summary(args.job_id.as_deref().unwrap_or("items"), &summary)?;
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -1,9 +1,9 @@
-//! `dlq export`: write items out as the legacy tree, JSON or JSON lines.
+//! `dlq export`: write items out as the legacy tree, JSON, JSON lines or CSV.
 
-use super::output::print_json;
+use super::output::{parse_filter, print_json};
 use super::Context;
 use anyhow::{bail, Context as _, Result};
-use dlqlite::export::{export_legacy, write_items_json};
+use dlqlite::export::{export_legacy, write_items, ItemFormat, CSV_HEADER};
 use dlqlite::ListFilter;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -14,31 +14,43 @@ use std::process::ExitCode;
 /// `--format legacy` writes DIR in the legacy layout
 /// (`DIR/dlq/<repo>/<job>/mapreduce/dlq/<job>/items/<item>.json` and
 /// index.json), each file in the exact legacy shape: the rollback path.
-/// `json` writes an array of legacy-shape items, `jsonl` one per line; both
-/// read back with `dlq import`/`dlq add`. The format comes from the file's
-/// extension when not given. `-` writes to stdout.
+/// `json` writes an array of legacy-shape items and `jsonl` one per line,
+/// each with a `job_id` key added (legacy readers ignore it; `dlq add` and
+/// `dlq import` use it). `csv` writes one row per item with the header
+/// job_id, item_id, item_data (JSON text), first_attempt, last_attempt,
+/// failure_count, error_signature, reprocess_eligible,
+/// manual_review_required, worktree_path, branch_name, and the last attempt
+/// as last_attempt_number, last_error_type, last_exit_code,
+/// last_error_message, last_agent_id, last_step_failed, last_duration_ms,
+/// last_json_log_location. The format comes from the extension when not
+/// given; `-` writes to stdout.
 ///
 /// Examples:
 ///   dlq export backup --format legacy
-///   dlq export items.jsonl --job-id mapreduce-20251123_194253
+///   dlq export failures.csv --filter 'error_type == "Timeout"'
+///   dlq export - --format jsonl --job-id mapreduce-20251123_194253
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// Output file, `-` for stdout, or a directory for --format legacy
     path: PathBuf,
-    /// legacy, json or jsonl [default: from the extension]
-    #[arg(long, value_parser = ["legacy", "json", "jsonl"])]
+    /// legacy, json, jsonl or csv [default: from the extension]
+    #[arg(long, value_parser = ["legacy", "json", "jsonl", "csv"])]
     format: Option<String>,
     /// Only this job
     #[arg(long)]
     job_id: Option<String>,
+    /// Only items matching this expression (see `dlq list --help`); not with legacy
+    #[arg(long, value_name = "EXPR")]
+    filter: Option<String>,
 }
 
 fn format_of(path: &Path) -> Result<&'static str> {
     match path.extension().and_then(|e| e.to_str()) {
         Some("json") => Ok("json"),
         Some("jsonl") | Some("ndjson") => Ok("jsonl"),
+        Some("csv") => Ok("csv"),
         _ => bail!(
-            "cannot tell the format of {}: pass --format legacy|json|jsonl",
+            "cannot tell the format of {}: pass --format legacy|json|jsonl|csv",
             path.display()
         ),
     }
@@ -48,34 +60,47 @@ pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
     let format = match args.format.as_deref() {
         Some("legacy") => "legacy",
         Some("jsonl") => "jsonl",
+        Some("csv") => "csv",
         Some(_) => "json",
         None => format_of(&args.path)?,
     };
+    let expression = parse_filter(args.filter.as_deref())?;
     let dlq = ctx.open()?;
     if let Some(job) = &args.job_id {
         dlq.job_stats(job)?;
     }
-    let filter = ListFilter {
-        job_id: args.job_id.clone(),
-        ..ListFilter::default()
-    };
     if format == "legacy" {
+        if expression.is_some() {
+            bail!("--filter does not go with --format legacy: a legacy tree holds whole jobs");
+        }
         let report = export_legacy(&dlq, &args.path, args.job_id.as_deref())?;
         print_json(&report)?;
         return Ok(ExitCode::SUCCESS);
     }
-    let lines = format == "jsonl";
+    let item_format = match format {
+        "jsonl" => ItemFormat::Jsonl,
+        "csv" => ItemFormat::Csv,
+        _ => ItemFormat::Json,
+    };
+    debug_assert_eq!(CSV_HEADER.len(), 19);
+    let filter = ListFilter {
+        job_id: args.job_id.clone(),
+        expression,
+        ..ListFilter::default()
+    };
     if args.path.as_os_str() == "-" {
         let mut out = std::io::BufWriter::new(std::io::stdout().lock());
-        write_items_json(&dlq, filter, &mut out, lines)?;
+        write_items(&dlq, filter, &mut out, item_format)?;
         return Ok(ExitCode::SUCCESS);
     }
     // Write beside the target and rename, so a failed export never leaves a
     // half-written file where a good one was.
-    let tmp = args.path.with_extension("dlq-export-tmp");
+    let mut tmp_name = args.path.file_name().unwrap_or_default().to_os_string();
+    tmp_name.push(".dlq-export-tmp");
+    let tmp = args.path.with_file_name(tmp_name);
     let file = std::fs::File::create(&tmp).with_context(|| tmp.display().to_string())?;
     let mut out = std::io::BufWriter::new(file);
-    let written = write_items_json(&dlq, filter, &mut out, lines).and_then(|n| {
+    let written = write_items(&dlq, filter, &mut out, item_format).and_then(|n| {
         out.flush().map_err(|e| dlqlite::Error::io(&tmp, e))?;
         Ok(n)
     });

@@ -3,12 +3,23 @@
 //! function; none of them contains SQL.
 
 mod add;
+mod analyze;
 mod capacity;
+mod clear;
+mod completions;
 mod db;
+mod events;
 mod export;
 mod import;
+mod inspect;
 mod jobs;
+mod list;
+mod mark;
 mod output;
+mod purge;
+mod report;
+mod show;
+mod sql;
 mod stats;
 
 use anyhow::{Context as _, Result};
@@ -33,13 +44,24 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    Add(add::Args),
-    Capacity(capacity::Args),
-    Jobs(jobs::Args),
-    Stats(stats::Args),
-    Db(db::Args),
     Import(import::Args),
+    List(list::Args),
+    Inspect(inspect::Args),
+    Stats(stats::Args),
+    Show(show::Args),
+    Analyze(analyze::Args),
     Export(export::Args),
+    Add(add::Args),
+    Purge(purge::Args),
+    Clear(clear::Args),
+    Mark(mark::Args),
+    Capacity(capacity::Args),
+    Events(events::Args),
+    Jobs(jobs::Args),
+    Sql(sql::Args),
+    Report(report::Args),
+    Db(db::Args),
+    Completions(completions::Args),
 }
 
 /// What every subcommand gets: where the database is.
@@ -92,12 +114,23 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
     };
     let ctx = Context { db_path };
     match cli.command {
-        Command::Add(args) => add::run(args, &ctx),
-        Command::Capacity(args) => capacity::run(args, &ctx),
-        Command::Jobs(args) => jobs::run(args, &ctx),
-        Command::Stats(args) => stats::run(args, &ctx),
-        Command::Db(args) => db::run(args, &ctx),
         Command::Import(args) => import::run(args, &ctx),
+        Command::List(args) => list::run(args, &ctx),
+        Command::Inspect(args) => inspect::run(args, &ctx),
+        Command::Stats(args) => stats::run(args, &ctx),
+        Command::Show(args) => show::run(args, &ctx),
+        Command::Analyze(args) => analyze::run(args, &ctx),
         Command::Export(args) => export::run(args, &ctx),
+        Command::Add(args) => add::run(args, &ctx),
+        Command::Purge(args) => purge::run(args, &ctx),
+        Command::Clear(args) => clear::run(args, &ctx),
+        Command::Mark(args) => mark::run(args, &ctx),
+        Command::Capacity(args) => capacity::run(args, &ctx),
+        Command::Events(args) => events::run(args, &ctx),
+        Command::Jobs(args) => jobs::run(args, &ctx),
+        Command::Sql(args) => sql::run(args, &ctx),
+        Command::Report(args) => report::run(args, &ctx),
+        Command::Db(args) => db::run(args, &ctx),
+        Command::Completions(args) => completions::run(args),
     }
 }

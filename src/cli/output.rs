@@ -22,9 +22,9 @@ pub struct Table {
 }
 
 impl Table {
-    pub fn new(headers: &[&str]) -> Self {
+    pub fn new<S: AsRef<str>>(headers: &[S]) -> Self {
         Table {
-            headers: headers.iter().map(|h| h.to_string()).collect(),
+            headers: headers.iter().map(|h| h.as_ref().to_string()).collect(),
             rows: Vec::new(),
         }
     }
@@ -84,4 +84,159 @@ pub fn cell<T: ToString>(value: Option<T>) -> String {
     value
         .map(|v| v.to_string())
         .unwrap_or_else(|| "-".to_string())
+}
+
+/// Machine and human output formats for row listings.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    /// Aligned columns for people
+    Table,
+    /// One JSON array of objects
+    Json,
+    /// One JSON object per line
+    Jsonl,
+    /// A header line, then one row per record
+    Csv,
+}
+
+/// Writes rows in one of the [`Format`]s. JSON, JSON lines and CSV stream;
+/// the table collects its rows to align them (listings are bounded).
+pub struct RowWriter {
+    format: Format,
+    columns: Vec<String>,
+    out: std::io::BufWriter<std::io::StdoutLock<'static>>,
+    table: Table,
+    rows: usize,
+    /// Column widths cap for the table (long messages are cut).
+    max_cell: usize,
+    /// How many leading columns the table shows (machine formats: all).
+    table_columns: usize,
+}
+
+/// A cell as text: strings as they are, null as empty, the rest as JSON.
+pub fn cell_text(value: &serde_json::Value) -> String {
+    match value {
+        serde_json::Value::Null => String::new(),
+        serde_json::Value::String(text) => text.clone(),
+        other => other.to_string(),
+    }
+}
+
+impl RowWriter {
+    pub fn new(format: Format, columns: &[&str]) -> Result<Self> {
+        let mut writer = RowWriter {
+            format,
+            columns: columns.iter().map(|c| c.to_string()).collect(),
+            out: std::io::BufWriter::new(std::io::stdout().lock()),
+            table: Table::new(&columns.iter().map(|c| c.to_uppercase()).collect::<Vec<_>>()),
+            rows: 0,
+            max_cell: 60,
+            table_columns: columns.len(),
+        };
+        match format {
+            Format::Csv => {
+                let mut csv = csv::Writer::from_writer(Vec::new());
+                csv.write_record(columns)?;
+                writer.out.write_all(
+                    &csv.into_inner()
+                        .map_err(|e| anyhow::anyhow!(e.to_string()))?,
+                )?;
+            }
+            Format::Json => writer.out.write_all(b"[")?,
+            _ => {}
+        }
+        Ok(writer)
+    }
+
+    /// Shows only the first `n` columns in a table (people get the ones that
+    /// matter; machine formats keep every column).
+    pub fn table_columns(mut self, n: usize) -> Self {
+        self.table_columns = n.min(self.columns.len());
+        let headers: Vec<String> = self.columns[..self.table_columns]
+            .iter()
+            .map(|c| c.to_uppercase())
+            .collect();
+        self.table = Table::new(&headers);
+        self
+    }
+
+    pub fn row(&mut self, values: Vec<serde_json::Value>) -> Result<()> {
+        match self.format {
+            Format::Table => {
+                let cells = values
+                    .iter()
+                    .take(self.table_columns)
+                    .map(|v| {
+                        let text = cell_text(v);
+                        if text.chars().count() > self.max_cell {
+                            let cut: String = text.chars().take(self.max_cell - 1).collect();
+                            format!("{cut}…")
+                        } else {
+                            text
+                        }
+                    })
+                    .collect();
+                self.table.row(cells);
+            }
+            Format::Json | Format::Jsonl => {
+                let object: serde_json::Map<String, serde_json::Value> =
+                    self.columns.iter().cloned().zip(values).collect();
+                if self.format == Format::Json {
+                    self.out
+                        .write_all(if self.rows == 0 { b"\n" } else { b",\n" })?;
+                }
+                serde_json::to_writer(&mut self.out, &object)?;
+                if self.format == Format::Jsonl {
+                    self.out.write_all(b"\n")?;
+                }
+            }
+            Format::Csv => {
+                let mut csv = csv::Writer::from_writer(Vec::new());
+                csv.write_record(values.iter().map(cell_text))?;
+                self.out.write_all(
+                    &csv.into_inner()
+                        .map_err(|e| anyhow::anyhow!(e.to_string()))?,
+                )?;
+            }
+        }
+        self.rows += 1;
+        Ok(())
+    }
+
+    pub fn finish(mut self) -> Result<usize> {
+        match self.format {
+            Format::Table => self.table.write(&mut self.out)?,
+            Format::Json => self.out.write_all(b"\n]\n")?,
+            _ => {}
+        }
+        self.out.flush()?;
+        Ok(self.rows)
+    }
+}
+
+/// Asks before something destructive. `--yes` skips the question; without a
+/// terminal to ask on, it refuses rather than guess.
+pub fn confirm(question: &str, yes: bool) -> Result<bool> {
+    use std::io::IsTerminal;
+    if yes {
+        return Ok(true);
+    }
+    if !std::io::stdin().is_terminal() {
+        anyhow::bail!("{question}: refusing without confirmation; pass --yes");
+    }
+    eprint!("{question} [y/N] ");
+    std::io::stderr().flush()?;
+    let mut answer = String::new();
+    std::io::stdin().read_line(&mut answer)?;
+    Ok(matches!(answer.trim(), "y" | "Y" | "yes" | "YES"))
+}
+
+/// Parses a --filter argument; the error says where it went wrong.
+pub fn parse_filter(text: Option<&str>) -> Result<Option<dlqlite::filter::Expr>> {
+    match text {
+        None => Ok(None),
+        Some(text) => dlqlite::filter::parse(text)
+            .map(Some)
+            .map_err(|e| anyhow::anyhow!("invalid --filter {text:?}: {e}")),
+    }
 }

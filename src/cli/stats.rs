@@ -8,12 +8,14 @@ use std::io::Write;
 use std::process::ExitCode;
 
 /// Show statistics: totals, eligibility, manual review, oldest and newest
-/// item, and items per error signature.
+/// item, items per error signature, items per error type of their last
+/// attempt, and the average failure count.
 ///
 /// With --json and a job: one object with the legacy keys (total_items,
 /// eligible_for_reprocess, requiring_manual_review, oldest_item, newest_item,
-/// error_categories). Without a job: the same keys over all jobs, plus
-/// `jobs`: job_id -> that job's object.
+/// error_categories) plus error_types and average_failure_count. Without a
+/// job: the same keys over all jobs, plus `jobs`: job_id -> that job's
+/// object.
 ///
 /// Example: dlq stats --job-id mapreduce-20251123_194253 --json
 #[derive(Debug, clap::Args)]
@@ -27,11 +29,16 @@ pub struct Args {
 }
 
 pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
+    show(ctx, args.job_id.as_deref(), args.json)
+}
+
+/// Prints the statistics of one job or of all (shared with `dlq show`).
+pub fn show(ctx: &Context, job_id: Option<&str>, json: bool) -> Result<ExitCode> {
     let dlq = ctx.open()?;
-    match &args.job_id {
+    match job_id {
         Some(job) => {
             let stats = dlq.job_stats(job)?;
-            if args.json {
+            if json {
                 print_json(&stats)?;
             } else {
                 print_stats(job, &stats)?;
@@ -39,7 +46,7 @@ pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
         }
         None => {
             let (total, per_job) = dlq.stats()?;
-            if args.json {
+            if json {
                 let mut value = serde_json::to_value(&total)?;
                 if let Some(object) = value.as_object_mut() {
                     object.insert("jobs".into(), serde_json::to_value(&per_job)?);
@@ -77,6 +84,17 @@ fn print_stats(title: &str, stats: &Stats) -> Result<()> {
         "  newest item:             {}",
         cell(stats.newest_item)
     )?;
+    writeln!(
+        out,
+        "  average failure count:   {}",
+        stats.average_failure_count
+    )?;
+    if !stats.error_types.is_empty() {
+        let mut types: Vec<_> = stats.error_types.iter().collect();
+        types.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
+        let listed: Vec<String> = types.iter().map(|(t, n)| format!("{t} {n}")).collect();
+        writeln!(out, "  last error types:        {}", listed.join(", "))?;
+    }
     if !stats.error_categories.is_empty() {
         writeln!(out)?;
         drop(out);

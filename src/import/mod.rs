@@ -9,7 +9,7 @@ pub mod discover;
 
 use crate::error::{Error, Result};
 use crate::model::DeadLetteredItem;
-use crate::store::{event_kinds, AddOutcome, Dlq};
+use crate::store::{event_kinds, AddOutcome, Dlq, WriteTx};
 use discover::{JobDir, Walker};
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
@@ -60,11 +60,17 @@ pub struct IndexMismatch {
 pub struct ImportOptions {
     /// Items per write transaction.
     pub batch_size: usize,
+    /// Into an empty database, import in one transaction with the secondary
+    /// indexes rebuilt at the end (see [`import`]).
+    pub bulk_when_empty: bool,
 }
 
 impl Default for ImportOptions {
     fn default() -> Self {
-        ImportOptions { batch_size: 5_000 }
+        ImportOptions {
+            batch_size: 5_000,
+            bulk_when_empty: true,
+        }
     }
 }
 
@@ -250,10 +256,100 @@ fn compare_index(
     out
 }
 
+/// What the writing side has done so far.
+struct Writer {
+    report: ImportReport,
+    tallies: BTreeMap<String, JobTally>,
+    current_job: String,
+    started: Instant,
+    last_progress: Instant,
+}
+
+impl Writer {
+    /// Writes one record; true when it was an item.
+    fn apply(&mut self, tx: &mut WriteTx<'_>, record: Record) -> Result<bool> {
+        let report = &mut self.report;
+        match record {
+            Record::Job(job, job_id) => {
+                tx.ensure_job(&job_id, job.repo.as_deref())?;
+                report.job_ids.insert(job_id.clone());
+                self.current_job.clone_from(&job_id);
+                self.tallies
+                    .entry(job_id)
+                    .or_default()
+                    .sources
+                    .insert(display(&job.path));
+                Ok(false)
+            }
+            Record::Item {
+                job_id, repo, item, ..
+            } => {
+                report.files_seen += 1;
+                let outcome = tx.add(&job_id, repo.as_deref(), &item)?;
+                let tally = self.tallies.entry(job_id).or_default();
+                tally.files += 1;
+                match outcome.outcome {
+                    AddOutcome::Inserted => {
+                        report.items_new += 1;
+                        tally.new += 1;
+                    }
+                    AddOutcome::Merged => {
+                        report.items_merged += 1;
+                        tally.merged += 1;
+                    }
+                    AddOutcome::Unchanged => {
+                        report.items_unchanged += 1;
+                        tally.unchanged += 1;
+                    }
+                }
+                report.items_evicted += outcome.evicted.len();
+                Ok(true)
+            }
+            Record::Rejected(rejected) => {
+                report.files_seen += 1;
+                self.tallies
+                    .entry(self.current_job.clone())
+                    .or_default()
+                    .rejected += 1;
+                report.files_rejected.push(rejected);
+                Ok(false)
+            }
+            Record::IndexMismatch(mismatch) => {
+                report.index_mismatches.push(mismatch);
+                Ok(false)
+            }
+        }
+    }
+
+    fn progress(&self) -> Progress {
+        Progress {
+            files_seen: self.report.files_seen,
+            items_written: self.report.items_new
+                + self.report.items_merged
+                + self.report.items_unchanged,
+            elapsed: self.started.elapsed(),
+        }
+    }
+
+    /// Reports progress at most every 100 ms.
+    fn tick(&mut self, progress: &mut impl FnMut(&Progress)) {
+        if self.last_progress.elapsed() >= Duration::from_millis(100) {
+            self.last_progress = Instant::now();
+            progress(&self.progress());
+        }
+    }
+}
+
 /// Imports every job under `roots` into `dlq`. The scan runs on its own
-/// thread; items are written in transactions of `options.batch_size`, so a
-/// crash loses at most the open batch and a rerun completes it (re-adding
-/// is a no-op merge). One `imported` event per job records what happened.
+/// thread while this one writes.
+///
+/// Into a database that already has items, records are written in
+/// transactions of `options.batch_size`: a crash loses at most the open
+/// batch, and a rerun completes it (re-adding is a no-op merge). Into an
+/// empty database the whole import is one transaction that drops the
+/// secondary indexes of `items` first and rebuilds them at the end, which is
+/// much faster; a crash then leaves the database empty, as it was. One
+/// `imported` event per job records what happened.
 pub fn import(
     dlq: &Dlq,
     roots: &[PathBuf],
@@ -268,94 +364,75 @@ pub fn import(
             ));
         }
     }
-    let started = Instant::now();
-    let (sender, receiver) = mpsc::sync_channel::<Record>(1024);
+    let bulk = options.bulk_when_empty && dlq.is_empty()?;
+    // Records cross threads in chunks: one wake-up per chunk, not per file.
+    const CHUNK: usize = 64;
+    let (sender, receiver) = mpsc::sync_channel::<Vec<Record>>(32);
     let scan_roots = roots.to_vec();
-    let scanner =
-        std::thread::spawn(move || scan(&scan_roots, |record| sender.send(record).is_ok()));
-
-    let mut report = ImportReport::default();
-    let mut tallies: BTreeMap<String, JobTally> = BTreeMap::new();
-    let mut records = receiver.into_iter().peekable();
-    let mut last_progress = Instant::now();
-    let mut current_job = String::new();
-    let result = (|| -> Result<()> {
-        while records.peek().is_some() {
-            dlq.write(|tx| {
-                tx.set_item_events(false);
-                let mut written = 0;
-                for record in records.by_ref() {
-                    match record {
-                        Record::Job(job, job_id) => {
-                            tx.ensure_job(&job_id, job.repo.as_deref())?;
-                            report.job_ids.insert(job_id.clone());
-                            current_job.clone_from(&job_id);
-                            tallies
-                                .entry(job_id)
-                                .or_default()
-                                .sources
-                                .insert(display(&job.path));
-                        }
-                        Record::Item {
-                            job_id, repo, item, ..
-                        } => {
-                            report.files_seen += 1;
-                            let outcome = tx.add(&job_id, repo.as_deref(), &item)?;
-                            let tally = tallies.entry(job_id).or_default();
-                            tally.files += 1;
-                            match outcome.outcome {
-                                AddOutcome::Inserted => {
-                                    report.items_new += 1;
-                                    tally.new += 1;
-                                }
-                                AddOutcome::Merged => {
-                                    report.items_merged += 1;
-                                    tally.merged += 1;
-                                }
-                                AddOutcome::Unchanged => {
-                                    report.items_unchanged += 1;
-                                    tally.unchanged += 1;
-                                }
-                            }
-                            report.items_evicted += outcome.evicted.len();
-                            written += 1;
-                        }
-                        Record::Rejected(rejected) => {
-                            report.files_seen += 1;
-                            tallies.entry(current_job.clone()).or_default().rejected += 1;
-                            report.files_rejected.push(rejected);
-                        }
-                        Record::IndexMismatch(mismatch) => report.index_mismatches.push(mismatch),
-                    }
-                    if last_progress.elapsed() >= Duration::from_millis(100) {
-                        last_progress = Instant::now();
-                        progress(&Progress {
-                            files_seen: report.files_seen,
-                            items_written: report.items_new
-                                + report.items_merged
-                                + report.items_unchanged,
-                            elapsed: started.elapsed(),
-                        });
-                    }
-                    if written >= options.batch_size {
-                        break;
-                    }
-                }
-                Ok(())
-            })?;
+    let scanner = std::thread::spawn(move || {
+        let mut chunk = Vec::with_capacity(CHUNK);
+        let scanned = scan(&scan_roots, |record| {
+            chunk.push(record);
+            chunk.len() < CHUNK
+                || sender
+                    .send(std::mem::replace(&mut chunk, Vec::with_capacity(CHUNK)))
+                    .is_ok()
+        });
+        if !chunk.is_empty() {
+            // The writer may have stopped already; its error is the one to report.
+            let _ = sender.send(chunk);
         }
-        Ok(())
-    })();
+        scanned
+    });
+
+    let mut writer = Writer {
+        report: ImportReport::default(),
+        tallies: BTreeMap::new(),
+        current_job: String::new(),
+        started: Instant::now(),
+        last_progress: Instant::now(),
+    };
+    let mut records = receiver.into_iter().flatten().peekable();
+    let result = if bulk {
+        dlq.write(|tx| {
+            tx.set_item_events(false);
+            let indexes = tx.suspend_item_indexes()?;
+            for record in records.by_ref() {
+                writer.apply(tx, record)?;
+                writer.tick(&mut progress);
+            }
+            tx.restore_indexes(indexes)
+        })
+    } else {
+        (|| -> Result<()> {
+            while records.peek().is_some() {
+                dlq.write(|tx| {
+                    tx.set_item_events(false);
+                    let mut written = 0;
+                    for record in records.by_ref() {
+                        written += usize::from(writer.apply(tx, record)?);
+                        writer.tick(&mut progress);
+                        if written >= options.batch_size {
+                            break;
+                        }
+                    }
+                    Ok(())
+                })?;
+            }
+            Ok(())
+        })()
+    };
     // Dropping the receiver stops the scanner if the writer failed.
     drop(records);
     let scanned = scanner
         .join()
         .map_err(|_| Error::invalid_argument("import", "the scanning thread panicked"))?;
     result?;
+    let mut report = writer.report;
     report.paths_skipped = scanned?;
     report.jobs = report.job_ids.len();
     dlq.write(|tx| {
-        for (job_id, tally) in &tallies {
+        for (job_id, tally) in &writer.tallies {
             tx.event(
                 event_kinds::IMPORTED,
                 Some(job_id),
@@ -368,7 +445,7 @@ pub fn import(
     progress(&Progress {
         files_seen: report.files_seen,
         items_written: report.items_new + report.items_merged + report.items_unchanged,
-        elapsed: started.elapsed(),
+        elapsed: writer.started.elapsed(),
     });
     Ok(report)
 }

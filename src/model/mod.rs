@@ -630,6 +630,44 @@ fn serialize_extra<M: SerializeMap>(
 impl Serialize for DeadLetteredItem {
     fn serialize<S: Serializer>(&self, serializer: S) -> std::result::Result<S::Ok, S::Error> {
         let mut map = serializer.serialize_map(None)?;
+        self.serialize_entries(&mut map)?;
+        map.end()
+    }
+}
+
+/// An item with the job it belongs to: the legacy shape plus a `job_id` key
+/// (which legacy readers ignore), so a JSON export of several jobs can be
+/// read back with each item in its job.
+pub struct ItemWithJob<'a> {
+    pub job_id: &'a str,
+    pub item: &'a DeadLetteredItem,
+}
+
+impl Serialize for ItemWithJob<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> std::result::Result<S::Ok, S::Error> {
+        let mut map = serializer.serialize_map(None)?;
+        self.item.serialize_entries(&mut map)?;
+        if !self.item.extra.contains_key(JOB_ID_KEY) {
+            map.serialize_entry(JOB_ID_KEY, self.job_id)?;
+        }
+        map.end()
+    }
+}
+
+/// The key [`ItemWithJob`] adds.
+pub const JOB_ID_KEY: &str = "job_id";
+
+impl DeadLetteredItem {
+    /// Removes and returns the `job_id` key a JSON export added (if it is a
+    /// string), so the item reads back as it was stored.
+    pub fn take_job_id(&mut self) -> Option<String> {
+        let raw = self.extra.get(JOB_ID_KEY)?;
+        let job_id: String = serde_json::from_str(raw.get()).ok()?;
+        self.extra.remove(JOB_ID_KEY);
+        Some(job_id)
+    }
+
+    fn serialize_entries<M: SerializeMap>(&self, map: &mut M) -> std::result::Result<(), M::Error> {
         map.serialize_entry("item_id", &self.item_id)?;
         map.serialize_entry("item_data", &self.item_data)?;
         map.serialize_entry("first_attempt", &self.first_attempt)?;
@@ -642,8 +680,7 @@ impl Serialize for DeadLetteredItem {
         }
         map.serialize_entry("reprocess_eligible", &self.reprocess_eligible)?;
         map.serialize_entry("manual_review_required", &self.manual_review_required)?;
-        serialize_extra(&mut map, &self.extra)?;
-        map.end()
+        serialize_extra(map, &self.extra)
     }
 }
 

@@ -214,3 +214,72 @@ impl Dlq {
         })
     }
 }
+
+/// What a purge did (or, dry, would do).
+#[derive(Clone, Debug, Serialize)]
+pub struct PurgeReport {
+    /// Items whose last_attempt is before this were taken.
+    pub cutoff: crate::time::Timestamp,
+    pub items: usize,
+    pub dry_run: bool,
+}
+
+impl Dlq {
+    /// Removes the items matching `filter` whose last_attempt is more than
+    /// `older_than_days` days before now, one `purged` event per item, in one
+    /// transaction. With `dry_run`, counts them and changes nothing.
+    pub fn purge(
+        &self,
+        older_than_days: u32,
+        filter: &super::ListFilter,
+        dry_run: bool,
+    ) -> Result<PurgeReport> {
+        let cutoff = self
+            .now()
+            .minus_seconds(i64::from(older_than_days) * 86_400);
+        let mut filter = filter.clone();
+        filter.until = Some(match filter.until {
+            Some(until) => until.min(cutoff),
+            None => cutoff,
+        });
+        let now = self.now();
+        let mut condition = String::new();
+        let mut values = Vec::new();
+        filter.push_conditions(now, &mut condition, &mut values);
+        if dry_run {
+            let conn = self.conn()?;
+            let sql = format!("SELECT COUNT(*) FROM items i WHERE 1 = 1{condition}");
+            let items: i64 =
+                conn.query_row(&sql, rusqlite::params_from_iter(values), |row| row.get(0))?;
+            return Ok(PurgeReport {
+                cutoff,
+                items: usize::try_from(items).unwrap_or(0),
+                dry_run,
+            });
+        }
+        let items = self.write(|tx| {
+            // The condition is fixed SQL built by ListFilter; every value is bound.
+            let events = format!(
+                "INSERT INTO events (time, kind, job_id, item_id, detail)
+                 SELECT ?, '{kind}', i.job_id, i.item_id,
+                     json_object('error_signature', i.error_signature, 'last_attempt', i.last_attempt,
+                                 'cutoff', ?)
+                 FROM items i WHERE 1 = 1{condition}",
+                kind = event_kinds::PURGED
+            );
+            let mut event_values = vec![
+                rusqlite::types::Value::Text(tx.now().to_storage()),
+                rusqlite::types::Value::Text(cutoff.to_storage()),
+            ];
+            event_values.extend(values.iter().cloned());
+            tx.conn().execute(&events, rusqlite::params_from_iter(event_values))?;
+            let delete = format!("DELETE FROM items WHERE id IN (SELECT i.id FROM items i WHERE 1 = 1{condition})");
+            Ok(tx.conn().execute(&delete, rusqlite::params_from_iter(values))?)
+        })?;
+        Ok(PurgeReport {
+            cutoff,
+            items,
+            dry_run,
+        })
+    }
+}

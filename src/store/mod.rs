@@ -4,16 +4,21 @@
 //! (remove, clear, mark, capacity). Every write runs in one IMMEDIATE
 //! transaction, so concurrent writers wait for each other instead of failing.
 
+pub mod adhoc;
+mod analysis;
+mod events;
 mod maintenance;
 mod query;
 mod rows;
 mod write;
 
-pub use maintenance::{CapacityInfo, MarkRequest};
+pub use analysis::{failure_category, normalise_message, Analysis, MessageGroup, PatternGroup};
+pub use events::Event;
+pub use maintenance::{CapacityInfo, MarkRequest, PurgeReport};
 pub use query::{
     DbInfo, ItemIter, ItemSummary, JobInfo, ListFilter, Page, PageCursor, Stats, SummaryIter,
 };
-pub use write::{AddOutcome, AddReport, EvictedItem, WriteTx};
+pub use write::{AddOutcome, AddReport, EvictedItem, SuspendedIndexes, WriteTx};
 
 use crate::db::{self, DbPool};
 use crate::error::Result;

@@ -26,6 +26,8 @@ pub struct ListFilter {
     pub since: Option<Timestamp>,
     /// Only items whose last_attempt is before this.
     pub until: Option<Timestamp>,
+    /// A filter-language expression (see [`crate::filter`]).
+    pub expression: Option<crate::filter::Expr>,
 }
 
 /// Where the next page starts: after this (last_attempt, row key).
@@ -85,7 +87,11 @@ pub struct Stats {
     pub newest_item: Option<Timestamp>,
     /// Items per error signature.
     pub error_categories: BTreeMap<String, i64>,
-    /// Sum of failure_count (for averages; not a legacy key).
+    /// Items per error type of their last attempt (not a legacy key).
+    pub error_types: BTreeMap<String, i64>,
+    /// Mean failure_count (not a legacy key).
+    pub average_failure_count: f64,
+    /// Sum of failure_count.
     #[serde(skip)]
     pub failure_count_sum: i64,
 }
@@ -101,6 +107,19 @@ impl Stats {
         for (signature, count) in &other.error_categories {
             *self.error_categories.entry(signature.clone()).or_insert(0) += count;
         }
+        for (error_type, count) in &other.error_types {
+            *self.error_types.entry(error_type.clone()).or_insert(0) += count;
+        }
+        self.average_failure_count = average(self.failure_count_sum, self.total_items);
+    }
+}
+
+fn average(sum: i64, count: i64) -> f64 {
+    if count == 0 {
+        0.0
+    } else {
+        // Rounded to 3 places: a stable figure in JSON output.
+        (sum as f64 / count as f64 * 1000.0).round() / 1000.0
     }
 }
 
@@ -130,7 +149,12 @@ impl ListFilter {
     /// Appends this filter's conditions on `items AS i` to `sql`, with their
     /// values to `values`. Only fixed SQL text is appended; every value is a
     /// parameter.
-    pub(super) fn push_conditions(&self, sql: &mut String, values: &mut Vec<Value>) {
+    pub(super) fn push_conditions(
+        &self,
+        now: Timestamp,
+        sql: &mut String,
+        values: &mut Vec<Value>,
+    ) {
         if let Some(job) = &self.job_id {
             sql.push_str(" AND i.job_id = ?");
             values.push(Value::Text(job.clone()));
@@ -159,6 +183,12 @@ impl ListFilter {
             sql.push_str(" AND i.last_attempt < ?");
             values.push(Value::Text(until.to_storage()));
         }
+        if let Some(expression) = &self.expression {
+            let condition = expression.to_sql(now);
+            sql.push_str(" AND ");
+            sql.push_str(&condition.sql);
+            values.extend(condition.values);
+        }
     }
 }
 
@@ -174,6 +204,7 @@ const LAST_FAILURE_JOIN: &str = "LEFT JOIN failure_history f ON f.id = (
 
 fn page_query(
     filter: &ListFilter,
+    now: Timestamp,
     after: Option<&PageCursor>,
     limit: usize,
     columns: &str,
@@ -181,7 +212,7 @@ fn page_query(
 ) -> (String, Vec<Value>) {
     let mut sql = format!("SELECT {columns} FROM items i {join} WHERE 1 = 1");
     let mut values = Vec::new();
-    filter.push_conditions(&mut sql, &mut values);
+    filter.push_conditions(now, &mut sql, &mut values);
     if let Some(cursor) = after {
         sql.push_str(" AND (i.last_attempt < ? OR (i.last_attempt = ? AND i.id < ?))");
         values.push(Value::Text(cursor.last_attempt.clone()));
@@ -224,7 +255,14 @@ impl Dlq {
         limit: usize,
     ) -> Result<Page<ItemSummary>> {
         let conn = self.conn()?;
-        let (sql, values) = page_query(filter, after, limit, SUMMARY_COLUMNS, LAST_FAILURE_JOIN);
+        let (sql, values) = page_query(
+            filter,
+            self.now(),
+            after,
+            limit,
+            SUMMARY_COLUMNS,
+            LAST_FAILURE_JOIN,
+        );
         let mut stmt = conn.prepare_cached(&sql)?;
         let mut keys = Vec::new();
         let items = stmt
@@ -275,27 +313,46 @@ impl Dlq {
         filter: &ListFilter,
         after: Option<&PageCursor>,
         limit: usize,
-    ) -> Result<Page<DeadLetteredItem>> {
+    ) -> Result<Page<JobItem>> {
         let conn = self.conn()?;
-        let (sql, values) = page_query(filter, after, limit, "i.id, i.last_attempt", "");
+        let (sql, values) = page_query(
+            filter,
+            self.now(),
+            after,
+            limit,
+            "i.id, i.last_attempt, i.job_id",
+            "",
+        );
         let keys = conn
             .prepare_cached(&sql)?
             .query_map(params_from_iter(values), |row| {
-                Ok((row.get::<_, i64>(0)?, row.get::<_, Timestamp>(1)?))
+                Ok((
+                    row.get::<_, i64>(0)?,
+                    row.get::<_, Timestamp>(1)?,
+                    row.get::<_, String>(2)?,
+                ))
             })?
             .collect::<rusqlite::Result<Vec<_>>>()?;
         let next = match keys.last() {
-            Some((key, last)) if keys.len() == limit => Some(cursor_of(last, *key)),
+            Some((key, last, _)) if keys.len() == limit => Some(cursor_of(last, *key)),
             _ => None,
         };
         let mut items = Vec::with_capacity(keys.len());
-        for (key, _) in keys {
+        for (key, _, job_id) in keys {
             // An item deleted between the two queries is simply skipped.
             if let Some(StoredItem { item, .. }) = rows::load_item_by_key(&conn, key)? {
-                items.push(item);
+                items.push(JobItem { job_id, item });
             }
         }
         Ok(Page { items, next })
+    }
+
+    /// Whether the database holds no items at all.
+    pub fn is_empty(&self) -> Result<bool> {
+        let conn = self.conn()?;
+        let any: bool =
+            conn.query_row("SELECT EXISTS (SELECT 1 FROM items)", [], |row| row.get(0))?;
+        Ok(!any)
     }
 
     /// Every job, by job_id.
@@ -420,6 +477,12 @@ fn job_stats(conn: &Connection, job_id: &str) -> Result<Option<Stats>> {
             Ok((row.get::<_, String>(0)?, row.get::<_, i64>(1)?))
         })?
         .collect::<rusqlite::Result<BTreeMap<_, _>>>()?;
+    let error_types = conn
+        .prepare_cached("SELECT error_type, item_count FROM error_type_counts WHERE job_id = ?1")?
+        .query_map(params![job_id], |row| {
+            Ok((row.get::<_, String>(0)?, row.get::<_, i64>(1)?))
+        })?
+        .collect::<rusqlite::Result<BTreeMap<_, _>>>()?;
     Ok(Some(Stats {
         total_items: total,
         eligible_for_reprocess: eligible,
@@ -427,6 +490,8 @@ fn job_stats(conn: &Connection, job_id: &str) -> Result<Option<Stats>> {
         oldest_item: oldest,
         newest_item: newest,
         error_categories,
+        error_types,
+        average_failure_count: average(failure_sum, total),
         failure_count_sum: failure_sum,
     }))
 }
@@ -491,13 +556,20 @@ impl Iterator for SummaryIter {
     }
 }
 
+/// A whole item and the job it belongs to.
+#[derive(Clone, Debug)]
+pub struct JobItem {
+    pub job_id: String,
+    pub item: DeadLetteredItem,
+}
+
 /// Streams whole items; see [`Dlq::items`].
 pub struct ItemIter {
-    pager: Pager<DeadLetteredItem>,
+    pager: Pager<JobItem>,
 }
 
 impl Iterator for ItemIter {
-    type Item = Result<DeadLetteredItem>;
+    type Item = Result<JobItem>;
     fn next(&mut self) -> Option<Self::Item> {
         self.pager.next_with(Dlq::item_page)
     }

@@ -78,9 +78,10 @@ pub fn insert_item_row(
 ) -> Result<Option<i64>> {
     let mut stmt = conn.prepare_cached(
         "INSERT INTO items (job_id, item_id, item_data, first_attempt, last_attempt, failure_count,
-             error_signature, reprocess_eligible, manual_review_required, extra, omitted_fields)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)
-         ON CONFLICT (item_id, job_id) DO NOTHING",
+             error_signature, reprocess_eligible, manual_review_required, extra, omitted_fields,
+             last_error_type)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)
+         ON CONFLICT (job_id, item_id) DO NOTHING",
     )?;
     let inserted = stmt.execute(params![
         job_id,
@@ -94,6 +95,7 @@ pub fn insert_item_row(
         item.manual_review_required,
         extra_json(&item.extra)?,
         item_omitted_json(item)?,
+        last_error_type(item),
     ])?;
     if inserted == 0 {
         return Ok(None);
@@ -106,8 +108,24 @@ pub fn insert_item_row(
 #[derive(Default)]
 pub struct InsertCounts {
     /// Per job: items, eligible, manual review, failure_count sum, and the
-    /// items per signature.
-    jobs: HashMap<String, ([i64; 4], HashMap<String, i64>)>,
+    /// items per signature and per last error type.
+    jobs: HashMap<String, JobCounts>,
+}
+
+#[derive(Default)]
+struct JobCounts {
+    totals: [i64; 4],
+    signatures: HashMap<String, i64>,
+    error_types: HashMap<String, i64>,
+}
+
+fn bump(map: &mut HashMap<String, i64>, key: &str) {
+    match map.get_mut(key) {
+        Some(count) => *count += 1,
+        None => {
+            map.insert(key.to_string(), 1);
+        }
+    }
 }
 
 impl InsertCounts {
@@ -116,19 +134,15 @@ impl InsertCounts {
         if !self.jobs.contains_key(job_id) {
             self.jobs.insert(job_id.to_string(), Default::default());
         }
-        let Some((counts, signatures)) = self.jobs.get_mut(job_id) else {
+        let Some(job) = self.jobs.get_mut(job_id) else {
             return;
         };
-        counts[0] += 1;
-        counts[1] += i64::from(item.reprocess_eligible);
-        counts[2] += i64::from(item.manual_review_required);
-        counts[3] += i64::from(item.failure_count);
-        match signatures.get_mut(&item.error_signature) {
-            Some(count) => *count += 1,
-            None => {
-                signatures.insert(item.error_signature.clone(), 1);
-            }
-        }
+        job.totals[0] += 1;
+        job.totals[1] += i64::from(item.reprocess_eligible);
+        job.totals[2] += i64::from(item.manual_review_required);
+        job.totals[3] += i64::from(item.failure_count);
+        bump(&mut job.signatures, &item.error_signature);
+        bump(&mut job.error_types, last_error_type(item).unwrap_or(""));
     }
 
     /// Writes the counts and starts again from zero.
@@ -144,10 +158,18 @@ impl InsertCounts {
             "INSERT INTO signature_counts (job_id, error_signature, item_count) VALUES (?1, ?2, ?3)
              ON CONFLICT (job_id, error_signature) DO UPDATE SET item_count = item_count + excluded.item_count",
         )?;
-        for (job_id, ([items, eligible, manual, failures], by_signature)) in self.jobs.drain() {
+        let mut error_types = conn.prepare_cached(
+            "INSERT INTO error_type_counts (job_id, error_type, item_count) VALUES (?1, ?2, ?3)
+             ON CONFLICT (job_id, error_type) DO UPDATE SET item_count = item_count + excluded.item_count",
+        )?;
+        for (job_id, job) in self.jobs.drain() {
+            let [items, eligible, manual, failures] = job.totals;
             jobs.execute(params![job_id, items, eligible, manual, failures])?;
-            for (signature, count) in by_signature {
+            for (signature, count) in job.signatures {
                 signatures.execute(params![job_id, signature, count])?;
+            }
+            for (error_type, count) in job.error_types {
+                error_types.execute(params![job_id, error_type, count])?;
             }
         }
         Ok(())
@@ -165,7 +187,17 @@ pub fn recount(conn: &Connection) -> Result<()> {
              failure_count_sum = (SELECT COALESCE(SUM(failure_count), 0) FROM items i WHERE i.job_id = jobs.job_id);
          DELETE FROM signature_counts;
          INSERT INTO signature_counts (job_id, error_signature, item_count)
-             SELECT job_id, error_signature, COUNT(*) FROM items GROUP BY job_id, error_signature;",
+             SELECT job_id, error_signature, COUNT(*) FROM items GROUP BY job_id, error_signature;
+         UPDATE items SET last_error_type = (
+             SELECT f.error_type FROM failure_history f WHERE f.item_key = items.id
+             ORDER BY f.attempt_number DESC, f.timestamp DESC LIMIT 1)
+         WHERE last_error_type IS NOT (
+             SELECT f.error_type FROM failure_history f WHERE f.item_key = items.id
+             ORDER BY f.attempt_number DESC, f.timestamp DESC LIMIT 1);
+         DELETE FROM error_type_counts;
+         INSERT INTO error_type_counts (job_id, error_type, item_count)
+             SELECT job_id, COALESCE(last_error_type, ''), COUNT(*) FROM items
+             GROUP BY job_id, COALESCE(last_error_type, '');",
     )?;
     Ok(())
 }
@@ -175,7 +207,7 @@ pub fn update_item_row(conn: &Connection, key: i64, item: &DeadLetteredItem) -> 
     let mut stmt = conn.prepare_cached(
         "UPDATE items SET item_data = ?2, first_attempt = ?3, last_attempt = ?4, failure_count = ?5,
              error_signature = ?6, reprocess_eligible = ?7, manual_review_required = ?8,
-             extra = ?9, omitted_fields = ?10
+             extra = ?9, omitted_fields = ?10, last_error_type = ?11
          WHERE id = ?1",
     )?;
     stmt.execute(params![
@@ -189,8 +221,14 @@ pub fn update_item_row(conn: &Connection, key: i64, item: &DeadLetteredItem) -> 
         item.manual_review_required,
         extra_json(&item.extra)?,
         item_omitted_json(item)?,
+        last_error_type(item),
     ])?;
     Ok(())
+}
+
+/// The value of the `last_error_type` column.
+fn last_error_type(item: &DeadLetteredItem) -> Option<&str> {
+    item.last_failure().map(|f| f.error_type.name.as_str())
 }
 
 /// Inserts attempts; an attempt already stored (same attempt_number and

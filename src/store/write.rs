@@ -42,6 +42,10 @@ pub struct AddReport {
     pub evicted: Vec<EvictedItem>,
 }
 
+/// Index definitions dropped for a bulk load, to be rebuilt.
+#[must_use = "restore the indexes before the transaction ends"]
+pub struct SuspendedIndexes(Vec<String>);
+
 /// An open write transaction. Obtained from [`super::Dlq::write`].
 pub struct WriteTx<'c> {
     conn: &'c Connection,
@@ -279,6 +283,50 @@ impl<'c> WriteTx<'c> {
         self.conn
             .prepare_cached("INSERT INTO events (time, kind, job_id, item_id, detail) VALUES (?1, ?2, ?3, ?4, ?5)")?
             .execute(params![self.now, kind, job_id, item_id, detail.to_string()])?;
+        Ok(())
+    }
+
+    /// Drops the secondary indexes of `items` for a bulk load; give the result
+    /// to [`WriteTx::restore_indexes`] before the transaction ends. Both run
+    /// in the caller's transaction, so the indexes are never missing outside
+    /// it. The definitions are read from the schema, so they follow
+    /// migrations.
+    pub fn suspend_item_indexes(&mut self) -> Result<SuspendedIndexes> {
+        let indexes = self
+            .conn
+            .prepare(
+                "SELECT name, sql FROM sqlite_master
+                 WHERE type = 'index' AND tbl_name = 'items' AND sql IS NOT NULL ORDER BY name",
+            )?
+            .query_map([], |row| {
+                Ok((row.get::<_, String>(0)?, row.get::<_, String>(1)?))
+            })?
+            .collect::<rusqlite::Result<Vec<_>>>()?;
+        for (name, _) in &indexes {
+            // Identifiers cannot be parameters: quote the name as SQL says.
+            let quoted = name.replace('"', "\"\"");
+            self.conn.execute(&format!("DROP INDEX \"{quoted}\""), [])?;
+        }
+        Ok(SuspendedIndexes(
+            indexes.into_iter().map(|(_, sql)| sql).collect(),
+        ))
+    }
+
+    /// Rebuilds indexes dropped by [`WriteTx::suspend_item_indexes`].
+    pub fn restore_indexes(&mut self, indexes: SuspendedIndexes) -> Result<()> {
+        for sql in indexes.0 {
+            let statement = sql.trim_start().to_ascii_uppercase();
+            if !(statement.starts_with("CREATE INDEX")
+                || statement.starts_with("CREATE UNIQUE INDEX"))
+            {
+                return Err(crate::error::Error::invalid_argument(
+                    "index definition",
+                    sql,
+                ));
+            }
+            // `execute` runs exactly one statement.
+            self.conn.execute(&sql, [])?;
+        }
         Ok(())
     }
 

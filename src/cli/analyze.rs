@@ -1,0 +1,172 @@
+//! `dlq analyze`: failure patterns, distributions and categories.
+
+use super::output::{print_json, Table};
+use super::Context;
+use anyhow::{Context as _, Result};
+use dlqlite::store::Analysis;
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// Analyse failures: pattern groups by signature and by normalised message
+/// (messages that differ only in numbers, paths, hex ids, uuids or durations
+/// group together), error types over all attempts and last attempts, failures
+/// per hour or day, failure categories (transient, conditionally_recoverable,
+/// permanent, unclassified; see the README), and the agents and steps that
+/// fail most.
+///
+/// Examples:
+///   dlq analyze --job-id mapreduce-20251123_194253
+///   dlq analyze --export analysis.json
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Only this job
+    #[arg(long)]
+    job_id: Option<String>,
+    /// Also write the analysis as JSON to this file
+    #[arg(long, value_name = "FILE")]
+    export: Option<PathBuf>,
+    /// Print JSON instead of tables
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
+    let analysis = ctx.open()?.analyze(args.job_id.as_deref())?;
+    if let Some(path) = &args.export {
+        let text = serde_json::to_string_pretty(&analysis)?;
+        std::fs::write(path, text + "\n").with_context(|| path.display().to_string())?;
+    }
+    if args.json {
+        print_json(&analysis)?;
+    } else {
+        print_tables(&analysis)?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// A bar of `width` cells for `value` out of `max`.
+pub fn bar(value: i64, max: i64, width: usize) -> String {
+    if max <= 0 || value <= 0 {
+        return String::new();
+    }
+    let cells = ((value as f64 / max as f64) * width as f64)
+        .round()
+        .max(1.0) as usize;
+    "█".repeat(cells.min(width))
+}
+
+fn print_tables(a: &Analysis) -> Result<()> {
+    let scope = a.job_id.as_deref().unwrap_or("all jobs");
+    println!(
+        "{scope}: {} item(s), {} attempt(s)\n",
+        a.total_items, a.total_attempts
+    );
+
+    println!("Pattern groups (by error signature)");
+    let mut table = Table::new(&[
+        "COUNT",
+        "SIGNATURE",
+        "TYPE",
+        "FIRST",
+        "LAST",
+        "SAMPLES",
+        "MESSAGE",
+    ]);
+    for g in &a.pattern_groups {
+        let message: String = g
+            .representative_message
+            .clone()
+            .unwrap_or_default()
+            .chars()
+            .take(60)
+            .collect();
+        table.row(vec![
+            g.count.to_string(),
+            g.error_signature.clone(),
+            g.error_type.clone().unwrap_or_default(),
+            g.first_occurrence
+                .map(|t| t.to_string())
+                .unwrap_or_default(),
+            g.last_occurrence.map(|t| t.to_string()).unwrap_or_default(),
+            g.sample_items.join(" "),
+            message,
+        ]);
+    }
+    table.print()?;
+
+    println!("\nMessage groups (numbers, paths, ids and durations masked)");
+    let mut table = Table::new(&["COUNT", "SIGNATURES", "PATTERN"]);
+    for g in &a.message_groups {
+        table.row(vec![
+            g.count.to_string(),
+            g.signatures.to_string(),
+            g.pattern.clone(),
+        ]);
+    }
+    table.print()?;
+
+    println!("\nError types");
+    let mut table = Table::new(&["TYPE", "ALL ATTEMPTS", "LAST ATTEMPTS", "CATEGORY"]);
+    let mut names: Vec<&String> = a
+        .error_distribution
+        .all_attempts
+        .keys()
+        .chain(a.error_distribution.last_attempts.keys())
+        .collect();
+    names.sort();
+    names.dedup();
+    for name in names {
+        table.row(vec![
+            name.clone(),
+            a.error_distribution
+                .all_attempts
+                .get(name)
+                .copied()
+                .unwrap_or(0)
+                .to_string(),
+            a.error_distribution
+                .last_attempts
+                .get(name)
+                .copied()
+                .unwrap_or(0)
+                .to_string(),
+            dlqlite::store::failure_category(name).to_string(),
+        ]);
+    }
+    table.print()?;
+
+    println!("\nFailure categories (items, by last attempt)");
+    let mut table = Table::new(&["CATEGORY", "ITEMS"]);
+    for (category, count) in &a.failure_categories {
+        table.row(vec![category.clone(), count.to_string()]);
+    }
+    table.print()?;
+
+    println!("\nFailures per {}", a.temporal_distribution.bucket);
+    let max = a
+        .temporal_distribution
+        .counts
+        .iter()
+        .map(|(_, n)| *n)
+        .max()
+        .unwrap_or(0);
+    let mut out = std::io::stdout().lock();
+    for (bucket, count) in &a.temporal_distribution.counts {
+        writeln!(out, "{bucket:<13} {count:>8} {}", bar(*count, max, 50))?;
+    }
+    drop(out);
+
+    for (title, ranked) in [
+        ("Top agents", &a.top_agents),
+        ("Top failing steps", &a.top_failing_steps),
+    ] {
+        println!("\n{title}");
+        let mut table = Table::new(&["FAILURES", "NAME"]);
+        for r in ranked {
+            table.row(vec![r.failures.to_string(), r.name.clone()]);
+        }
+        table.print()?;
+    }
+    Ok(())
+}

@@ -1,0 +1,38 @@
+//! `dlq clear`: remove every item of a job.
+
+use super::output::confirm;
+use super::Context;
+use anyhow::Result;
+use std::process::ExitCode;
+
+/// Remove every item of a job (each recorded as a `cleared` event).
+///
+/// Asks for confirmation on a terminal; elsewhere it needs --yes.
+///
+/// Example: dlq clear mapreduce-20251123_194253 --yes
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// The job
+    job_id: String,
+    /// Do not ask
+    #[arg(long)]
+    yes: bool,
+}
+
+pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
+    let dlq = ctx.open()?;
+    let stats = dlq.job_stats(&args.job_id)?;
+    if !confirm(
+        &format!(
+            "remove all {} item(s) of {}?",
+            stats.total_items, args.job_id
+        ),
+        args.yes,
+    )? {
+        eprintln!("nothing removed");
+        return Ok(ExitCode::from(1));
+    }
+    let removed = dlq.clear_job(&args.job_id)?;
+    println!("removed {removed} item(s) from {}", args.job_id);
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,50 @@
+//! `dlq events`: the audit log.
+
+use super::output::{Format, RowWriter};
+use super::Context;
+use anyhow::Result;
+use serde_json::json;
+use std::process::ExitCode;
+
+/// Show the audit log, newest first: every add, merge, removal, eviction,
+/// purge, clear, import, mark and retry.
+///
+/// Example: dlq events --kind evicted --job-id mapreduce-20251123_194253
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Only this job
+    #[arg(long)]
+    job_id: Option<String>,
+    /// Only this kind (added, merged, removed, evicted, purged, cleared,
+    /// imported, marked, capacity_set, retried_ok, retried_failed)
+    #[arg(long)]
+    kind: Option<String>,
+    /// How many at most
+    #[arg(long, default_value_t = 50)]
+    limit: usize,
+    /// Output format
+    #[arg(long, value_enum, default_value_t = Format::Table)]
+    format: Format,
+}
+
+pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
+    let events = ctx
+        .open()?
+        .events(args.job_id.as_deref(), args.kind.as_deref(), args.limit)?;
+    let mut out = RowWriter::new(
+        args.format,
+        &["id", "time", "kind", "job_id", "item_id", "detail"],
+    )?;
+    for e in events {
+        out.row(vec![
+            json!(e.id),
+            json!(e.time),
+            json!(e.kind),
+            json!(e.job_id),
+            json!(e.item_id),
+            e.detail,
+        ])?;
+    }
+    out.finish()?;
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,103 @@
+//! `dlq list`: dead letters, newest last_attempt first.
+
+use super::output::{parse_filter, Format, RowWriter};
+use super::Context;
+use anyhow::Result;
+use dlqlite::ListFilter;
+use serde_json::json;
+use std::process::ExitCode;
+
+/// List dead letters, newest last_attempt first.
+///
+/// Filter expressions (also for export, purge and retry):
+///   fields      job_id item_id failure_count error_signature reprocess_eligible
+///               manual_review_required first_attempt last_attempt
+///               error_type exit_code error_message agent_id step_failed
+///                 (true when any attempt matches; last.error_type etc. for the last)
+///               item.<path> (a path into item_data; item.failure_count,
+///                 item.reprocess_eligible and item.error_signature are the DLQ fields)
+///   operators   == != > >= < <= contains, && and, || or, ! not, ( )
+///   values      "text" 'text' 42 1.5 true false null, now - 7d (s m h d w)
+///
+/// Examples:
+///   dlq list --job-id mapreduce-20251123_194253 --eligible
+///   dlq list --filter 'item.priority >= 5 && error_type == "Timeout"'
+///   dlq list --filter 'last_attempt < now - 7d' --format csv
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Only this job
+    #[arg(long)]
+    job_id: Option<String>,
+    /// Only items eligible for reprocessing
+    #[arg(long)]
+    eligible: bool,
+    /// Only items that require manual review
+    #[arg(long)]
+    manual_review: bool,
+    /// Only items matching this expression
+    #[arg(long, value_name = "EXPR")]
+    filter: Option<String>,
+    /// How many items at most (0 = all)
+    #[arg(long, default_value_t = 50)]
+    limit: usize,
+    /// Output format
+    #[arg(long, value_enum, default_value_t = Format::Table)]
+    format: Format,
+}
+
+/// The listing's columns (those of the item_summary view); a table shows
+/// the first [`TABLE_COLUMNS`].
+const COLUMNS: [&str; 12] = [
+    "job_id",
+    "item_id",
+    "failure_count",
+    "last_attempt",
+    "error_type",
+    "exit_code",
+    "reprocess_eligible",
+    "manual_review_required",
+    "error_message",
+    "error_signature",
+    "first_attempt",
+    "worktree_path",
+];
+const TABLE_COLUMNS: usize = 9;
+
+pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
+    let filter = ListFilter {
+        job_id: args.job_id.clone(),
+        eligible: args.eligible.then_some(true),
+        manual_review: args.manual_review.then_some(true),
+        expression: parse_filter(args.filter.as_deref())?,
+        ..ListFilter::default()
+    };
+    let dlq = ctx.open()?;
+    if let Some(job) = &args.job_id {
+        dlq.job_stats(job)?;
+    }
+    let mut out = RowWriter::new(args.format, &COLUMNS)?.table_columns(TABLE_COLUMNS);
+    let limit = if args.limit == 0 {
+        usize::MAX
+    } else {
+        args.limit
+    };
+    for summary in dlq.list(filter).take(limit) {
+        let s = summary?;
+        out.row(vec![
+            json!(s.job_id),
+            json!(s.item_id),
+            json!(s.failure_count),
+            json!(s.last_attempt),
+            json!(s.error_type),
+            json!(s.exit_code),
+            json!(s.reprocess_eligible),
+            json!(s.manual_review_required),
+            json!(s.error_message),
+            json!(s.error_signature),
+            json!(s.first_attempt),
+            json!(s.worktree_path),
+        ])?;
+    }
+    out.finish()?;
+    Ok(ExitCode::SUCCESS)
+}

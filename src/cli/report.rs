@@ -1,0 +1,251 @@
+//! `dlq report --html`: one self-contained page with charts.
+
+use super::Context;
+use anyhow::{Context as _, Result};
+use dlqlite::store::{Analysis, Stats};
+use std::fmt::Write as _;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// Write a self-contained HTML report (no network, inline SVG charts): the
+/// statistics, failures over time, error types and categories, and the top
+/// pattern groups with sample items.
+///
+/// Example: dlq report --html dlq-report.html --job-id mapreduce-20251123_194253
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Where to write the page
+    #[arg(long, value_name = "FILE")]
+    html: PathBuf,
+    /// Only this job
+    #[arg(long)]
+    job_id: Option<String>,
+}
+
+pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
+    let dlq = ctx.open()?;
+    let stats = match &args.job_id {
+        Some(job) => dlq.job_stats(job)?,
+        None => dlq.stats()?.0,
+    };
+    let analysis = dlq.analyze(args.job_id.as_deref())?;
+    let page = render(&stats, &analysis, &dlq.now().to_string());
+    std::fs::write(&args.html, page).with_context(|| args.html.display().to_string())?;
+    eprintln!("wrote {}", args.html.display());
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Escapes text for HTML content and attribute values.
+pub fn escape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// A horizontal bar chart as inline SVG.
+fn bars(rows: &[(String, i64)]) -> String {
+    let max = rows.iter().map(|(_, n)| *n).max().unwrap_or(0).max(1);
+    let height = 22 * rows.len().max(1) + 4;
+    let mut svg = format!(
+        r#"<svg class="chart" viewBox="0 0 640 {height}" width="640" height="{height}" role="img">"#
+    );
+    for (i, (label, value)) in rows.iter().enumerate() {
+        let y = 4 + i * 22;
+        let width = (*value as f64 / max as f64 * 400.0).max(1.0);
+        let _ = write!(
+            svg,
+            r#"<text x="0" y="{ty}">{label}</text><rect x="200" y="{y}" width="{width:.1}" height="16"/><text x="{tx:.1}" y="{ty}">{value}</text>"#,
+            ty = y + 13,
+            label = escape(&label.chars().take(28).collect::<String>()),
+            tx = 205.0 + width,
+        );
+    }
+    svg.push_str("</svg>");
+    svg
+}
+
+/// A column chart over time as inline SVG.
+fn columns(rows: &[(String, i64)]) -> String {
+    if rows.is_empty() {
+        return "<p>No attempts.</p>".into();
+    }
+    let max = rows.iter().map(|(_, n)| *n).max().unwrap_or(0).max(1);
+    let (width, height) = (900.0, 220.0);
+    let step = width / rows.len() as f64;
+    let mut svg = format!(
+        r#"<svg class="chart" viewBox="0 0 {width} {h}" width="{width}" height="{h}" role="img">"#,
+        h = height + 40.0
+    );
+    let label_every = (rows.len() / 8).max(1);
+    for (i, (bucket, value)) in rows.iter().enumerate() {
+        let bar = *value as f64 / max as f64 * height;
+        let x = i as f64 * step;
+        let _ = write!(
+            svg,
+            r#"<rect x="{x:.1}" y="{y:.1}" width="{w:.1}" height="{bar:.1}"><title>{b}: {value}</title></rect>"#,
+            y = height - bar,
+            w = (step * 0.85).max(1.0),
+            b = escape(bucket),
+        );
+        if i % label_every == 0 {
+            let _ = write!(
+                svg,
+                r#"<text x="{x:.1}" y="{ty}">{b}</text>"#,
+                ty = height + 16.0,
+                b = escape(bucket)
+            );
+        }
+    }
+    let _ = write!(
+        svg,
+        r#"<text x="0" y="{ty}">max {max} per bucket</text></svg>"#,
+        ty = height + 34.0
+    );
+    svg
+}
+
+/// The whole page.
+pub fn render(stats: &Stats, a: &Analysis, generated: &str) -> String {
+    let scope = escape(a.job_id.as_deref().unwrap_or("all jobs"));
+    let mut html = String::new();
+    let _ = write!(
+        html,
+        r#"<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>DLQ report: {scope}</title>
+<style>
+body{{font:14px system-ui,sans-serif;margin:2em;color:#222;max-width:1000px}}
+h1{{font-size:1.5em}} h2{{font-size:1.15em;margin-top:2em}}
+.cards{{display:flex;gap:1em;flex-wrap:wrap}} .card{{border:1px solid #ddd;border-radius:6px;padding:.6em 1em}}
+.card b{{display:block;font-size:1.4em}}
+table{{border-collapse:collapse}} td,th{{border-bottom:1px solid #eee;padding:.3em .6em;text-align:left;vertical-align:top}}
+.chart text{{font-size:11px;fill:#333}} .chart rect{{fill:#4a7ab8}} code{{font-size:12px}}
+</style></head><body>
+<h1>Dead letter queue report: {scope}</h1><p>Generated {generated} by dlq.</p>
+<div class="cards">"#,
+        generated = escape(generated)
+    );
+    for (label, value) in [
+        ("items", stats.total_items.to_string()),
+        (
+            "eligible for reprocess",
+            stats.eligible_for_reprocess.to_string(),
+        ),
+        (
+            "requiring manual review",
+            stats.requiring_manual_review.to_string(),
+        ),
+        ("attempts", a.total_attempts.to_string()),
+        (
+            "average failure count",
+            stats.average_failure_count.to_string(),
+        ),
+        (
+            "oldest item",
+            stats
+                .oldest_item
+                .map(|t| t.to_string())
+                .unwrap_or_else(|| "-".into()),
+        ),
+        (
+            "newest item",
+            stats
+                .newest_item
+                .map(|t| t.to_string())
+                .unwrap_or_else(|| "-".into()),
+        ),
+    ] {
+        let _ = write!(
+            html,
+            r#"<div class="card"><b>{}</b>{}</div>"#,
+            escape(&value),
+            escape(label)
+        );
+    }
+    html.push_str("</div>");
+
+    let _ = write!(
+        html,
+        "<h2>Failures per {}</h2>",
+        escape(&a.temporal_distribution.bucket)
+    );
+    html.push_str(&columns(&a.temporal_distribution.counts));
+
+    html.push_str("<h2>Error types (all attempts)</h2>");
+    let rows: Vec<(String, i64)> = a
+        .error_distribution
+        .all_attempts
+        .iter()
+        .map(|(k, v)| (k.clone(), *v))
+        .collect();
+    html.push_str(&bars(&rows));
+    html.push_str("<h2>Error types (last attempt of each item)</h2>");
+    let rows: Vec<(String, i64)> = a
+        .error_distribution
+        .last_attempts
+        .iter()
+        .map(|(k, v)| (k.clone(), *v))
+        .collect();
+    html.push_str(&bars(&rows));
+    html.push_str("<h2>Failure categories</h2>");
+    let rows: Vec<(String, i64)> = a
+        .failure_categories
+        .iter()
+        .map(|(k, v)| (k.clone(), *v))
+        .collect();
+    html.push_str(&bars(&rows));
+
+    html.push_str("<h2>Top pattern groups</h2><table><tr><th>Items</th><th>Signature</th><th>Type</th><th>First</th><th>Last</th><th>Sample items</th><th>Message</th></tr>");
+    for g in &a.pattern_groups {
+        let _ = write!(
+            html,
+            "<tr><td>{}</td><td><code>{}</code></td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            g.count,
+            escape(&g.error_signature),
+            escape(g.error_type.as_deref().unwrap_or("")),
+            g.first_occurrence.map(|t| t.to_string()).unwrap_or_default(),
+            g.last_occurrence.map(|t| t.to_string()).unwrap_or_default(),
+            escape(&g.sample_items.join(", ")),
+            escape(g.representative_message.as_deref().unwrap_or("")),
+        );
+    }
+    html.push_str("</table><h2>Similar messages</h2><table><tr><th>Items</th><th>Signatures</th><th>Pattern</th></tr>");
+    for g in &a.message_groups {
+        let _ = write!(
+            html,
+            "<tr><td>{}</td><td>{}</td><td>{}</td></tr>",
+            g.count,
+            g.signatures,
+            escape(&g.pattern)
+        );
+    }
+    html.push_str(
+        "</table><h2>Top agents and steps</h2><table><tr><th>Failures</th><th>Agent</th></tr>",
+    );
+    for r in &a.top_agents {
+        let _ = write!(
+            html,
+            "<tr><td>{}</td><td>{}</td></tr>",
+            r.failures,
+            escape(&r.name)
+        );
+    }
+    html.push_str("</table><br><table><tr><th>Failures</th><th>Step</th></tr>");
+    for r in &a.top_failing_steps {
+        let _ = write!(
+            html,
+            "<tr><td>{}</td><td>{}</td></tr>",
+            r.failures,
+            escape(&r.name)
+        );
+    }
+    html.push_str("</table></body></html>\n");
+    html
+}

@@ -1,0 +1,62 @@
+//! `dlq sql`: an ad-hoc read-only query.
+
+use super::output::{Format, RowWriter};
+use super::Context;
+use anyhow::Result;
+use std::cell::RefCell;
+use std::process::ExitCode;
+
+/// Run one read-only SQL statement (SELECT, WITH, read-only PRAGMA) on the
+/// database. A statement that would write is refused and changes nothing; use
+/// the sqlite3 shell to change data. The schema is in the README.
+///
+/// Example: dlq sql "SELECT error_type, COUNT(*) FROM failure_log GROUP BY 1" --format csv
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// The statement
+    query: String,
+    /// Output format
+    #[arg(long, value_enum, default_value_t = Format::Table)]
+    format: Format,
+}
+
+pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
+    let writer: RefCell<Option<RowWriter>> = RefCell::new(None);
+    let mut failure: Option<anyhow::Error> = None;
+    let result = dlqlite::store::adhoc::query_read_only(
+        ctx.db_path(),
+        &args.query,
+        |columns| {
+            let names: Vec<&str> = columns.iter().map(String::as_str).collect();
+            match RowWriter::new(args.format, &names) {
+                Ok(w) => *writer.borrow_mut() = Some(w),
+                Err(e) => failure = Some(e),
+            }
+            Ok(())
+        },
+        |row| {
+            if let Some(w) = writer.borrow_mut().as_mut() {
+                if let Err(e) = w.row(row) {
+                    // Keep the kind, so a closed pipe still ends quietly.
+                    let kind = e
+                        .downcast_ref::<std::io::Error>()
+                        .map(std::io::Error::kind)
+                        .unwrap_or(std::io::ErrorKind::Other);
+                    return Err(dlqlite::Error::io(
+                        "stdout",
+                        std::io::Error::new(kind, e.to_string()),
+                    ));
+                }
+            }
+            Ok(())
+        },
+    );
+    if let Some(e) = failure {
+        return Err(e);
+    }
+    result?;
+    if let Some(w) = writer.into_inner() {
+        w.finish()?;
+    }
+    Ok(ExitCode::SUCCESS)
+}

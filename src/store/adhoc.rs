@@ -1,0 +1,51 @@
+//! Ad-hoc SQL for `dlq sql`: one statement on a read-only connection. A
+//! statement that would write is refused before it runs (SQLite says so for
+//! each prepared statement), and the connection could not write anyway.
+
+use crate::error::{Error, Result};
+use rusqlite::types::ValueRef;
+use std::path::Path;
+
+/// Runs one read-only statement; gives the column names, then each row as
+/// JSON values, to the callbacks. Returns the number of rows.
+pub fn query_read_only(
+    path: &Path,
+    sql: &str,
+    mut columns: impl FnMut(&[String]) -> Result<()>,
+    mut row: impl FnMut(Vec<serde_json::Value>) -> Result<()>,
+) -> Result<usize> {
+    let conn = crate::db::open_read_only(path)?;
+    let mut stmt = conn
+        .prepare(sql)
+        .map_err(|e| Error::invalid_argument("query", e.to_string()))?;
+    if !stmt.readonly() {
+        return Err(Error::invalid_argument(
+            "query",
+            "it would change the database; dlq sql only reads (use sqlite3 to change data)",
+        ));
+    }
+    let names: Vec<String> = stmt.column_names().iter().map(|n| n.to_string()).collect();
+    columns(&names)?;
+    let mut rows = stmt.query([])?;
+    let mut count = 0;
+    while let Some(r) = rows.next()? {
+        let mut values = Vec::with_capacity(names.len());
+        for index in 0..names.len() {
+            values.push(match r.get_ref(index)? {
+                ValueRef::Null => serde_json::Value::Null,
+                ValueRef::Integer(n) => n.into(),
+                ValueRef::Real(f) => serde_json::Number::from_f64(f)
+                    .map(serde_json::Value::Number)
+                    .unwrap_or(serde_json::Value::Null),
+                ValueRef::Text(text) => String::from_utf8_lossy(text).into_owned().into(),
+                ValueRef::Blob(bytes) => {
+                    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+                    format!("x'{hex}'").into()
+                }
+            });
+        }
+        row(values)?;
+        count += 1;
+    }
+    Ok(count)
+}

@@ -1,0 +1,494 @@
+//! `analyze`: failure patterns by signature and by normalised message, the
+//! distribution of error types, failures over time, failure categories, and
+//! the agents and steps that fail most. One pass over the attempts feeds
+//! everything that needs them; counts per signature and per last error type
+//! come from the counter tables.
+
+use super::Dlq;
+use crate::error::Result;
+use crate::time::Timestamp;
+use rusqlite::{params, Connection, OptionalExtension};
+use serde::Serialize;
+use std::collections::{BTreeMap, HashMap};
+
+/// How many pattern groups, message groups, agents and steps are listed.
+const TOP: usize = 20;
+/// Signatures whose message is read for the normalised grouping (the most
+/// frequent ones); past this the remaining ones are counted as "other".
+const MAX_SIGNATURES: usize = 10_000;
+
+/// Failures grouped by exact error signature.
+#[derive(Clone, Debug, Serialize)]
+pub struct PatternGroup {
+    pub error_signature: String,
+    pub count: i64,
+    pub first_occurrence: Option<Timestamp>,
+    pub last_occurrence: Option<Timestamp>,
+    pub sample_items: Vec<String>,
+    pub representative_message: Option<String>,
+    pub error_type: Option<String>,
+}
+
+/// Signatures whose messages differ only in numbers, paths, hex ids, uuids or
+/// durations.
+#[derive(Clone, Debug, Serialize)]
+pub struct MessageGroup {
+    /// The message with the varying parts replaced (`<n>`, `<path>`, ...).
+    pub pattern: String,
+    pub count: i64,
+    pub signatures: usize,
+    pub sample_signatures: Vec<String>,
+    pub sample_message: String,
+}
+
+/// Error types over all attempts and over each item's last attempt.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct ErrorDistribution {
+    pub all_attempts: BTreeMap<String, i64>,
+    pub last_attempts: BTreeMap<String, i64>,
+}
+
+/// Attempts per hour or per day.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct TemporalDistribution {
+    /// `hour` or `day`.
+    pub bucket: String,
+    /// Bucket start (`2025-11-23T19` or `2025-11-23`) and attempts, in time
+    /// order.
+    pub counts: Vec<(String, i64)>,
+}
+
+/// A name and how often it failed.
+#[derive(Clone, Debug, Serialize)]
+pub struct Ranked {
+    pub name: String,
+    pub failures: i64,
+}
+
+/// The whole analysis.
+#[derive(Clone, Debug, Serialize)]
+pub struct Analysis {
+    pub job_id: Option<String>,
+    pub total_items: i64,
+    pub total_attempts: i64,
+    pub pattern_groups: Vec<PatternGroup>,
+    pub message_groups: Vec<MessageGroup>,
+    pub error_distribution: ErrorDistribution,
+    pub temporal_distribution: TemporalDistribution,
+    /// Items per failure category of their last attempt's error type.
+    pub failure_categories: BTreeMap<String, i64>,
+    pub top_agents: Vec<Ranked>,
+    pub top_failing_steps: Vec<Ranked>,
+}
+
+/// The failure category of an error type, after shared/seeds/003: whether a
+/// retry can be expected to work as it is (`transient`), after a change of
+/// prompt, code or environment (`conditionally_recoverable`), or never
+/// without a person (`permanent`). Names it does not know are
+/// `unclassified`.
+pub fn failure_category(error_type: &str) -> &'static str {
+    match error_type {
+        "Timeout" | "ResourceExhausted" | "WorktreeError" => "transient",
+        "CommandFailed" | "CommitValidationFailed" | "ValidationFailed" | "MergeConflict" => {
+            "conditionally_recoverable"
+        }
+        "PermissionError" => "permanent",
+        _ => "unclassified",
+    }
+}
+
+/// Replaces the parts of a message that vary between occurrences of one
+/// failure: uuids, paths, hex ids, durations and other numbers.
+pub fn normalise_message(message: &str) -> String {
+    let mut out = String::with_capacity(message.len());
+    for (index, word) in message.split(' ').enumerate() {
+        if index > 0 {
+            out.push(' ');
+        }
+        let trimmed = word.trim_matches(|c: char| {
+            matches!(
+                c,
+                ',' | ';' | ':' | '(' | ')' | '[' | ']' | '\'' | '"' | '`'
+            )
+        });
+        let start = word.find(trimmed).unwrap_or(0);
+        let (prefix, rest) = word.split_at(start);
+        let suffix = &rest[trimmed.len()..];
+        out.push_str(prefix);
+        out.push_str(&normalise_word(trimmed));
+        out.push_str(suffix);
+    }
+    out
+}
+
+fn normalise_word(word: &str) -> String {
+    if word.is_empty() {
+        return String::new();
+    }
+    if word.contains('/') || word.contains('\\') {
+        return "<path>".into();
+    }
+    if is_uuid(word) {
+        return "<uuid>".into();
+    }
+    let hex = word.strip_prefix("0x").unwrap_or(word);
+    if hex.len() >= 7
+        && hex.chars().all(|c| c.is_ascii_hexdigit())
+        && hex.chars().any(|c| c.is_ascii_digit())
+    {
+        return "<hex>".into();
+    }
+    if is_duration(word) {
+        return "<duration>".into();
+    }
+    // Any other run of digits (with a decimal part) becomes <n>.
+    let mut out = String::with_capacity(word.len());
+    let mut chars = word.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c.is_ascii_digit() {
+            while chars
+                .peek()
+                .is_some_and(|d| d.is_ascii_digit() || *d == '.')
+            {
+                chars.next();
+            }
+            out.push_str("<n>");
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+fn is_uuid(word: &str) -> bool {
+    let parts: Vec<&str> = word.split('-').collect();
+    parts.len() == 5
+        && [8, 4, 4, 4, 12]
+            .iter()
+            .zip(&parts)
+            .all(|(len, part)| part.len() == *len && part.chars().all(|c| c.is_ascii_hexdigit()))
+}
+
+fn is_duration(word: &str) -> bool {
+    let digits = word
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(word.len());
+    if digits == 0 || !word.as_bytes()[0].is_ascii_digit() {
+        return false;
+    }
+    matches!(
+        &word[digits..],
+        "ms" | "s"
+            | "m"
+            | "h"
+            | "d"
+            | "us"
+            | "ns"
+            | "sec"
+            | "secs"
+            | "second"
+            | "seconds"
+            | "min"
+            | "mins"
+            | "minute"
+            | "minutes"
+            | "hour"
+            | "hours"
+    )
+}
+
+fn bump(map: &mut HashMap<String, i64>, key: &str) {
+    match map.get_mut(key) {
+        Some(count) => *count += 1,
+        None => {
+            map.insert(key.to_string(), 1);
+        }
+    }
+}
+
+fn top(map: HashMap<String, i64>) -> Vec<Ranked> {
+    let mut ranked: Vec<Ranked> = map
+        .into_iter()
+        .map(|(name, failures)| Ranked { name, failures })
+        .collect();
+    ranked.sort_by(|a, b| b.failures.cmp(&a.failures).then(a.name.cmp(&b.name)));
+    ranked.truncate(TOP);
+    ranked
+}
+
+impl Dlq {
+    /// Analyses one job, or all jobs.
+    pub fn analyze(&self, job_id: Option<&str>) -> Result<Analysis> {
+        let conn = self.conn()?;
+        if let Some(job) = job_id {
+            // An unknown job is an error, not an empty report.
+            self.job_stats(job)?;
+        }
+        let signature_counts = signature_counts(&conn, job_id)?;
+        let total_items: i64 = signature_counts.iter().map(|(_, n)| n).sum();
+        let last_attempts = last_error_types(&conn, job_id)?;
+        let mut failure_categories: BTreeMap<String, i64> = BTreeMap::new();
+        for (error_type, count) in &last_attempts {
+            *failure_categories
+                .entry(failure_category(error_type).to_string())
+                .or_insert(0) += count;
+        }
+
+        let scan = scan_attempts(&conn, job_id)?;
+
+        let mut pattern_groups = Vec::new();
+        let mut by_pattern: HashMap<String, MessageGroup> = HashMap::new();
+        for (rank, (signature, count)) in signature_counts.iter().enumerate() {
+            if rank >= MAX_SIGNATURES {
+                break;
+            }
+            let sample = sample_of(&conn, job_id, signature, rank < TOP)?;
+            if let Some(message) = &sample.message {
+                let pattern = normalise_message(message);
+                let group = by_pattern
+                    .entry(pattern.clone())
+                    .or_insert_with(|| MessageGroup {
+                        pattern,
+                        count: 0,
+                        signatures: 0,
+                        sample_signatures: Vec::new(),
+                        sample_message: message.clone(),
+                    });
+                group.count += count;
+                group.signatures += 1;
+                if group.sample_signatures.len() < 5 {
+                    group.sample_signatures.push(signature.clone());
+                }
+            }
+            if rank < TOP {
+                pattern_groups.push(PatternGroup {
+                    error_signature: signature.clone(),
+                    count: *count,
+                    first_occurrence: sample.first,
+                    last_occurrence: sample.last,
+                    sample_items: sample.items,
+                    representative_message: sample.message,
+                    error_type: sample.error_type,
+                });
+            }
+        }
+        let mut message_groups: Vec<MessageGroup> = by_pattern.into_values().collect();
+        message_groups.sort_by(|a, b| b.count.cmp(&a.count).then(a.pattern.cmp(&b.pattern)));
+        message_groups.truncate(TOP);
+
+        Ok(Analysis {
+            job_id: job_id.map(str::to_string),
+            total_items,
+            total_attempts: scan.attempts,
+            pattern_groups,
+            message_groups,
+            error_distribution: ErrorDistribution {
+                all_attempts: scan.error_types.into_iter().collect(),
+                last_attempts,
+            },
+            temporal_distribution: scan.temporal,
+            failure_categories,
+            top_agents: top(scan.agents),
+            top_failing_steps: top(scan.steps),
+        })
+    }
+}
+
+/// Items per signature, most first.
+fn signature_counts(conn: &Connection, job_id: Option<&str>) -> Result<Vec<(String, i64)>> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT error_signature, SUM(item_count) AS n FROM signature_counts
+         WHERE ?1 IS NULL OR job_id = ?1
+         GROUP BY error_signature ORDER BY n DESC, error_signature",
+    )?;
+    let rows = stmt
+        .query_map(params![job_id], |row| Ok((row.get(0)?, row.get(1)?)))?
+        .collect::<rusqlite::Result<Vec<_>>>()?;
+    Ok(rows)
+}
+
+fn last_error_types(conn: &Connection, job_id: Option<&str>) -> Result<BTreeMap<String, i64>> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT error_type, SUM(item_count) FROM error_type_counts
+         WHERE ?1 IS NULL OR job_id = ?1 GROUP BY error_type",
+    )?;
+    let rows = stmt
+        .query_map(params![job_id], |row| Ok((row.get(0)?, row.get(1)?)))?
+        .collect::<rusqlite::Result<BTreeMap<_, _>>>()?;
+    Ok(rows)
+}
+
+struct Sample {
+    items: Vec<String>,
+    message: Option<String>,
+    error_type: Option<String>,
+    first: Option<Timestamp>,
+    last: Option<Timestamp>,
+}
+
+/// A signature's newest items, its representative (newest) message, and,
+/// when `span` is set, its first and last occurrence.
+fn sample_of(
+    conn: &Connection,
+    job_id: Option<&str>,
+    signature: &str,
+    span: bool,
+) -> Result<Sample> {
+    let items: Vec<(i64, String)> = conn
+        .prepare_cached(
+            "SELECT id, item_id FROM items
+             WHERE error_signature = ?1 AND (?2 IS NULL OR job_id = ?2)
+             ORDER BY last_attempt DESC LIMIT 3",
+        )?
+        .query_map(params![signature, job_id], |row| {
+            Ok((row.get(0)?, row.get(1)?))
+        })?
+        .collect::<rusqlite::Result<Vec<_>>>()?;
+    let (message, error_type) = match items.first() {
+        Some((key, _)) => conn
+            .prepare_cached(
+                "SELECT error_message, error_type FROM failure_history WHERE item_key = ?1
+                 ORDER BY attempt_number DESC, timestamp DESC LIMIT 1",
+            )?
+            .query_row([key], |row| Ok((Some(row.get(0)?), Some(row.get(1)?))))
+            .optional()?
+            .unwrap_or((None, None)),
+        None => (None, None),
+    };
+    let (first, last) = if span {
+        conn.prepare_cached(
+            "SELECT MIN(first_attempt), MAX(last_attempt) FROM items
+             WHERE error_signature = ?1 AND (?2 IS NULL OR job_id = ?2)",
+        )?
+        .query_row(params![signature, job_id], |row| {
+            Ok((row.get(0)?, row.get(1)?))
+        })?
+    } else {
+        (None, None)
+    };
+    Ok(Sample {
+        items: items.into_iter().map(|(_, id)| id).collect(),
+        message,
+        error_type,
+        first,
+        last,
+    })
+}
+
+struct AttemptScan {
+    attempts: i64,
+    error_types: HashMap<String, i64>,
+    agents: HashMap<String, i64>,
+    steps: HashMap<String, i64>,
+    temporal: TemporalDistribution,
+}
+
+/// One pass over the attempts (of one job, or all).
+fn scan_attempts(conn: &Connection, job_id: Option<&str>) -> Result<AttemptScan> {
+    let sql = if job_id.is_some() {
+        "SELECT timestamp, error_type, agent_id, step_failed FROM failure_history
+         WHERE item_key IN (SELECT id FROM items WHERE job_id = ?1)"
+    } else {
+        "SELECT timestamp, error_type, agent_id, step_failed FROM failure_history WHERE ?1 IS NULL"
+    };
+    let mut stmt = conn.prepare_cached(sql)?;
+    let mut rows = stmt.query(params![job_id])?;
+    let mut scan = AttemptScan {
+        attempts: 0,
+        error_types: HashMap::new(),
+        agents: HashMap::new(),
+        steps: HashMap::new(),
+        temporal: TemporalDistribution::default(),
+    };
+    // Hours first; rolled up to days when the span is longer than 3 days.
+    let mut hours: BTreeMap<String, i64> = BTreeMap::new();
+    while let Some(row) = rows.next()? {
+        scan.attempts += 1;
+        let timestamp = row.get_ref(0)?.as_str().unwrap_or("");
+        let hour = timestamp.get(..13).unwrap_or(timestamp);
+        match hours.get_mut(hour) {
+            Some(count) => *count += 1,
+            None => {
+                hours.insert(hour.to_string(), 1);
+            }
+        }
+        bump(
+            &mut scan.error_types,
+            row.get_ref(1)?.as_str().unwrap_or(""),
+        );
+        bump(&mut scan.agents, row.get_ref(2)?.as_str().unwrap_or(""));
+        bump(&mut scan.steps, row.get_ref(3)?.as_str().unwrap_or(""));
+    }
+    let span_days = match (hours.keys().next(), hours.keys().next_back()) {
+        (Some(first), Some(last)) => {
+            let parse = |h: &str| Timestamp::parse(&format!("{h}:00:00Z")).ok();
+            match (parse(first), parse(last)) {
+                (Some(a), Some(b)) => (b.datetime() - a.datetime()).num_hours() / 24,
+                _ => 0,
+            }
+        }
+        _ => 0,
+    };
+    scan.temporal = if span_days > 3 {
+        let mut days: BTreeMap<String, i64> = BTreeMap::new();
+        for (hour, count) in hours {
+            *days
+                .entry(hour.get(..10).unwrap_or(&hour).to_string())
+                .or_insert(0) += count;
+        }
+        TemporalDistribution {
+            bucket: "day".into(),
+            counts: days.into_iter().collect(),
+        }
+    } else {
+        TemporalDistribution {
+            bucket: "hour".into(),
+            counts: hours.into_iter().collect(),
+        }
+    };
+    Ok(scan)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn normalising_joins_what_only_numbers_tell_apart() {
+        assert_eq!(
+            normalise_message("timed out after 30s"),
+            normalise_message("timed out after 31s")
+        );
+        assert_eq!(
+            normalise_message("timed out after 30s"),
+            "timed out after <duration>"
+        );
+        assert_eq!(
+            normalise_message("cannot read /tmp/a/b.json: exit code 101"),
+            "cannot read <path>: exit code <n>"
+        );
+        assert_eq!(
+            normalise_message("session 4f1c2a9e-1234-4abc-8def-0123456789ab failed at 0xdeadbeef7"),
+            "session <uuid> failed at <hex>"
+        );
+        assert_eq!(
+            normalise_message("item_7 failed (attempt 3)"),
+            "item_<n> failed (attempt <n>)"
+        );
+        assert_ne!(
+            normalise_message("merge conflict"),
+            normalise_message("permission denied")
+        );
+    }
+
+    #[test]
+    fn categories() {
+        assert_eq!(failure_category("Timeout"), "transient");
+        assert_eq!(
+            failure_category("CommandFailed"),
+            "conditionally_recoverable"
+        );
+        assert_eq!(failure_category("PermissionError"), "permanent");
+        assert_eq!(failure_category("SomethingNew"), "unclassified");
+    }
+}
