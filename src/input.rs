@@ -16,13 +16,23 @@ pub fn read_items<R: Read>(
     source: &str,
     mut sink: impl FnMut(usize, DeadLetteredItem) -> Result<()>,
 ) -> Result<usize> {
-    let mut reader = BufReader::with_capacity(1 << 16, reader);
-    let first = first_significant_byte(&mut reader).map_err(|e| Error::io(source, e))?;
-    let mut parse_and_sink = |position: usize, raw: &RawValue| -> Result<()> {
+    read_raw_items(reader, source, |position, raw| {
         let item = DeadLetteredItem::from_raw(raw)
             .map_err(|reason| Error::invalid_item(format!("{source}: item {position}"), reason))?;
         sink(position, item)
-    };
+    })
+}
+
+/// Like [`read_items`], but hands over each element unparsed, so a caller
+/// can skip an item of the wrong shape and go on. JSON that is not well
+/// formed still ends the read with an error naming the position.
+pub fn read_raw_items<R: Read>(
+    reader: R,
+    source: &str,
+    mut parse_and_sink: impl FnMut(usize, &RawValue) -> Result<()>,
+) -> Result<usize> {
+    let mut reader = BufReader::with_capacity(1 << 16, reader);
+    let first = first_significant_byte(&mut reader).map_err(|e| Error::io(source, e))?;
     match first {
         None => Ok(0),
         Some(b'[') => {

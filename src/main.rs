@@ -39,13 +39,20 @@ fn one_line(error: &anyhow::Error) -> String {
 }
 
 fn is_broken_pipe(error: &anyhow::Error) -> bool {
+    let pipe = |kind: Option<std::io::ErrorKind>| kind == Some(std::io::ErrorKind::BrokenPipe);
     error.chain().any(|cause| {
-        cause
-            .downcast_ref::<std::io::Error>()
-            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
-            || matches!(
-                cause.downcast_ref::<dlqlite::Error>(),
-                Some(dlqlite::Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::BrokenPipe
-            )
+        pipe(
+            cause
+                .downcast_ref::<std::io::Error>()
+                .map(std::io::Error::kind),
+        ) || pipe(
+            cause
+                .downcast_ref::<serde_json::Error>()
+                .and_then(serde_json::Error::io_error_kind),
+        ) || match cause.downcast_ref::<dlqlite::Error>() {
+            Some(dlqlite::Error::Io { source, .. }) => pipe(Some(source.kind())),
+            Some(dlqlite::Error::Json(e)) => pipe(e.io_error_kind()),
+            _ => false,
+        }
     })
 }

@@ -3,6 +3,8 @@
 //! The modules live in tests/tests/ so cargo does not build each as its own
 //! test binary.
 
+#[path = "tests/cli.rs"]
+mod cli;
 #[path = "tests/common.rs"]
 mod common;
 #[path = "tests/engine.rs"]

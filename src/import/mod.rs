@@ -129,6 +129,12 @@ fn display(path: &Path) -> String {
 pub fn scan(roots: &[PathBuf], mut emit: impl FnMut(Record) -> bool) -> Result<Vec<RejectedFile>> {
     let mut skipped = Vec::new();
     for root in roots {
+        if root.is_file() {
+            if !scan_export_file(root, &mut emit) {
+                break;
+            }
+            continue;
+        }
         let mut walker = Walker::new(root).map_err(|e| Error::io(root, e))?;
         let mut go_on = true;
         walker.for_each_job_dir(|walker, job| {
@@ -203,6 +209,53 @@ fn scan_job(walker: &mut Walker, job: JobDir, emit: &mut impl FnMut(Record) -> b
         }
     }
     true
+}
+
+/// Reads a JSON or JSON-lines file of items (a `dlq export`): each item's
+/// job comes from its `job_id` key. An item of the wrong shape is rejected
+/// with its position and the rest still import; JSON that is not well formed
+/// rejects the rest of the file.
+fn scan_export_file(path: &Path, emit: &mut impl FnMut(Record) -> bool) -> bool {
+    let source = display(path);
+    let reject = |position: Option<usize>, error: String| {
+        Record::Rejected(RejectedFile {
+            path: match position {
+                Some(n) => format!("{source}: item {n}"),
+                None => source.clone(),
+            },
+            error,
+        })
+    };
+    let file = match std::fs::File::open(path) {
+        Ok(file) => file,
+        Err(e) => return emit(reject(None, format!("cannot read: {e}"))),
+    };
+    let mut go_on = true;
+    let read = crate::input::read_raw_items(file, &source, |position, raw| {
+        let record = match DeadLetteredItem::from_raw(raw) {
+            Err(reason) => reject(Some(position), reason),
+            Ok(mut item) => match item.take_job_id() {
+                None => reject(Some(position), "no job_id key: use dlq add --job-id".into()),
+                Some(job_id) => Record::Item {
+                    job_id,
+                    repo: None,
+                    path: path.to_path_buf(),
+                    item: Box::new(item),
+                },
+            },
+        };
+        go_on = emit(record);
+        if go_on {
+            Ok(())
+        } else {
+            Err(Error::invalid_argument("import", "stopped"))
+        }
+    });
+    match read {
+        Err(Error::InvalidItem { reason, .. }) if go_on => emit(reject(None, reason)),
+        Err(e) if go_on => emit(reject(None, e.to_string())),
+        _ => go_on,
+    }
 }
 
 /// Reads and parses one item file; the error is one line.

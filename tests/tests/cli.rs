@@ -1,0 +1,595 @@
+//! Every reporting and maintenance command through the real binary, on a
+//! fixture database: machine formats are parsed and their numbers checked
+//! against SQL on the same database.
+
+use crate::common::*;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+
+/// A fixture: the sample tree plus a generated job with known shapes.
+struct Fixture {
+    _dir: TempDir,
+    db: PathBuf,
+    dir: PathBuf,
+}
+
+fn fixture(label: &str) -> Fixture {
+    let dir = TempDir::new(label);
+    let db = dir.join("dlq.db");
+    let sample = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/legacy");
+    run(dlq(&db).arg("import").arg(&sample));
+    // A job whose messages differ only in numbers, and an id shared with the sample.
+    let mut lines = String::new();
+    for i in 0..6 {
+        let mut value = item(
+            &format!("t{i}"),
+            1,
+            &format!("2025-11-2{}T10:00:00Z", i % 3),
+            &format!("timed out after {}s", 30 + i),
+        );
+        value["failure_history"][0]["error_type"] = "Timeout".into();
+        value["item_data"]["priority"] = (i as i64).into();
+        lines.push_str(&value.to_string());
+        lines.push('\n');
+    }
+    lines.push_str(&item("item_7", 1, "2025-11-20T00:00:00Z", "boom").to_string());
+    lines.push('\n');
+    let output = with_stdin(dlq(&db).args(["add", "--job-id", "gen-job"]), &lines);
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let dir_path = dir.path().to_path_buf();
+    Fixture {
+        _dir: dir,
+        db,
+        dir: dir_path,
+    }
+}
+
+fn jsonl(text: &str) -> Vec<serde_json::Value> {
+    text.lines().map(json).collect()
+}
+
+#[test]
+fn list_orders_filters_and_formats() {
+    let f = fixture("list");
+    let all = json(&ok(
+        dlq(&f.db).args(["list", "--limit", "0", "--format", "json"])
+    ));
+    let all = all.as_array().unwrap();
+    assert_eq!(all.len() as i64, count(&f.db, "SELECT COUNT(*) FROM items"));
+    let times: Vec<&str> = all
+        .iter()
+        .map(|i| i["last_attempt"].as_str().unwrap())
+        .collect();
+    let mut sorted: Vec<dlqlite::Timestamp> = times
+        .iter()
+        .map(|t| dlqlite::Timestamp::parse(t).unwrap())
+        .collect();
+    let original = sorted.clone();
+    sorted.sort_by(|a, b| b.cmp(a));
+    assert_eq!(original, sorted, "newest last_attempt first");
+
+    let limited = jsonl(&ok(
+        dlq(&f.db).args(["list", "--limit", "3", "--format", "jsonl"])
+    ));
+    assert_eq!(limited.len(), 3);
+    let eligible = jsonl(&ok(dlq(&f.db).args([
+        "list",
+        "--limit",
+        "0",
+        "--eligible",
+        "--format",
+        "jsonl",
+    ])));
+    assert_eq!(
+        eligible.len() as i64,
+        count(
+            &f.db,
+            "SELECT COUNT(*) FROM items WHERE reprocess_eligible = 1"
+        )
+    );
+    let review = jsonl(&ok(dlq(&f.db).args([
+        "list",
+        "--limit",
+        "0",
+        "--manual-review",
+        "--format",
+        "jsonl",
+    ])));
+    assert_eq!(
+        review.len() as i64,
+        count(
+            &f.db,
+            "SELECT COUNT(*) FROM items WHERE manual_review_required = 1"
+        )
+    );
+    let job = jsonl(&ok(
+        dlq(&f.db).args(["list", "--job-id", "gen-job", "--format", "jsonl"])
+    ));
+    assert_eq!(job.len(), 7);
+
+    let filtered = jsonl(&ok(dlq(&f.db).args([
+        "list",
+        "--limit",
+        "0",
+        "--format",
+        "jsonl",
+        "--filter",
+        "item.priority >= 3 && error_type == \"Timeout\"",
+    ])));
+    let ids: Vec<&str> = filtered
+        .iter()
+        .map(|i| i["item_id"].as_str().unwrap())
+        .collect();
+    for id in ["t3", "t4", "t5", "item_7"] {
+        assert!(ids.contains(&id), "{id} missing from {ids:?}");
+    }
+    assert!(!ids.contains(&"t2"), "{ids:?}");
+    let expected = count(
+        &f.db,
+        "SELECT COUNT(*) FROM items WHERE json_extract(item_data, '$.priority') >= 3
+         AND EXISTS (SELECT 1 FROM failure_history f WHERE f.item_key = items.id AND f.error_type = 'Timeout')",
+    );
+    assert_eq!(ids.len() as i64, expected);
+
+    let csv = ok(dlq(&f.db).args(["list", "--limit", "2", "--format", "csv"]));
+    let mut lines = csv.lines();
+    assert_eq!(
+        lines.next().unwrap(),
+        "job_id,item_id,failure_count,last_attempt,error_type,exit_code,reprocess_eligible,manual_review_required,error_message,error_signature,first_attempt,worktree_path"
+    );
+    assert_eq!(lines.count(), 2);
+    let table = ok(dlq(&f.db).args(["list", "--limit", "2"]));
+    assert!(table.starts_with("JOB_ID"), "{table}");
+
+    let err = fails(dlq(&f.db).args(["list", "--filter", "item.priority >= "]));
+    assert!(
+        err.contains("column 18") && err.lines().count() == 1,
+        "{err}"
+    );
+    let err = fails(dlq(&f.db).args(["list", "--job-id", "no-such-job"]));
+    assert!(err.contains("no-such-job"), "{err}");
+}
+
+#[test]
+fn inspect_prints_the_legacy_shape_and_names_ambiguity() {
+    let f = fixture("inspect");
+    let item = json(&ok(dlq(&f.db).args(["inspect", "t1"])));
+    assert_eq!(item["item_id"], "t1");
+    assert_eq!(
+        item["failure_history"][0]["json_log_location"],
+        "/logs/x.jsonl"
+    );
+    assert_eq!(
+        item["error_signature"],
+        dlqlite::classify::error_signature("timed out after 31s")
+    );
+    let err = fails(dlq(&f.db).args(["inspect", "item_7"]));
+    assert!(
+        err.contains("gen-job")
+            && err.contains("mapreduce-20251123_194253")
+            && err.contains("--job-id"),
+        "{err}"
+    );
+    let item = json(&ok(dlq(&f.db).args([
+        "inspect",
+        "item_7",
+        "--job-id",
+        "mapreduce-20251123_194253",
+    ])));
+    assert_eq!(item["failure_history"].as_array().unwrap().len(), 2);
+    let err = fails(dlq(&f.db).args(["inspect", "nope"]));
+    assert!(err.contains("\"nope\" not found"), "{err}");
+}
+
+#[test]
+fn stats_and_show_agree_with_sql() {
+    let f = fixture("stats");
+    for args in [
+        vec!["stats", "--job-id", "gen-job", "--json"],
+        vec!["show", "gen-job", "--json"],
+    ] {
+        let stats = json(&ok(dlq(&f.db).args(&args)));
+        assert_eq!(stats["total_items"], 7);
+        assert_eq!(stats["error_types"]["Timeout"], 6);
+        assert_eq!(stats["error_types"]["CommandFailed"], 1);
+        assert_eq!(stats["average_failure_count"], 1.0);
+        assert_eq!(stats["oldest_item"], "2025-11-20T00:00:00Z");
+    }
+    let all = json(&ok(dlq(&f.db).args(["stats", "--json"])));
+    assert_eq!(
+        all["total_items"].as_i64().unwrap(),
+        count(&f.db, "SELECT COUNT(*) FROM items")
+    );
+    assert_eq!(
+        all["eligible_for_reprocess"].as_i64().unwrap(),
+        count(
+            &f.db,
+            "SELECT COUNT(*) FROM items WHERE reprocess_eligible = 1"
+        )
+    );
+    let sum_failures = count(&f.db, "SELECT SUM(failure_count) FROM items") as f64;
+    let average = (sum_failures / all["total_items"].as_f64().unwrap() * 1000.0).round() / 1000.0;
+    assert_eq!(all["average_failure_count"].as_f64().unwrap(), average);
+    assert_eq!(all["jobs"].as_object().unwrap().len(), 4);
+    let human = ok(dlq(&f.db).args(["show", "gen-job"]));
+    assert!(human.contains("total items:             7"), "{human}");
+}
+
+#[test]
+fn analyze_groups_and_distributes() {
+    let f = fixture("analyze");
+    let export = f.dir.join("analysis.json");
+    let a = json(&ok(dlq(&f.db)
+        .args(["analyze", "--json", "--export"])
+        .arg(&export)));
+    assert_eq!(json(&std::fs::read_to_string(&export).unwrap()), a);
+    let total_items = count(&f.db, "SELECT COUNT(*) FROM items");
+    let attempts = count(&f.db, "SELECT COUNT(*) FROM failure_history");
+    assert_eq!(a["total_items"].as_i64().unwrap(), total_items);
+    let groups: i64 = a["pattern_groups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| g["count"].as_i64().unwrap())
+        .sum();
+    assert_eq!(groups, total_items);
+    // Six signatures, one message pattern.
+    let timeouts = a["message_groups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|g| g["pattern"] == "timed out after <duration>")
+        .expect("timeouts grouped");
+    assert_eq!(timeouts["count"], 6);
+    assert_eq!(timeouts["signatures"], 6);
+    let all: i64 = a["error_distribution"]["all_attempts"]
+        .as_object()
+        .unwrap()
+        .values()
+        .map(|v| v.as_i64().unwrap())
+        .sum();
+    assert_eq!(all, attempts);
+    assert_eq!(
+        a["error_distribution"]["all_attempts"]["Timeout"]
+            .as_i64()
+            .unwrap(),
+        count(
+            &f.db,
+            "SELECT COUNT(*) FROM failure_history WHERE error_type = 'Timeout'"
+        )
+    );
+    let last: i64 = a["error_distribution"]["last_attempts"]
+        .as_object()
+        .unwrap()
+        .values()
+        .map(|v| v.as_i64().unwrap())
+        .sum();
+    assert_eq!(last, total_items);
+    let temporal: i64 = a["temporal_distribution"]["counts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c[1].as_i64().unwrap())
+        .sum();
+    assert_eq!(temporal, attempts);
+    assert_eq!(a["temporal_distribution"]["bucket"], "day");
+    let categories: i64 = a["failure_categories"]
+        .as_object()
+        .unwrap()
+        .values()
+        .map(|v| v.as_i64().unwrap())
+        .sum();
+    assert_eq!(categories, total_items);
+    assert_eq!(a["failure_categories"]["permanent"], 1);
+    assert!(!a["top_agents"].as_array().unwrap().is_empty());
+    assert!(!a["top_failing_steps"].as_array().unwrap().is_empty());
+
+    let job = json(&ok(
+        dlq(&f.db).args(["analyze", "--json", "--job-id", "gen-job"])
+    ));
+    assert_eq!(job["total_items"], 7);
+    assert_eq!(job["temporal_distribution"]["bucket"], "hour");
+    let table = ok(dlq(&f.db).args(["analyze", "--job-id", "gen-job"]));
+    assert!(
+        table.contains("Failures per hour") && table.contains('█'),
+        "{table}"
+    );
+}
+
+#[test]
+fn exports_parse_and_read_back() {
+    let f = fixture("export");
+    let json_path = f.dir.join("all.json");
+    ok(dlq(&f.db).args(["export"]).arg(&json_path));
+    let items = json(&std::fs::read_to_string(&json_path).unwrap());
+    assert_eq!(
+        items.as_array().unwrap().len() as i64,
+        count(&f.db, "SELECT COUNT(*) FROM items")
+    );
+
+    let csv_path = f.dir.join("timeouts.csv");
+    ok(dlq(&f.db)
+        .args(["export", "--filter", "error_type == 'Timeout'"])
+        .arg(&csv_path));
+    let csv = std::fs::read_to_string(&csv_path).unwrap();
+    let mut reader = csv::Reader::from_reader(csv.as_bytes());
+    let header: Vec<String> = reader.headers().unwrap().iter().map(String::from).collect();
+    assert_eq!(header, dlqlite::export::CSV_HEADER);
+    let rows: Vec<csv::StringRecord> = reader.records().map(|r| r.unwrap()).collect();
+    assert_eq!(
+        rows.len() as i64,
+        count(
+            &f.db,
+            "SELECT COUNT(DISTINCT item_key) FROM failure_history WHERE error_type = 'Timeout'"
+        )
+    );
+    let data: serde_json::Value = serde_json::from_str(&rows[0][2]).unwrap();
+    assert!(data.is_object());
+    assert_eq!(&rows[0][12], "Timeout");
+
+    // JSON back in with dlq add, JSON lines with dlq import: the same tables.
+    let fresh = f.dir.join("fresh.db");
+    ok(dlq(&fresh).arg("add").arg(&json_path));
+    let jsonl_path = f.dir.join("all.jsonl");
+    ok(dlq(&f.db)
+        .args(["export", "--format", "jsonl"])
+        .arg(&jsonl_path));
+    let fresh2 = f.dir.join("fresh2.db");
+    let report = json(&ok(dlq(&fresh2)
+        .args(["import", "--json"])
+        .arg(&jsonl_path)));
+    assert_eq!(report["files_rejected"], serde_json::json!([]));
+    let item_rows = |db: &Path| -> Vec<String> {
+        sql(db)
+            .prepare(
+                "SELECT json_array(job_id, item_id, item_data, first_attempt, last_attempt, failure_count,
+                     error_signature, reprocess_eligible, manual_review_required, extra)
+                 FROM items ORDER BY job_id, item_id",
+            )
+            .unwrap()
+            .query_map([], |r| r.get(0))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap()
+    };
+    assert_eq!(item_rows(&fresh), item_rows(&f.db));
+    assert_eq!(item_rows(&fresh2), item_rows(&f.db));
+    assert_eq!(
+        count(&fresh, "SELECT COUNT(*) FROM failure_history"),
+        count(&f.db, "SELECT COUNT(*) FROM failure_history")
+    );
+
+    let err = fails(dlq(&f.db).args(["export"]).arg(f.dir.join("noext")));
+    assert!(err.contains("--format"), "{err}");
+}
+
+#[test]
+fn purge_and_clear_ask_first_and_record_events() {
+    let f = fixture("purge");
+    let before = count(&f.db, "SELECT COUNT(*) FROM items");
+    let old = count(
+        &f.db,
+        "SELECT COUNT(*) FROM items WHERE last_attempt < '2025-06-01'",
+    );
+    assert!(old > 0 && old < before);
+    let now = "2025-12-01T00:00:00Z"; // 183 days after 2025-06-01
+    let purge = |args: &[&str]| {
+        let mut command = dlq(&f.db);
+        command
+            .env("DLQ_NOW", now)
+            .args(["purge", "--older-than-days", "183"])
+            .args(args);
+        command
+    };
+    let dry = json(&ok(&mut purge(&["--dry-run", "--json"])));
+    assert_eq!(dry["items"].as_i64().unwrap(), old);
+    assert_eq!(count(&f.db, "SELECT COUNT(*) FROM items"), before);
+    // No terminal and no --yes: refused, nothing changed.
+    let err = fails(&mut purge(&[]));
+    assert!(err.contains("--yes") && err.lines().count() == 1, "{err}");
+    assert_eq!(count(&f.db, "SELECT COUNT(*) FROM items"), before);
+    let done = json(&ok(&mut purge(&["--yes", "--json"])));
+    assert_eq!(done["items"].as_i64().unwrap(), old);
+    assert_eq!(count(&f.db, "SELECT COUNT(*) FROM items"), before - old);
+    assert_eq!(
+        count(&f.db, "SELECT COUNT(*) FROM events WHERE kind = 'purged'"),
+        old
+    );
+    assert_eq!(
+        count(
+            &f.db,
+            "SELECT COUNT(*) FROM failure_history WHERE item_key NOT IN (SELECT id FROM items)"
+        ),
+        0
+    );
+
+    let err = fails(dlq(&f.db).args(["clear", "gen-job"]));
+    assert!(err.contains("--yes"), "{err}");
+    ok(dlq(&f.db).args(["clear", "gen-job", "--yes"]));
+    assert_eq!(
+        count(&f.db, "SELECT COUNT(*) FROM items WHERE job_id = 'gen-job'"),
+        0
+    );
+    assert_eq!(
+        count(
+            &f.db,
+            "SELECT COUNT(*) FROM events WHERE kind = 'cleared' AND job_id = 'gen-job'"
+        ),
+        7
+    );
+    let stats = json(&ok(
+        dlq(&f.db).args(["stats", "--job-id", "gen-job", "--json"])
+    ));
+    assert_eq!(stats["total_items"], 0);
+}
+
+#[test]
+fn mark_survives_merges_and_events_list_it() {
+    let f = fixture("mark");
+    ok(dlq(&f.db).args(["mark", "t0", "--ineligible", "--manual-review"]));
+    // A newer copy says eligible: the person's flags win.
+    let newer = item("t0", 2, "2026-01-01T00:00:00Z", "timed out after 30s").to_string();
+    let output = with_stdin(dlq(&f.db).args(["add", "--job-id", "gen-job"]), &newer);
+    assert!(output.status.success());
+    let item = json(&ok(dlq(&f.db).args(["inspect", "t0"])));
+    assert_eq!(item["reprocess_eligible"], false);
+    assert_eq!(item["manual_review_required"], true);
+    assert_eq!(item["failure_count"], 2);
+    let err = fails(dlq(&f.db).args(["mark", "t0"]));
+    assert!(err.contains("nothing to mark"), "{err}");
+
+    let events = jsonl(&ok(
+        dlq(&f.db).args(["events", "--kind", "marked", "--format", "jsonl"])
+    ));
+    assert_eq!(events.len(), 1);
+    assert_eq!(events[0]["item_id"], "t0");
+    assert_eq!(events[0]["detail"]["reprocess_eligible"], false);
+    let csv = ok(dlq(&f.db).args([
+        "events", "--job-id", "gen-job", "--format", "csv", "--limit", "100",
+    ]));
+    assert_eq!(
+        csv.lines().next().unwrap(),
+        "id,time,kind,job_id,item_id,detail"
+    );
+    assert_eq!(
+        csv.lines().count() as i64 - 1,
+        count(
+            &f.db,
+            "SELECT COUNT(*) FROM events WHERE job_id = 'gen-job'"
+        )
+    );
+}
+
+#[test]
+fn sql_reads_and_refuses_writes() {
+    let f = fixture("sql");
+    let rows = jsonl(&ok(dlq(&f.db).args([
+        "sql",
+        "SELECT job_id, COUNT(*) AS n FROM items GROUP BY job_id ORDER BY job_id",
+        "--format",
+        "jsonl",
+    ])));
+    assert_eq!(rows.len(), 4);
+    assert_eq!(
+        rows.iter().find(|r| r["job_id"] == "gen-job").unwrap()["n"],
+        7
+    );
+    let before = count(&f.db, "SELECT COUNT(*) FROM items");
+    for statement in [
+        "DELETE FROM items",
+        "UPDATE items SET failure_count = 0",
+        "DROP TABLE items",
+        "SELECT 1; DELETE FROM items",
+        "ATTACH 'x.db' AS x",
+    ] {
+        let err = fails(dlq(&f.db).args(["sql", statement]));
+        assert_eq!(err.lines().count(), 1, "{statement}: {err}");
+    }
+    assert_eq!(count(&f.db, "SELECT COUNT(*) FROM items"), before);
+    let csv = ok(dlq(&f.db).args([
+        "sql",
+        "SELECT 1 AS a, 'x,y' AS b, NULL AS c",
+        "--format",
+        "csv",
+    ]));
+    assert_eq!(csv, "a,b,c\n1,\"x,y\",\n");
+}
+
+#[test]
+fn report_is_one_self_contained_page() {
+    let f = fixture("report");
+    let hostile = item(
+        "<script>alert(1)</script>",
+        1,
+        "2025-11-22T00:00:00Z",
+        "<b>bold</b> & more",
+    )
+    .to_string();
+    assert!(
+        with_stdin(dlq(&f.db).args(["add", "--job-id", "gen-job"]), &hostile)
+            .status
+            .success()
+    );
+    let page = f.dir.join("report.html");
+    ok(dlq(&f.db).args(["report", "--html"]).arg(&page));
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(html.starts_with("<!DOCTYPE html>"));
+    assert!(html.contains("<svg"), "inline charts");
+    assert!(
+        !html.contains("<script"),
+        "no script, and the hostile id is escaped"
+    );
+    assert!(html.contains("&lt;b&gt;bold&lt;/b&gt; &amp; more"));
+    for remote in ["src=\"http", "href=\"http", "url(http", "@import"] {
+        assert!(!html.contains(remote), "{remote}");
+    }
+    assert!(html.contains("Failures per") && html.contains("Top pattern groups"));
+}
+
+#[test]
+fn conventions_help_completions_pipes_and_usage() {
+    let f = fixture("conventions");
+    for command in [
+        "import",
+        "list",
+        "inspect",
+        "stats",
+        "show",
+        "analyze",
+        "export",
+        "add",
+        "purge",
+        "clear",
+        "mark",
+        "capacity",
+        "events",
+        "jobs",
+        "sql",
+        "report",
+        "db",
+        "completions",
+    ] {
+        let help = ok(dlq(&f.db).args([command, "--help"]));
+        assert!(help.contains("Example"), "{command} --help has no example");
+    }
+    for shell in ["bash", "zsh", "fish"] {
+        assert!(ok(dlq(&f.db).args(["completions", shell])).contains("dlq"));
+    }
+    let output = run(dlq(&f.db).args(["list", "--limit", "nope"]));
+    assert_eq!(output.status.code(), Some(2));
+
+    // A closed pipe ends quietly with success.
+    let many: String = (0..3000)
+        .map(|i| item(&format!("p{i}"), 1, "2025-01-01T00:00:00Z", "x").to_string() + "\n")
+        .collect();
+    assert!(
+        with_stdin(dlq(&f.db).args(["add", "--job-id", "pipe"]), &many)
+            .status
+            .success()
+    );
+    let mut child = dlq(&f.db)
+        .args(["export", "-", "--format", "jsonl"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdout = child.stdout.take().unwrap();
+    let mut first = [0u8; 16];
+    std::io::Read::read_exact(&mut stdout, &mut first).unwrap();
+    drop(stdout);
+    let output = child.wait_with_output().unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(
+        output.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
