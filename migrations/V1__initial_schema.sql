@@ -74,8 +74,9 @@ CREATE TABLE items (
 CREATE INDEX items_job_last_attempt ON items (job_id, last_attempt);
 -- Purge by age and listing across all jobs.
 CREATE INDEX items_last_attempt ON items (last_attempt);
--- Grouping and filtering by signature.
-CREATE INDEX items_signature ON items (error_signature, job_id);
+-- Grouping and filtering by signature; covers analyze's first and last
+-- occurrence per signature (no table lookups).
+CREATE INDEX items_signature ON items (error_signature, job_id, first_attempt, last_attempt);
 -- Retry selects the eligible items of one job.
 CREATE INDEX items_job_eligible ON items (job_id, last_attempt) WHERE reprocess_eligible = 1;
 -- Finding an item by id alone (inspect without --job-id).
@@ -148,7 +149,12 @@ CREATE TABLE error_type_counts (
     PRIMARY KEY (job_id, error_type)
 ) WITHOUT ROWID;
 
-CREATE TRIGGER items_counters_delete AFTER DELETE ON items BEGIN
+-- A bulk delete (purge, clear) adjusts the counters in a few set-based
+-- statements instead, flagged by a settings row that exists only inside its
+-- own transaction.
+CREATE TRIGGER items_counters_delete AFTER DELETE ON items
+WHEN NOT EXISTS (SELECT 1 FROM settings WHERE key = 'bulk_delete_in_progress')
+BEGIN
     UPDATE jobs SET
         item_count = item_count - 1,
         eligible_count = eligible_count - OLD.reprocess_eligible,

@@ -234,7 +234,7 @@ impl Dlq {
                 .or_insert(0) += count;
         }
 
-        let scan = scan_attempts(&conn, job_id)?;
+        let scan = scan_attempts_parallel(self, job_id)?;
 
         let mut pattern_groups = Vec::new();
         let mut by_pattern: HashMap<String, MessageGroup> = HashMap::new();
@@ -383,42 +383,104 @@ struct AttemptScan {
     temporal: TemporalDistribution,
 }
 
-/// One pass over the attempts (of one job, or all).
-fn scan_attempts(conn: &Connection, job_id: Option<&str>) -> Result<AttemptScan> {
+/// One pass over the attempts (of one job, or all), split by row range over
+/// two connections on two threads: the pass is most of analyze's time, and
+/// SQLite reads in parallel happily under WAL.
+fn scan_attempts_parallel(dlq: &Dlq, job_id: Option<&str>) -> Result<AttemptScan> {
+    let (low, high): (Option<i64>, Option<i64>) =
+        dlq.conn()?
+            .query_row("SELECT MIN(id), MAX(id) FROM failure_history", [], |row| {
+                Ok((row.get(0)?, row.get(1)?))
+            })?;
+    let (Some(low), Some(high)) = (low, high) else {
+        return Ok(finish_scan(AttemptCounts::default()));
+    };
+    let middle = low + (high - low) / 2;
+    let (first, second) = std::thread::scope(|scope| {
+        let second = scope.spawn(|| -> Result<AttemptCounts> {
+            let conn = dlq.conn()?;
+            scan_range(&conn, job_id, middle + 1, high)
+        });
+        let first = dlq
+            .conn()
+            .and_then(|conn| scan_range(&conn, job_id, low, middle));
+        (first, second.join())
+    });
+    let mut counts = first?;
+    let second = second.map_err(|_| {
+        crate::error::Error::invalid_argument("analyze", "a scanning thread panicked")
+    })??;
+    counts.merge(second);
+    Ok(finish_scan(counts))
+}
+
+#[derive(Default)]
+struct AttemptCounts {
+    attempts: i64,
+    error_types: HashMap<String, i64>,
+    agents: HashMap<String, i64>,
+    steps: HashMap<String, i64>,
+    hours: BTreeMap<String, i64>,
+}
+
+impl AttemptCounts {
+    fn merge(&mut self, other: AttemptCounts) {
+        self.attempts += other.attempts;
+        for (into, from) in [
+            (&mut self.error_types, other.error_types),
+            (&mut self.agents, other.agents),
+            (&mut self.steps, other.steps),
+        ] {
+            for (key, count) in from {
+                *into.entry(key).or_insert(0) += count;
+            }
+        }
+        for (key, count) in other.hours {
+            *self.hours.entry(key).or_insert(0) += count;
+        }
+    }
+}
+
+fn scan_range(
+    conn: &Connection,
+    job_id: Option<&str>,
+    low: i64,
+    high: i64,
+) -> Result<AttemptCounts> {
     let sql = if job_id.is_some() {
         "SELECT timestamp, error_type, agent_id, step_failed FROM failure_history
-         WHERE item_key IN (SELECT id FROM items WHERE job_id = ?1)"
+         WHERE id BETWEEN ?2 AND ?3 AND item_key IN (SELECT id FROM items WHERE job_id = ?1)"
     } else {
-        "SELECT timestamp, error_type, agent_id, step_failed FROM failure_history WHERE ?1 IS NULL"
+        "SELECT timestamp, error_type, agent_id, step_failed FROM failure_history
+         WHERE id BETWEEN ?2 AND ?3 AND ?1 IS NULL"
     };
     let mut stmt = conn.prepare_cached(sql)?;
-    let mut rows = stmt.query(params![job_id])?;
-    let mut scan = AttemptScan {
-        attempts: 0,
-        error_types: HashMap::new(),
-        agents: HashMap::new(),
-        steps: HashMap::new(),
-        temporal: TemporalDistribution::default(),
-    };
-    // Hours first; rolled up to days when the span is longer than 3 days.
-    let mut hours: BTreeMap<String, i64> = BTreeMap::new();
+    let mut rows = stmt.query(params![job_id, low, high])?;
+    let mut counts = AttemptCounts::default();
     while let Some(row) = rows.next()? {
-        scan.attempts += 1;
+        counts.attempts += 1;
         let timestamp = row.get_ref(0)?.as_str().unwrap_or("");
         let hour = timestamp.get(..13).unwrap_or(timestamp);
-        match hours.get_mut(hour) {
+        match counts.hours.get_mut(hour) {
             Some(count) => *count += 1,
             None => {
-                hours.insert(hour.to_string(), 1);
+                counts.hours.insert(hour.to_string(), 1);
             }
         }
         bump(
-            &mut scan.error_types,
+            &mut counts.error_types,
             row.get_ref(1)?.as_str().unwrap_or(""),
         );
-        bump(&mut scan.agents, row.get_ref(2)?.as_str().unwrap_or(""));
-        bump(&mut scan.steps, row.get_ref(3)?.as_str().unwrap_or(""));
+        bump(&mut counts.agents, row.get_ref(2)?.as_str().unwrap_or(""));
+        bump(&mut counts.steps, row.get_ref(3)?.as_str().unwrap_or(""));
     }
+    Ok(counts)
+}
+
+/// Turns the counts into the scan result: hours, rolled up to days when the
+/// span is longer than 3 days.
+fn finish_scan(counts: AttemptCounts) -> AttemptScan {
+    let hours = counts.hours;
     let span_days = match (hours.keys().next(), hours.keys().next_back()) {
         (Some(first), Some(last)) => {
             let parse = |h: &str| Timestamp::parse(&format!("{h}:00:00Z")).ok();
@@ -429,7 +491,7 @@ fn scan_attempts(conn: &Connection, job_id: Option<&str>) -> Result<AttemptScan>
         }
         _ => 0,
     };
-    scan.temporal = if span_days > 3 {
+    let temporal = if span_days > 3 {
         let mut days: BTreeMap<String, i64> = BTreeMap::new();
         for (hour, count) in hours {
             *days
@@ -446,7 +508,13 @@ fn scan_attempts(conn: &Connection, job_id: Option<&str>) -> Result<AttemptScan>
             counts: hours.into_iter().collect(),
         }
     };
-    Ok(scan)
+    AttemptScan {
+        attempts: counts.attempts,
+        error_types: counts.error_types,
+        agents: counts.agents,
+        steps: counts.steps,
+        temporal,
+    }
 }
 
 #[cfg(test)]

@@ -75,18 +75,13 @@ impl Dlq {
             if !exists {
                 return Err(Error::JobNotFound(job_id.to_string()));
             }
-            tx.conn()
-                .prepare_cached(
-                    "INSERT INTO events (time, kind, job_id, item_id, detail)
-                     SELECT ?1, ?2, job_id, item_id,
-                         json_object('error_signature', error_signature, 'last_attempt', last_attempt)
-                     FROM items WHERE job_id = ?3",
-                )?
-                .execute(params![tx.now(), event_kinds::CLEARED, job_id])?;
-            let removed = tx
-                .conn()
-                .prepare_cached("DELETE FROM items WHERE job_id = ?1")?
-                .execute([job_id])?;
+            let removed = super::bulk::delete_items(
+                tx,
+                " AND i.job_id = ?",
+                &[rusqlite::types::Value::Text(job_id.to_string())],
+                event_kinds::CLEARED,
+                serde_json::json!({}),
+            )?;
             Ok(removed)
         })
     }
@@ -258,23 +253,13 @@ impl Dlq {
             });
         }
         let items = self.write(|tx| {
-            // The condition is fixed SQL built by ListFilter; every value is bound.
-            let events = format!(
-                "INSERT INTO events (time, kind, job_id, item_id, detail)
-                 SELECT ?, '{kind}', i.job_id, i.item_id,
-                     json_object('error_signature', i.error_signature, 'last_attempt', i.last_attempt,
-                                 'cutoff', ?)
-                 FROM items i WHERE 1 = 1{condition}",
-                kind = event_kinds::PURGED
-            );
-            let mut event_values = vec![
-                rusqlite::types::Value::Text(tx.now().to_storage()),
-                rusqlite::types::Value::Text(cutoff.to_storage()),
-            ];
-            event_values.extend(values.iter().cloned());
-            tx.conn().execute(&events, rusqlite::params_from_iter(event_values))?;
-            let delete = format!("DELETE FROM items WHERE id IN (SELECT i.id FROM items i WHERE 1 = 1{condition})");
-            Ok(tx.conn().execute(&delete, rusqlite::params_from_iter(values))?)
+            super::bulk::delete_items(
+                tx,
+                &condition,
+                &values,
+                event_kinds::PURGED,
+                serde_json::json!({"cutoff": cutoff}),
+            )
         })?;
         Ok(PurgeReport {
             cutoff,

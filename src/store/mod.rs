@@ -6,6 +6,7 @@
 
 pub mod adhoc;
 mod analysis;
+mod bulk;
 mod events;
 mod maintenance;
 mod query;

@@ -1,0 +1,207 @@
+//! Query and maintenance speed on a large database.
+//!
+//! `cargo bench --bench queries` builds (once) a database of DLQ_BENCH_ITEMS
+//! items (default 1,000,000; 1,000 per job) from a generated legacy tree
+//! under target/bench-data, then times, DLQ_BENCH_RUNS times each (default
+//! 5), median and range:
+//! - `stats` over all jobs and `list --limit 50`, in-process and as the real
+//!   `dlq` command (process start included);
+//! - `analyze` over all jobs;
+//! - `purge` of half the items (on a fresh copy of the database each run).
+
+use dlqlite::generate::{write_tree, TreeSpec};
+use dlqlite::import::{import, ImportOptions};
+use dlqlite::{Dlq, ListFilter};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+fn env_usize(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn bench_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("target/bench-data")
+}
+
+/// The database for `items` items, built once from a generated tree.
+fn database(items: usize) -> PathBuf {
+    let db = bench_dir().join(format!("queries-{items}.db"));
+    let done = bench_dir().join(format!("queries-{items}.complete"));
+    if done.exists() {
+        return db;
+    }
+    let tree = bench_dir().join(format!("legacy-{items}"));
+    if !tree.join(".complete").exists() {
+        let _ = std::fs::remove_dir_all(&tree);
+        let per_job = 1_000.min(items);
+        let spec = TreeSpec {
+            jobs: items.div_ceil(per_job),
+            items_per_job: per_job,
+            attempt: 1,
+            seed: 42,
+        };
+        write_tree(&tree, &spec).expect("generate tree");
+        std::fs::write(tree.join(".complete"), "").expect("marker");
+    }
+    for suffix in ["", "-wal", "-shm"] {
+        let _ = std::fs::remove_file(format!("{}{suffix}", db.display()));
+    }
+    let dlq = Dlq::open(&db).expect("open");
+    let started = Instant::now();
+    import(&dlq, &[tree], &ImportOptions::default(), |_| {}).expect("import");
+    eprintln!(
+        "built {} in {:.1}s",
+        db.display(),
+        started.elapsed().as_secs_f64()
+    );
+    drop(dlq);
+    std::fs::write(&done, "").expect("marker");
+    db
+}
+
+/// Median, min and max of `runs` timings of `f`.
+fn time(runs: usize, mut f: impl FnMut()) -> (Duration, Duration, Duration) {
+    let mut times: Vec<Duration> = (0..runs)
+        .map(|_| {
+            let started = Instant::now();
+            f();
+            started.elapsed()
+        })
+        .collect();
+    times.sort();
+    (times[times.len() / 2], times[0], times[times.len() - 1])
+}
+
+fn report(name: &str, (median, min, max): (Duration, Duration, Duration), target: &str) {
+    println!(
+        "  {name:<34} median {:>9.1} ms  (min {:.1}, max {:.1})   target {target}",
+        median.as_secs_f64() * 1e3,
+        min.as_secs_f64() * 1e3,
+        max.as_secs_f64() * 1e3
+    );
+}
+
+fn cli(db: &Path, args: &[&str]) {
+    let status = Command::new(env!("CARGO_BIN_EXE_dlq"))
+        .arg("--db")
+        .arg(db)
+        .args(args)
+        .stdout(Stdio::null())
+        .status()
+        .expect("run dlq");
+    assert!(status.success(), "dlq {args:?}");
+}
+
+fn main() {
+    let items = env_usize("DLQ_BENCH_ITEMS", 1_000_000);
+    let runs = env_usize("DLQ_BENCH_RUNS", 5).max(1);
+    let db = database(items);
+    let dlq = Dlq::open(&db).expect("open");
+    println!("query benchmarks, {items} items, {runs} runs each");
+
+    report(
+        "stats (all jobs, in-process)",
+        time(runs, || {
+            dlq.stats().expect("stats");
+        }),
+        "< 100 ms",
+    );
+    report(
+        "dlq stats --json",
+        time(runs, || cli(&db, &["stats", "--json"])),
+        "< 100 ms",
+    );
+    report(
+        "list --limit 50 (in-process)",
+        time(runs, || {
+            assert_eq!(dlq.list(ListFilter::default()).take(50).count(), 50);
+        }),
+        "< 100 ms",
+    );
+    report(
+        "dlq list --limit 50",
+        time(runs, || cli(&db, &["list", "--limit", "50"])),
+        "< 100 ms",
+    );
+    report(
+        "dlq list --job-id J --limit 50",
+        time(runs, || {
+            cli(
+                &db,
+                &[
+                    "list",
+                    "--limit",
+                    "50",
+                    "--job-id",
+                    "mapreduce-20251123_000500",
+                ],
+            )
+        }),
+        "< 100 ms",
+    );
+    report(
+        "analyze (all jobs, in-process)",
+        time(runs, || {
+            dlq.analyze(None).expect("analyze");
+        }),
+        "< 1 s",
+    );
+    report(
+        "dlq analyze --json",
+        time(runs, || cli(&db, &["analyze", "--json"])),
+        "< 1 s",
+    );
+
+    // Purge half: the cutoff is the median last_attempt; each run on a copy.
+    let median_last: String = {
+        let conn = rusqlite::Connection::open(&db).expect("sqlite");
+        conn.query_row(
+            "SELECT last_attempt FROM items ORDER BY last_attempt LIMIT 1 OFFSET ?1",
+            [items as i64 / 2],
+            |row| row.get(0),
+        )
+        .expect("median")
+    };
+    let median_time = dlqlite::Timestamp::parse(&median_last).expect("timestamp");
+    // DLQ_NOW such that "older than 1 day" means "before the median".
+    let now = median_time.minus_seconds(-86_400).to_legacy();
+    let copy = bench_dir().join("purge-copy.db");
+    let mut purged = 0;
+    let mut timings = Vec::new();
+    for _ in 0..runs.min(3) {
+        for suffix in ["-wal", "-shm"] {
+            let _ = std::fs::remove_file(format!("{}{suffix}", copy.display()));
+        }
+        std::fs::copy(&db, &copy).expect("copy");
+        let started = Instant::now();
+        let output = Command::new(env!("CARGO_BIN_EXE_dlq"))
+            .env("DLQ_NOW", &now)
+            .arg("--db")
+            .arg(&copy)
+            .args(["purge", "--older-than-days", "1", "--yes", "--json"])
+            .output()
+            .expect("purge");
+        timings.push(started.elapsed());
+        assert!(
+            output.status.success(),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let report: serde_json::Value = serde_json::from_slice(&output.stdout).expect("json");
+        purged = report["items"].as_u64().unwrap_or(0);
+    }
+    timings.sort();
+    let spread = (
+        timings[timings.len() / 2],
+        timings[0],
+        timings[timings.len() - 1],
+    );
+    report(&format!("dlq purge ({purged} items)"), spread, "< 3 s");
+}
