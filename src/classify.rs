@@ -53,7 +53,7 @@ pub fn agent_result_to_dlq_item(
         _ => classify_error(&message),
     };
     let manual_review = requires_manual_review(&message);
-    let detail = FailureDetail {
+    let mut detail = FailureDetail {
         attempt_number,
         timestamp: now,
         error_type,
@@ -67,6 +67,8 @@ pub fn agent_result_to_dlq_item(
         extra: Default::default(),
         omitted: Omitted::none(),
     };
+    // Written back in the current legacy writer's shape.
+    detail.omitted = detail.writer_omitted();
     let item_data = compact_raw(&work_item.to_string()).ok()?;
     Some(DeadLetteredItem {
         item_id: result.item_id.clone(),

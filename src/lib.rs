@@ -25,6 +25,7 @@ pub mod generate;
 pub mod import;
 pub mod input;
 pub mod model;
+pub mod retry;
 pub mod store;
 pub mod time;
 

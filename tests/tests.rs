@@ -11,3 +11,5 @@ mod common;
 mod engine;
 #[path = "tests/import.rs"]
 mod import;
+#[path = "tests/retry.rs"]
+mod retry;

@@ -18,6 +18,8 @@ mod mark;
 mod output;
 mod purge;
 mod report;
+mod requeue;
+mod retry;
 mod show;
 mod sql;
 mod stats;
@@ -52,6 +54,8 @@ enum Command {
     Analyze(analyze::Args),
     Export(export::Args),
     Add(add::Args),
+    Retry(retry::Args),
+    Requeue(requeue::Args),
     Purge(purge::Args),
     Clear(clear::Args),
     Mark(mark::Args),
@@ -122,6 +126,8 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Command::Analyze(args) => analyze::run(args, &ctx),
         Command::Export(args) => export::run(args, &ctx),
         Command::Add(args) => add::run(args, &ctx),
+        Command::Retry(args) => retry::run(args, &ctx),
+        Command::Requeue(args) => requeue::run(args, &ctx),
         Command::Purge(args) => purge::run(args, &ctx),
         Command::Clear(args) => clear::run(args, &ctx),
         Command::Mark(args) => mark::run(args, &ctx),

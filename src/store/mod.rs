@@ -8,6 +8,7 @@ pub mod adhoc;
 mod analysis;
 mod bulk;
 mod events;
+mod leases;
 mod maintenance;
 mod query;
 mod rows;
@@ -15,9 +16,11 @@ mod write;
 
 pub use analysis::{failure_category, normalise_message, Analysis, MessageGroup, PatternGroup};
 pub use events::Event;
+pub use leases::{RunCounts, RunInfo};
 pub use maintenance::{CapacityInfo, MarkRequest, PurgeReport};
 pub use query::{
-    DbInfo, ItemIter, ItemSummary, JobInfo, ListFilter, Page, PageCursor, Stats, SummaryIter,
+    DbInfo, ItemIter, ItemSummary, JobInfo, JobItem, ListFilter, Page, PageCursor, Stats,
+    SummaryIter,
 };
 pub use write::{AddOutcome, AddReport, EvictedItem, SuspendedIndexes, WriteTx};
 
@@ -57,6 +60,9 @@ pub mod event_kinds {
     pub const IMPORTED: &str = "imported";
     pub const MARKED: &str = "marked";
     pub const CAPACITY: &str = "capacity_set";
+    pub const RETRIED_OK: &str = "retried_ok";
+    pub const RETRIED_FAILED: &str = "retried_failed";
+    pub const REQUEUED: &str = "requeued";
 }
 
 impl Dlq {

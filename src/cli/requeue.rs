@@ -1,0 +1,46 @@
+//! `dlq requeue`: hand eligible items back to a map phase.
+
+use super::output::{parse_filter, print_json};
+use super::Context;
+use anyhow::Result;
+use dlqlite::retry::requeue::requeue;
+use dlqlite::ListFilter;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// Write a job's eligible items' item_data as {"items": [...]}, the input of
+/// a map phase (json_path `$.items[*]`): the `include_dlq_items` hand-off.
+///
+/// The file is written beside its destination, synced, then renamed. With
+/// --take the items are removed from the DLQ (a `requeued` event each) in one
+/// transaction, only after the file is complete.
+///
+/// Example: dlq requeue mapreduce-20251123_194253 -o retry-input.json --take
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// The job
+    job_id: String,
+    /// Where to write
+    #[arg(short = 'o', long = "output", value_name = "FILE")]
+    output: PathBuf,
+    /// Only items matching this expression (see `dlq list --help`)
+    #[arg(long, value_name = "EXPR")]
+    filter: Option<String>,
+    /// Remove the written items from the DLQ
+    #[arg(long)]
+    take: bool,
+}
+
+pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
+    let dlq = ctx.open()?;
+    dlq.job_stats(&args.job_id)?;
+    let filter = ListFilter {
+        job_id: Some(args.job_id.clone()),
+        eligible: Some(true),
+        expression: parse_filter(args.filter.as_deref())?,
+        ..ListFilter::default()
+    };
+    let report = requeue(&dlq, filter, &args.output, args.take)?;
+    print_json(&report)?;
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,250 @@
+//! `dlq retry`: replay dead letters through a command.
+
+use super::output::{parse_filter, print_json, Table};
+use super::Context;
+use anyhow::{bail, Result};
+use dlqlite::retry::command::CommandHandler;
+use dlqlite::retry::{new_run_id, preview, retry, Progress, RetryOptions, RunControl};
+use std::io::{IsTerminal, Write};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Replay a job's dead letters through a command, in parallel.
+///
+/// CMD runs through `sh -c` once per attempt, in its own process group, with
+/// the item's item_data on stdin and DLQ_JOB_ID, DLQ_ITEM_ID, DLQ_ATTEMPT and
+/// DLQ_ITEM_FILE (the whole item, legacy JSON) in its environment; its stdout
+/// is discarded and the tail of its stderr is kept. Exit 0 removes the item
+/// (a `retried_ok` event); anything else appends a CommandFailed attempt
+/// with the exit code and the last lines of stderr, and the item is tried
+/// again, up to --max-retries times in this run, with exponential backoff.
+/// Past --timeout the command's process group is killed (a Timeout attempt).
+///
+/// Items not eligible for reprocessing are skipped (and counted) unless
+/// --force. Items are claimed with leases through the database, so two runs
+/// never work on one item at once, and the items of a run that died are
+/// taken again once its leases expire (--lease, renewed while commands
+/// run). Ctrl-C stops taking items and lets running commands finish; a
+/// second Ctrl-C kills them. Run the same command again to continue.
+///
+/// Exit status: 0 when every item tried succeeded, 1 when some failed again
+/// or the run was interrupted.
+///
+/// Examples:
+///   dlq retry mapreduce-20251123_194253 --exec './process-item.sh' --parallel 4
+///   dlq retry J --exec 'jq -e .priority' --filter 'item.priority >= 5' --dry-run
+///   dlq retry --status
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// The job (with --status: only its runs)
+    job_id: Option<String>,
+    /// The command, run with `sh -c`
+    #[arg(long, value_name = "CMD")]
+    exec: Option<String>,
+    /// Commands at once
+    #[arg(long, visible_alias = "max-parallel", default_value_t = 10)]
+    parallel: usize,
+    /// Attempts per item in this run
+    #[arg(long, default_value_t = 3)]
+    max_retries: u32,
+    /// Only items matching this expression (see `dlq list --help`)
+    #[arg(long, value_name = "EXPR")]
+    filter: Option<String>,
+    /// Also take items not eligible for reprocessing
+    #[arg(long)]
+    force: bool,
+    /// List what would run; change nothing
+    #[arg(long)]
+    dry_run: bool,
+    /// Seconds an attempt may run before its process group is killed
+    #[arg(long, value_name = "SECS")]
+    timeout: Option<f64>,
+    /// At most this many command starts per second
+    #[arg(long, value_name = "N")]
+    rate: Option<f64>,
+    /// Backoff between attempts of one item: BASE ms, doubling, capped at 30 s
+    #[arg(long, value_name = "BASE", default_value_t = 200)]
+    backoff_ms: u64,
+    /// Seconds a claim lasts unless renewed (renewed every third of it)
+    #[arg(long, value_name = "SECS", default_value_t = 60)]
+    lease: u64,
+    /// Print the summary as JSON
+    #[arg(long)]
+    json: bool,
+    /// List recent runs instead (running, finished, interrupted, crashed)
+    #[arg(long)]
+    status: bool,
+}
+
+pub fn run(args: Args, ctx: &super::Context) -> Result<std::process::ExitCode> {
+    if args.status {
+        return status(&args, ctx);
+    }
+    let Some(job_id) = args.job_id.clone() else {
+        bail!("which job? dlq retry JOB --exec CMD");
+    };
+    if args.parallel == 0 {
+        bail!("--parallel must be at least 1");
+    }
+    if let Some(t) = args.timeout {
+        if !(t.is_finite() && t > 0.0) {
+            bail!("--timeout must be a positive number of seconds");
+        }
+    }
+    if let Some(r) = args.rate {
+        if !(r.is_finite() && r > 0.0) {
+            bail!("--rate must be a positive number");
+        }
+    }
+    let options = RetryOptions {
+        job_id: job_id.clone(),
+        filter: parse_filter(args.filter.as_deref())?,
+        force: args.force,
+        parallel: args.parallel,
+        max_retries: args.max_retries.max(1),
+        rate: args.rate,
+        backoff_base: Duration::from_millis(args.backoff_ms),
+        lease: Duration::from_secs(args.lease.max(1)),
+        run_id: new_run_id(),
+        parameters: serde_json::json!({
+            "exec": args.exec,
+            "parallel": args.parallel,
+            "max_retries": args.max_retries,
+            "filter": args.filter,
+            "force": args.force,
+            "timeout": args.timeout,
+            "rate": args.rate,
+            "backoff_ms": args.backoff_ms,
+            "lease": args.lease,
+        }),
+    };
+    let dlq = ctx.open()?;
+    dlq.job_stats(&job_id)?;
+    if args.dry_run {
+        return dry_run(&dlq, &options, args.json);
+    }
+    let Some(exec) = args.exec.clone() else {
+        bail!("what to run? pass --exec CMD");
+    };
+    let handler = CommandHandler {
+        command: exec,
+        timeout: args.timeout.map(Duration::from_secs_f64),
+        scratch_dir: std::env::temp_dir(),
+    };
+    let control = Arc::new(RunControl::default());
+    let presses = Arc::new(AtomicUsize::new(0));
+    {
+        let control = Arc::clone(&control);
+        let presses = Arc::clone(&presses);
+        // A second handler cannot be set in one process; only the CLI sets it.
+        let _ = ctrlc::set_handler(move || {
+            if presses.fetch_add(1, Ordering::SeqCst) == 0 {
+                eprintln!(
+                    "\nstopping: no new items; running commands finish (Ctrl-C again kills them)"
+                );
+                control.stop();
+            } else {
+                eprintln!("\nkilling running commands");
+                control.kill();
+            }
+        });
+    }
+    let show_progress = std::io::stderr().is_terminal();
+    let summary = retry(&dlq, &options, &handler, &control, |p: &Progress| {
+        if show_progress {
+            let rate = (p.succeeded + p.failed) as f64 / p.elapsed.as_secs_f64().max(0.001);
+            eprint!(
+                "\rretry: {} succeeded, {} failed, {} running ({rate:.1}/s)\x1b[K",
+                p.succeeded, p.failed, p.running
+            );
+        }
+    })?;
+    if show_progress {
+        eprint!("\r\x1b[2K");
+    }
+    if args.json {
+        print_json(&summary)?;
+    } else {
+        let c = &summary.counts;
+        let mut out = std::io::stdout().lock();
+        writeln!(
+            out,
+            "{}: {} item(s) tried ({} attempt(s)): {} succeeded and removed, {} failed again, {} skipped as not eligible{}; {} remaining{}",
+            summary.job_id,
+            c.attempted,
+            c.attempts,
+            c.succeeded,
+            c.failed,
+            c.skipped,
+            if c.skipped > 0 { " (--force takes them)" } else { "" },
+            summary.remaining,
+            if summary.interrupted { "; interrupted: run it again to continue" } else { "" }
+        )?;
+    }
+    Ok(if summary.interrupted || summary.counts.failed > 0 {
+        std::process::ExitCode::from(1)
+    } else {
+        std::process::ExitCode::SUCCESS
+    })
+}
+
+fn dry_run(
+    dlq: &dlqlite::Dlq,
+    options: &RetryOptions,
+    json: bool,
+) -> Result<std::process::ExitCode> {
+    let (items, total, skipped) = preview(dlq, options, usize::MAX)?;
+    if json {
+        let ids: Vec<&str> = items.iter().map(|i| i.item_id.as_str()).collect();
+        print_json(
+            &serde_json::json!({"job_id": options.job_id, "would_try": total, "skipped": skipped, "items": ids}),
+        )?;
+    } else {
+        let mut table = Table::new(&["ITEM", "FAILURES", "LAST ATTEMPT", "ERROR TYPE"]);
+        for item in &items {
+            table.row(vec![
+                item.item_id.clone(),
+                item.failure_count.to_string(),
+                item.last_attempt.to_string(),
+                item.error_type.clone().unwrap_or_default(),
+            ]);
+        }
+        table.print()?;
+        println!("dry run: would try {total} item(s); {skipped} skipped as not eligible");
+    }
+    Ok(std::process::ExitCode::SUCCESS)
+}
+
+fn status(args: &Args, ctx: &Context) -> Result<std::process::ExitCode> {
+    let dlq = ctx.open()?;
+    // A run is crashed when its heartbeat is older than two leases.
+    let runs = dlq.runs(
+        args.job_id.as_deref(),
+        20,
+        &dlqlite::retry::hostname(),
+        2 * args.lease.max(1) as i64,
+    )?;
+    if args.json {
+        print_json(&runs)?;
+        return Ok(std::process::ExitCode::SUCCESS);
+    }
+    let mut table = Table::new(&[
+        "RUN", "JOB", "STATUS", "STARTED", "ENDED", "TRIED", "OK", "FAILED", "SKIPPED",
+    ]);
+    for run in runs {
+        table.row(vec![
+            run.run_id,
+            run.job_id,
+            run.status,
+            run.started_at.to_string(),
+            run.ended_at.map(|t| t.to_string()).unwrap_or_default(),
+            run.counts.attempted.to_string(),
+            run.counts.succeeded.to_string(),
+            run.counts.failed.to_string(),
+            run.counts.skipped.to_string(),
+        ]);
+    }
+    table.print()?;
+    Ok(std::process::ExitCode::SUCCESS)
+}

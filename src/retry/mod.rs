@@ -1,0 +1,525 @@
+//! Replaying dead letters: the engine behind `dlq retry`, usable from Rust
+//! with a closure as the handler.
+//!
+//! A run registers itself, then claims items of the job through the database
+//! (leases: see `store::leases`) a few at a time in row order, and hands them
+//! to `parallel` worker threads. Each worker tries its item up to
+//! `max_retries` times with exponential backoff: a success removes the item,
+//! a failure appends an attempt to its history. A renewer thread extends the
+//! run's leases while it works, so a long command keeps its items, and a run
+//! that dies simply stops renewing: its leases expire and another run takes
+//! the items. Items are streamed, never all loaded.
+
+pub mod command;
+pub mod requeue;
+
+use crate::error::Result;
+use crate::filter::Expr;
+use crate::model::{ErrorType, FailureDetail, Omitted};
+use crate::store::{Dlq, JobItem, ListFilter, RunCounts};
+use serde::Serialize;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{mpsc, Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+/// What to replay and how.
+#[derive(Clone, Debug)]
+pub struct RetryOptions {
+    pub job_id: String,
+    /// Only items matching this expression.
+    pub filter: Option<Expr>,
+    /// Also take items that are not eligible for reprocessing.
+    pub force: bool,
+    /// Worker threads.
+    pub parallel: usize,
+    /// Attempts per item within this run.
+    pub max_retries: u32,
+    /// At most this many attempt starts per second.
+    pub rate: Option<f64>,
+    /// Backoff before attempt k+1 of an item: base * 2^(k-1), capped.
+    pub backoff_base: Duration,
+    /// How long a claim lasts without renewal.
+    pub lease: Duration,
+    /// Identifies the run in leases, events and `retry_runs`.
+    pub run_id: String,
+    /// What the run record keeps as its parameters.
+    pub parameters: serde_json::Value,
+}
+
+/// The longest backoff between two attempts of one item.
+pub const MAX_BACKOFF: Duration = Duration::from_secs(30);
+
+/// How an attempt ended.
+#[derive(Clone, Debug)]
+pub enum Outcome {
+    Success,
+    Failure(AttemptFailure),
+}
+
+/// A failed attempt, as it goes into the item's history.
+#[derive(Clone, Debug)]
+pub struct AttemptFailure {
+    pub error_type: ErrorType,
+    pub error_message: String,
+    pub stack_trace: Option<String>,
+    pub step_failed: String,
+}
+
+/// What a handler gets for one attempt.
+pub struct Attempt<'a> {
+    pub item: &'a JobItem,
+    /// 1-based, within this run.
+    pub number: u32,
+    /// Set when the run is told to kill running attempts (second Ctrl-C).
+    pub control: &'a RunControl,
+}
+
+/// Replays one item once. Implemented for closures, so a Rust orchestrator
+/// replays without a subprocess.
+pub trait Handler: Sync {
+    fn attempt(&self, attempt: &Attempt<'_>) -> Outcome;
+}
+
+impl<F: Fn(&Attempt<'_>) -> Outcome + Sync> Handler for F {
+    fn attempt(&self, attempt: &Attempt<'_>) -> Outcome {
+        self(attempt)
+    }
+}
+
+/// Stopping a run from outside (Ctrl-C): first stop claiming, then kill.
+#[derive(Default)]
+pub struct RunControl {
+    stop: AtomicBool,
+    kill: AtomicBool,
+    wake: (Mutex<()>, Condvar),
+    /// Process groups of running commands, for killing.
+    pub(crate) running: Mutex<Vec<i32>>,
+}
+
+impl RunControl {
+    /// Stop taking new items; running attempts finish, no new attempts start.
+    pub fn stop(&self) {
+        self.stop.store(true, Ordering::SeqCst);
+        self.wake.1.notify_all();
+    }
+
+    /// Also kill the commands that are running.
+    pub fn kill(&self) {
+        self.stop();
+        self.kill.store(true, Ordering::SeqCst);
+        command::kill_all(self);
+    }
+
+    pub fn stopping(&self) -> bool {
+        self.stop.load(Ordering::SeqCst)
+    }
+
+    pub fn killing(&self) -> bool {
+        self.kill.load(Ordering::SeqCst)
+    }
+
+    /// Sleeps up to `duration`, waking early when the run is stopped.
+    fn sleep(&self, duration: Duration) {
+        let deadline = Instant::now() + duration;
+        let mut guard = match self.wake.0.lock() {
+            Ok(guard) => guard,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        while !self.stopping() {
+            let now = Instant::now();
+            if now >= deadline {
+                break;
+            }
+            guard = match self.wake.1.wait_timeout(guard, deadline - now) {
+                Ok((guard, _)) => guard,
+                Err(poisoned) => poisoned.into_inner().0,
+            };
+        }
+    }
+}
+
+/// Progress, for a progress line.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Progress {
+    pub succeeded: u64,
+    pub failed: u64,
+    pub running: u64,
+    pub elapsed: Duration,
+}
+
+/// What a run did.
+#[derive(Clone, Debug, Serialize)]
+pub struct RetrySummary {
+    pub run_id: String,
+    pub job_id: String,
+    #[serde(flatten)]
+    pub counts: RunCounts,
+    /// Items of the selection still in the DLQ after the run.
+    pub remaining: u64,
+    pub interrupted: bool,
+    pub duration_ms: u64,
+}
+
+#[derive(Default)]
+struct Shared {
+    attempted: AtomicU64,
+    succeeded: AtomicU64,
+    failed: AtomicU64,
+    attempts: AtomicU64,
+    running: AtomicU64,
+}
+
+/// Starts spaced `1/rate` seconds apart.
+struct RateLimit {
+    interval: Option<Duration>,
+    next: Mutex<Instant>,
+}
+
+impl RateLimit {
+    fn wait(&self, control: &RunControl) {
+        let Some(interval) = self.interval else {
+            return;
+        };
+        let start = {
+            let mut next = match self.next.lock() {
+                Ok(next) => next,
+                Err(poisoned) => poisoned.into_inner(),
+            };
+            let now = Instant::now();
+            let start = (*next).max(now);
+            *next = start + interval;
+            start
+        };
+        let now = Instant::now();
+        if start > now {
+            control.sleep(start - now);
+        }
+    }
+}
+
+/// The selection a run works on: the job, the filter, eligibility.
+fn selection(options: &RetryOptions, eligible: Option<bool>) -> ListFilter {
+    ListFilter {
+        job_id: Some(options.job_id.clone()),
+        eligible,
+        expression: options.filter.clone(),
+        ..ListFilter::default()
+    }
+}
+
+/// The items a run would take, without taking them (`--dry-run`), and how
+/// many it would skip as ineligible.
+pub fn preview(
+    dlq: &Dlq,
+    options: &RetryOptions,
+    limit: usize,
+) -> Result<(Vec<crate::store::ItemSummary>, u64, u64)> {
+    let take = selection(options, if options.force { None } else { Some(true) });
+    let total = dlq.count_matching(&take)?;
+    let skipped = if options.force {
+        0
+    } else {
+        dlq.count_matching(&selection(options, Some(false)))?
+    };
+    let items = dlq.list(take).take(limit).collect::<Result<Vec<_>>>()?;
+    Ok((items, total, skipped))
+}
+
+/// Replays the job's items through `handler`.
+pub fn retry(
+    dlq: &Dlq,
+    options: &RetryOptions,
+    handler: &dyn Handler,
+    control: &RunControl,
+    mut progress: impl FnMut(&Progress),
+) -> Result<RetrySummary> {
+    let started = Instant::now();
+    dlq.job_stats(&options.job_id)?;
+    let host = hostname();
+    dlq.register_run(
+        &options.run_id,
+        &options.job_id,
+        &host,
+        std::process::id(),
+        &options.parameters,
+    )?;
+    let take = selection(options, if options.force { None } else { Some(true) });
+    let skipped = if options.force {
+        0
+    } else {
+        dlq.count_matching(&selection(options, Some(false)))?
+    };
+
+    let shared = Shared::default();
+    let rate = RateLimit {
+        interval: options
+            .rate
+            .filter(|r| *r > 0.0)
+            .map(|r| Duration::from_secs_f64(1.0 / r)),
+        next: Mutex::new(Instant::now()),
+    };
+    let parallel = options.parallel.max(1);
+    let lease = options.lease.max(Duration::from_secs(1));
+    let lease_until = |dlq: &Dlq| {
+        dlq.now()
+            .plus_millis(i64::try_from(lease.as_millis()).unwrap_or(i64::MAX))
+    };
+    let renewer_done = AtomicBool::new(false);
+    let renewer_wake = (Mutex::new(()), Condvar::new());
+
+    let (work_tx, work_rx) = mpsc::sync_channel::<i64>(parallel);
+    let work_rx = Mutex::new(work_rx);
+    let (done_tx, done_rx) = mpsc::channel::<Result<()>>();
+    let outcome: Result<()> = std::thread::scope(|scope| {
+        let work_tx = work_tx;
+        let done_tx = done_tx;
+        // Keeps the leases (and the run's heartbeat) alive every third of a lease.
+        let renewer = scope.spawn(|| -> Result<()> {
+            let mut guard = match renewer_wake.0.lock() {
+                Ok(guard) => guard,
+                Err(poisoned) => poisoned.into_inner(),
+            };
+            while !renewer_done.load(Ordering::SeqCst) {
+                guard = match renewer_wake.1.wait_timeout(guard, lease / 3) {
+                    Ok((guard, _)) => guard,
+                    Err(poisoned) => poisoned.into_inner().0,
+                };
+                if !renewer_done.load(Ordering::SeqCst) {
+                    dlq.renew_leases(&options.run_id, lease_until(dlq))?;
+                }
+            }
+            Ok(())
+        });
+
+        let mut workers = Vec::new();
+        for _ in 0..parallel {
+            let done_tx = done_tx.clone();
+            let work_rx = &work_rx;
+            let shared = &shared;
+            let rate = &rate;
+            workers.push(scope.spawn(move || loop {
+                let key = match work_rx.lock() {
+                    Ok(rx) => rx.recv(),
+                    Err(poisoned) => poisoned.into_inner().recv(),
+                };
+                let Ok(key) = key else {
+                    return;
+                };
+                shared.running.fetch_add(1, Ordering::SeqCst);
+                let result = work_item(dlq, options, handler, control, shared, rate, key);
+                shared.running.fetch_sub(1, Ordering::SeqCst);
+                if done_tx.send(result).is_err() {
+                    return;
+                }
+            }));
+        }
+        drop(done_tx);
+
+        // Claim a worker's worth at a time, in row order, and feed them.
+        let mut after = 0;
+        let mut in_flight = 0usize;
+        let mut failure: Option<crate::error::Error> = None;
+        let mut last_progress = Instant::now();
+        'claiming: while !control.stopping() && failure.is_none() {
+            let room = (2 * parallel).saturating_sub(in_flight).max(1);
+            let keys = match dlq.claim(&options.run_id, &take, after, room, lease_until(dlq)) {
+                Ok(keys) => keys,
+                Err(e) => {
+                    failure = Some(e);
+                    break;
+                }
+            };
+            let Some(last) = keys.last() else {
+                break;
+            };
+            after = *last;
+            for key in keys {
+                if control.stopping() {
+                    // Claimed but not started: give it back now.
+                    if let Err(e) = dlq.release_lease(&options.run_id, key) {
+                        failure = Some(e);
+                    }
+                    continue;
+                }
+                if work_tx.send(key).is_err() {
+                    break 'claiming;
+                }
+                in_flight += 1;
+                // Keep the claim ahead of the workers by at most one round.
+                while in_flight >= 2 * parallel {
+                    match done_rx.recv() {
+                        Ok(result) => {
+                            in_flight -= 1;
+                            if let Err(e) = result {
+                                failure.get_or_insert(e);
+                                control.stop();
+                            }
+                        }
+                        Err(_) => break 'claiming,
+                    }
+                }
+                if last_progress.elapsed() >= Duration::from_millis(200) {
+                    last_progress = Instant::now();
+                    progress(&snapshot(&shared, started));
+                }
+            }
+        }
+        drop(work_tx);
+        for result in done_rx.iter() {
+            if let Err(e) = result {
+                failure.get_or_insert(e);
+                control.stop();
+            }
+            if last_progress.elapsed() >= Duration::from_millis(200) {
+                last_progress = Instant::now();
+                progress(&snapshot(&shared, started));
+            }
+        }
+        for worker in workers {
+            let _ = worker.join();
+        }
+        renewer_done.store(true, Ordering::SeqCst);
+        renewer_wake.1.notify_all();
+        let renewed = renewer.join().unwrap_or(Ok(()));
+        match failure {
+            Some(e) => Err(e),
+            None => renewed,
+        }
+    });
+
+    // Whatever happened, give back what this run still holds.
+    let released = dlq.release_all_leases(&options.run_id);
+    let counts = RunCounts {
+        attempted: shared.attempted.load(Ordering::SeqCst),
+        succeeded: shared.succeeded.load(Ordering::SeqCst),
+        failed: shared.failed.load(Ordering::SeqCst),
+        skipped,
+        attempts: shared.attempts.load(Ordering::SeqCst),
+    };
+    let interrupted = control.stopping();
+    let status = if outcome.is_err() || interrupted {
+        "interrupted"
+    } else {
+        "finished"
+    };
+    dlq.finish_run(&options.run_id, status, &counts)?;
+    outcome?;
+    released?;
+    progress(&snapshot(&shared, started));
+    Ok(RetrySummary {
+        run_id: options.run_id.clone(),
+        job_id: options.job_id.clone(),
+        counts,
+        remaining: dlq.count_matching(&take)?,
+        interrupted,
+        duration_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+    })
+}
+
+fn snapshot(shared: &Shared, started: Instant) -> Progress {
+    Progress {
+        succeeded: shared.succeeded.load(Ordering::SeqCst),
+        failed: shared.failed.load(Ordering::SeqCst),
+        running: shared.running.load(Ordering::SeqCst),
+        elapsed: started.elapsed(),
+    }
+}
+
+/// Tries one item up to max_retries times.
+fn work_item(
+    dlq: &Dlq,
+    options: &RetryOptions,
+    handler: &dyn Handler,
+    control: &RunControl,
+    shared: &Shared,
+    rate: &RateLimit,
+    key: i64,
+) -> Result<()> {
+    let Some(item) = dlq.leased_item(&options.run_id, key)? else {
+        // Removed or taken over since the claim: nothing to do.
+        return Ok(());
+    };
+    shared.attempted.fetch_add(1, Ordering::SeqCst);
+    let attempts = options.max_retries.max(1);
+    for number in 1..=attempts {
+        if number > 1 {
+            let shift = (number - 2).min(16);
+            let backoff = options
+                .backoff_base
+                .saturating_mul(1 << shift)
+                .min(MAX_BACKOFF);
+            control.sleep(backoff);
+        }
+        if control.stopping() && number > 1 {
+            break;
+        }
+        rate.wait(control);
+        let started_at = dlq.now();
+        let clock = Instant::now();
+        shared.attempts.fetch_add(1, Ordering::SeqCst);
+        let outcome = handler.attempt(&Attempt {
+            item: &item,
+            number,
+            control,
+        });
+        let duration_ms = u64::try_from(clock.elapsed().as_millis()).unwrap_or(u64::MAX);
+        match outcome {
+            Outcome::Success => {
+                if dlq.retry_succeeded(&options.run_id, key, number, duration_ms)? {
+                    shared.succeeded.fetch_add(1, Ordering::SeqCst);
+                }
+                return Ok(());
+            }
+            Outcome::Failure(failure) => {
+                let mut detail = FailureDetail {
+                    attempt_number: 0,
+                    timestamp: started_at,
+                    error_type: failure.error_type,
+                    error_message: failure.error_message,
+                    error_context: None,
+                    stack_trace: failure.stack_trace,
+                    agent_id: format!("dlq-retry:{}", options.run_id),
+                    step_failed: failure.step_failed,
+                    duration_ms,
+                    json_log_location: None,
+                    extra: Default::default(),
+                    omitted: Omitted::none(),
+                };
+                // Written back in the current legacy writer's shape.
+                detail.omitted = detail.writer_omitted();
+                if dlq.retry_failed(&options.run_id, key, detail)?.is_none() {
+                    // The lease was lost (the item was removed or expired and
+                    // taken): stop working on it.
+                    return Ok(());
+                }
+            }
+        }
+        if control.stopping() {
+            break;
+        }
+    }
+    shared.failed.fetch_add(1, Ordering::SeqCst);
+    dlq.release_lease(&options.run_id, key)
+}
+
+/// This machine's name, for run records.
+pub fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .map(|h| h.trim().to_string())
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "localhost".to_string())
+}
+
+/// A run id unique across processes and machines: host, pid, start time.
+pub fn new_run_id() -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    format!("{}:{}:{:x}", hostname(), std::process::id(), nanos)
+}
+
+/// Shares a control with a signal handler.
+pub type SharedControl = Arc<RunControl>;

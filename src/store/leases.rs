@@ -1,0 +1,344 @@
+//! The SQL of replay: run records, leases (claim, renew, release) and the
+//! outcome of an attempt (the item removed, or a new attempt appended). A
+//! claim is one UPDATE under the write lock that takes only items nobody
+//! holds or whose lease has expired, so two runs never hold one item.
+
+use super::rows::{self, StoredItem};
+use super::{event_kinds, Dlq, JobItem, ListFilter};
+use crate::error::Result;
+use crate::model::FailureDetail;
+use crate::time::Timestamp;
+use rusqlite::types::Value;
+use rusqlite::{params, params_from_iter, OptionalExtension};
+use serde::Serialize;
+
+/// Counts a run keeps.
+#[derive(Clone, Copy, Debug, Default, Serialize, PartialEq, Eq)]
+pub struct RunCounts {
+    /// Items taken and tried.
+    pub attempted: u64,
+    /// Items that succeeded and were removed.
+    pub succeeded: u64,
+    /// Items that failed every attempt of this run and stay.
+    pub failed: u64,
+    /// Items not taken because they are not eligible (without --force).
+    pub skipped: u64,
+    /// Commands run (attempts), successful or not.
+    pub attempts: u64,
+}
+
+/// A recorded run, as `dlq retry --status` shows it.
+#[derive(Clone, Debug, Serialize)]
+pub struct RunInfo {
+    pub run_id: String,
+    pub job_id: String,
+    pub host: String,
+    pub pid: i64,
+    pub started_at: Timestamp,
+    pub heartbeat_at: Timestamp,
+    pub ended_at: Option<Timestamp>,
+    /// running, finished, interrupted or crashed.
+    pub status: String,
+    pub parameters: serde_json::Value,
+    #[serde(flatten)]
+    pub counts: RunCounts,
+}
+
+fn count(n: u64) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
+
+impl Dlq {
+    /// Records the start of a run.
+    pub fn register_run(
+        &self,
+        run_id: &str,
+        job_id: &str,
+        host: &str,
+        pid: u32,
+        parameters: &serde_json::Value,
+    ) -> Result<()> {
+        self.write(|tx| {
+            tx.conn()
+                .prepare_cached(
+                    "INSERT INTO retry_runs (run_id, job_id, host, pid, started_at, heartbeat_at, status, parameters)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?5, 'running', ?6)",
+                )?
+                .execute(params![run_id, job_id, host, pid, tx.now(), parameters.to_string()])?;
+            Ok(())
+        })
+    }
+
+    /// Records the end of a run (and its counts).
+    pub fn finish_run(&self, run_id: &str, status: &str, counts: &RunCounts) -> Result<()> {
+        self.write(|tx| {
+            tx.conn()
+                .prepare_cached(
+                    "UPDATE retry_runs SET status = ?2, ended_at = ?3, heartbeat_at = ?3, attempted = ?4,
+                         succeeded = ?5, failed = ?6, skipped = ?7, attempts = ?8
+                     WHERE run_id = ?1",
+                )?
+                .execute(params![
+                    run_id,
+                    status,
+                    tx.now(),
+                    count(counts.attempted),
+                    count(counts.succeeded),
+                    count(counts.failed),
+                    count(counts.skipped),
+                    count(counts.attempts)
+                ])?;
+            Ok(())
+        })
+    }
+
+    /// Takes up to `limit` items of the filter's job with a row key above
+    /// `after`, free or with an expired lease, and leases them to `run_id`
+    /// until `until`. Returns their row keys in order.
+    pub fn claim(
+        &self,
+        run_id: &str,
+        filter: &ListFilter,
+        after: i64,
+        limit: usize,
+        until: Timestamp,
+    ) -> Result<Vec<i64>> {
+        self.write(|tx| {
+            let now = tx.now();
+            let mut condition = String::new();
+            let mut values: Vec<Value> = vec![
+                Value::Text(run_id.to_string()),
+                Value::Text(until.to_storage()),
+                Value::Integer(after),
+                Value::Text(now.to_storage()),
+            ];
+            filter.push_conditions(now, &mut condition, &mut values);
+            values.push(Value::Integer(i64::try_from(limit).unwrap_or(i64::MAX)));
+            // Fixed SQL from ListFilter; every value is bound.
+            let sql = format!(
+                "UPDATE items SET lease_owner = ?, lease_expires = ?
+                 WHERE id IN (
+                     SELECT i.id FROM items i
+                     WHERE i.id > ? AND (i.lease_owner IS NULL OR i.lease_expires < ?){condition}
+                     ORDER BY i.id LIMIT ?)
+                 RETURNING id"
+            );
+            let mut keys = tx
+                .conn()
+                .prepare(&sql)?
+                .query_map(params_from_iter(values), |row| row.get::<_, i64>(0))?
+                .collect::<rusqlite::Result<Vec<_>>>()?;
+            keys.sort_unstable();
+            Ok(keys)
+        })
+    }
+
+    /// Extends every lease of `run_id` (and its heartbeat) to `until`.
+    pub fn renew_leases(&self, run_id: &str, until: Timestamp) -> Result<usize> {
+        self.write(|tx| {
+            let renewed = tx
+                .conn()
+                .prepare_cached("UPDATE items SET lease_expires = ?2 WHERE lease_owner = ?1")?
+                .execute(params![run_id, until])?;
+            tx.conn()
+                .prepare_cached("UPDATE retry_runs SET heartbeat_at = ?2 WHERE run_id = ?1")?
+                .execute(params![run_id, tx.now()])?;
+            Ok(renewed)
+        })
+    }
+
+    /// The item leased to `run_id` with this row key, whole.
+    pub fn leased_item(&self, run_id: &str, key: i64) -> Result<Option<JobItem>> {
+        let conn = self.conn()?;
+        let job: Option<String> = conn
+            .prepare_cached("SELECT job_id FROM items WHERE id = ?1 AND lease_owner = ?2")?
+            .query_row(params![key, run_id], |row| row.get(0))
+            .optional()?;
+        let Some(job_id) = job else {
+            return Ok(None);
+        };
+        Ok(rows::load_item_by_key(&conn, key)?
+            .map(|StoredItem { item, .. }| JobItem { job_id, item }))
+    }
+
+    /// The attempt succeeded: removes the item (if `run_id` still holds it)
+    /// with a `retried_ok` event. False when the lease was lost.
+    pub fn retry_succeeded(
+        &self,
+        run_id: &str,
+        key: i64,
+        attempt: u32,
+        duration_ms: u64,
+    ) -> Result<bool> {
+        self.write(|tx| {
+            let removed: Option<(String, String)> = tx
+                .conn()
+                .prepare_cached("DELETE FROM items WHERE id = ?1 AND lease_owner = ?2 RETURNING job_id, item_id")?
+                .query_row(params![key, run_id], |row| Ok((row.get(0)?, row.get(1)?)))
+                .optional()?;
+            let Some((job_id, item_id)) = removed else {
+                return Ok(false);
+            };
+            tx.event(
+                event_kinds::RETRIED_OK,
+                Some(&job_id),
+                Some(&item_id),
+                serde_json::json!({"run_id": run_id, "attempt": attempt, "duration_ms": duration_ms}),
+            )?;
+            Ok(true)
+        })
+    }
+
+    /// The attempt failed: appends it to the item's history (its
+    /// attempt_number is one past the highest stored), bumps failure_count,
+    /// last_attempt, the signature and last error type, with a
+    /// `retried_failed` event. Returns the attempt number, or None when the
+    /// lease was lost.
+    pub fn retry_failed(
+        &self,
+        run_id: &str,
+        key: i64,
+        mut failure: FailureDetail,
+    ) -> Result<Option<u32>> {
+        self.write(|tx| {
+            let conn = tx.conn();
+            let held: Option<(String, String)> = conn
+                .prepare_cached("SELECT job_id, item_id FROM items WHERE id = ?1 AND lease_owner = ?2")?
+                .query_row(params![key, run_id], |row| Ok((row.get(0)?, row.get(1)?)))
+                .optional()?;
+            let Some((job_id, item_id)) = held else {
+                return Ok(None);
+            };
+            let highest: u32 = conn
+                .prepare_cached("SELECT COALESCE(MAX(attempt_number), 0) FROM failure_history WHERE item_key = ?1")?
+                .query_row([key], |row| row.get(0))?;
+            failure.attempt_number = highest.saturating_add(1);
+            rows::insert_history(conn, key, std::slice::from_ref(&failure))?;
+            conn.prepare_cached(
+                "UPDATE items SET failure_count = failure_count + 1,
+                     last_attempt = MAX(last_attempt, ?2), error_signature = ?3, last_error_type = ?4
+                 WHERE id = ?1",
+            )?
+            .execute(params![
+                key,
+                failure.timestamp,
+                crate::classify::error_signature(&failure.error_message),
+                failure.error_type.name
+            ])?;
+            tx.event(
+                event_kinds::RETRIED_FAILED,
+                Some(&job_id),
+                Some(&item_id),
+                serde_json::json!({
+                    "run_id": run_id,
+                    "attempt": failure.attempt_number,
+                    "error_type": failure.error_type.name,
+                    "exit_code": failure.error_type.exit_code,
+                }),
+            )?;
+            Ok(Some(failure.attempt_number))
+        })
+    }
+
+    /// Gives an item back (its lease ends now).
+    pub fn release_lease(&self, run_id: &str, key: i64) -> Result<()> {
+        self.write(|tx| {
+            tx.conn()
+                .prepare_cached("UPDATE items SET lease_owner = NULL, lease_expires = NULL WHERE id = ?1 AND lease_owner = ?2")?
+                .execute(params![key, run_id])?;
+            Ok(())
+        })
+    }
+
+    /// Gives back every item `run_id` holds.
+    pub fn release_all_leases(&self, run_id: &str) -> Result<usize> {
+        self.write(|tx| {
+            Ok(tx
+                .conn()
+                .prepare_cached("UPDATE items SET lease_owner = NULL, lease_expires = NULL WHERE lease_owner = ?1")?
+                .execute([run_id])?)
+        })
+    }
+
+    /// How many items match `filter` (for skipped and remaining counts).
+    pub fn count_matching(&self, filter: &ListFilter) -> Result<u64> {
+        let conn = self.conn()?;
+        let mut condition = String::new();
+        let mut values = Vec::new();
+        filter.push_conditions(self.now(), &mut condition, &mut values);
+        let sql = format!("SELECT COUNT(*) FROM items i WHERE 1 = 1{condition}");
+        let n: i64 = conn.query_row(&sql, params_from_iter(values), |row| row.get(0))?;
+        Ok(u64::try_from(n).unwrap_or(0))
+    }
+
+    /// Recent runs, newest first. A run recorded as running whose process is
+    /// gone (same host) or whose heartbeat is older than `stale_after` shows
+    /// as crashed.
+    pub fn runs(
+        &self,
+        job_id: Option<&str>,
+        limit: usize,
+        host: &str,
+        stale_after_secs: i64,
+    ) -> Result<Vec<RunInfo>> {
+        let conn = self.conn()?;
+        let now = self.now();
+        let mut stmt = conn.prepare_cached(
+            "SELECT run_id, job_id, host, pid, started_at, heartbeat_at, ended_at, status, parameters,
+                 attempted, succeeded, failed, skipped, attempts
+             FROM retry_runs WHERE ?1 IS NULL OR job_id = ?1 ORDER BY id DESC LIMIT ?2",
+        )?;
+        let runs = stmt
+            .query_map(
+                params![job_id, i64::try_from(limit).unwrap_or(i64::MAX)],
+                |row| {
+                    let parameters: String = row.get(8)?;
+                    let get = |i: usize| -> rusqlite::Result<u64> {
+                        Ok(u64::try_from(row.get::<_, i64>(i)?).unwrap_or(0))
+                    };
+                    Ok(RunInfo {
+                        run_id: row.get(0)?,
+                        job_id: row.get(1)?,
+                        host: row.get(2)?,
+                        pid: row.get(3)?,
+                        started_at: row.get(4)?,
+                        heartbeat_at: row.get(5)?,
+                        ended_at: row.get(6)?,
+                        status: row.get(7)?,
+                        parameters: serde_json::from_str(&parameters)
+                            .unwrap_or(serde_json::Value::Null),
+                        counts: RunCounts {
+                            attempted: get(9)?,
+                            succeeded: get(10)?,
+                            failed: get(11)?,
+                            skipped: get(12)?,
+                            attempts: get(13)?,
+                        },
+                    })
+                },
+            )?
+            .collect::<rusqlite::Result<Vec<_>>>()?;
+        Ok(runs
+            .into_iter()
+            .map(|mut run| {
+                if run.status == "running" {
+                    let gone = run.host == host && !process_alive(run.pid);
+                    let stale = run.heartbeat_at < now.minus_seconds(stale_after_secs);
+                    if gone || stale {
+                        run.status = "crashed".to_string();
+                    }
+                }
+                run
+            })
+            .collect())
+    }
+}
+
+/// Whether a process with this id exists on this machine.
+fn process_alive(pid: i64) -> bool {
+    if cfg!(target_os = "linux") {
+        std::path::Path::new(&format!("/proc/{pid}")).exists()
+    } else {
+        true
+    }
+}

@@ -1,0 +1,571 @@
+//! `dlq retry` and `dlq requeue` with real commands, crashes and concurrent
+//! runs; and the library replay with a closure.
+
+use crate::common::*;
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn add_items(db: &Path, job: &str, n: usize, eligible: impl Fn(usize) -> bool) {
+    let lines: String = (0..n)
+        .map(|i| {
+            let mut value = item(&format!("i{i:03}"), 1, "2025-01-01T00:00:00Z", "boom");
+            value["reprocess_eligible"] = eligible(i).into();
+            value["item_data"]["priority"] = (i as i64).into();
+            value.to_string() + "\n"
+        })
+        .collect();
+    let output = with_stdin(dlq(db).args(["add", "--job-id", job]), &lines);
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+fn retry_json(db: &Path, args: &[&str]) -> (i32, serde_json::Value) {
+    let output = run(dlq(db).arg("retry").args(args).arg("--json"));
+    let code = output.status.code().unwrap_or(-1);
+    let text = String::from_utf8(output.stdout).unwrap();
+    assert!(
+        !text.is_empty(),
+        "no output: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    (code, json(&text))
+}
+
+#[test]
+fn success_removes_and_failure_appends() {
+    let dir = TempDir::new("retry-basic");
+    let db = dir.join("dlq.db");
+    add_items(&db, "j", 3, |_| true);
+    let (code, summary) = retry_json(
+        &db,
+        &[
+            "j",
+            "--exec",
+            "echo 'disk on fire' >&2; exit 3",
+            "--max-retries",
+            "1",
+        ],
+    );
+    assert_eq!(code, 1);
+    assert_eq!(summary["failed"], 3);
+    assert_eq!(count(&db, "SELECT COUNT(*) FROM items"), 3);
+    assert_eq!(count(&db, "SELECT MIN(failure_count) FROM items"), 2);
+    let (error_type, exit_code, message): (String, i64, String) = sql(&db)
+        .query_row(
+            "SELECT error_type, exit_code, error_message FROM failure_log WHERE item_id = 'i000' AND attempt_number = 2",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+        )
+        .unwrap();
+    assert_eq!(
+        (error_type.as_str(), exit_code, message.as_str()),
+        ("CommandFailed", 3, "disk on fire")
+    );
+    assert_eq!(
+        count(
+            &db,
+            "SELECT COUNT(*) FROM events WHERE kind = 'retried_failed'"
+        ),
+        3
+    );
+    assert_eq!(
+        count(
+            &db,
+            "SELECT COUNT(*) FROM items WHERE lease_owner IS NOT NULL"
+        ),
+        0,
+        "leases released"
+    );
+
+    let (code, summary) = retry_json(&db, &["j", "--exec", "exit 0"]);
+    assert_eq!(code, 0);
+    assert_eq!(summary["succeeded"], 3);
+    assert_eq!(summary["remaining"], 0);
+    assert_eq!(count(&db, "SELECT COUNT(*) FROM items"), 0);
+    assert_eq!(count(&db, "SELECT COUNT(*) FROM failure_history"), 0);
+    assert_eq!(
+        count(&db, "SELECT COUNT(*) FROM events WHERE kind = 'retried_ok'"),
+        3
+    );
+}
+
+#[test]
+fn a_command_that_succeeds_on_its_second_attempt() {
+    let dir = TempDir::new("retry-second");
+    let db = dir.join("dlq.db");
+    add_items(&db, "j", 1, |_| true);
+    let (code, summary) = retry_json(
+        &db,
+        &[
+            "j",
+            "--exec",
+            "[ \"$DLQ_ATTEMPT\" -ge 2 ]",
+            "--backoff-ms",
+            "10",
+        ],
+    );
+    assert_eq!(code, 0, "{summary}");
+    assert_eq!(summary["attempts"], 2);
+    assert_eq!(count(&db, "SELECT COUNT(*) FROM items"), 0);
+    let kinds: Vec<String> = sql(&db)
+        .prepare("SELECT kind FROM events WHERE kind LIKE 'retried%' ORDER BY id")
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert_eq!(kinds, ["retried_failed", "retried_ok"]);
+}
+
+#[test]
+fn the_command_gets_the_item_on_stdin_and_in_its_environment() {
+    let dir = TempDir::new("retry-env");
+    let db = dir.join("dlq.db");
+    add_items(&db, "j", 1, |_| true);
+    let out = dir.join("seen");
+    let command = format!(
+        "cat > {o}.stdin; echo \"$DLQ_JOB_ID|$DLQ_ITEM_ID|$DLQ_ATTEMPT\" > {o}.env; cp \"$DLQ_ITEM_FILE\" {o}.item",
+        o = out.display()
+    );
+    let (code, _) = retry_json(&db, &["j", "--exec", &command]);
+    assert_eq!(code, 0);
+    let stdin = json(&std::fs::read_to_string(format!("{}.stdin", out.display())).unwrap());
+    assert_eq!(
+        stdin,
+        serde_json::json!({"path": "src/i000.rs", "priority": 0})
+    );
+    assert_eq!(
+        std::fs::read_to_string(format!("{}.env", out.display())).unwrap(),
+        "j|i000|1\n"
+    );
+    let item = json(&std::fs::read_to_string(format!("{}.item", out.display())).unwrap());
+    assert_eq!(item["item_id"], "i000");
+    assert_eq!(item["failure_history"][0]["error_message"], "boom");
+}
+
+#[test]
+fn a_timeout_kills_the_whole_process_group() {
+    let dir = TempDir::new("retry-timeout");
+    let db = dir.join("dlq.db");
+    add_items(&db, "j", 1, |_| true);
+    let pid_file = dir.join("pid");
+    let command = format!("sleep 30 & echo $! > {}; wait", pid_file.display());
+    let started = Instant::now();
+    let (code, summary) = retry_json(
+        &db,
+        &[
+            "j",
+            "--exec",
+            &command,
+            "--timeout",
+            "0.5",
+            "--max-retries",
+            "1",
+        ],
+    );
+    assert!(started.elapsed() < Duration::from_secs(20));
+    assert_eq!(code, 1, "{summary}");
+    let error_type: String = sql(&db)
+        .query_row(
+            "SELECT error_type FROM failure_log WHERE attempt_number = 2",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(error_type, "Timeout");
+    let pid = std::fs::read_to_string(&pid_file)
+        .unwrap()
+        .trim()
+        .to_string();
+    std::thread::sleep(Duration::from_millis(100));
+    let status = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // Gone, or at most a zombie waiting for init to reap it.
+    assert!(
+        status.is_empty() || status.contains(") Z "),
+        "the background sleep survived: {status}"
+    );
+}
+
+#[test]
+fn filter_force_and_dry_run_select_the_right_items() {
+    let dir = TempDir::new("retry-select");
+    let db = dir.join("dlq.db");
+    add_items(&db, "j", 6, |i| i % 2 == 0); // i000, i002, i004 eligible
+    let before = count(&db, "SELECT COUNT(*) FROM events");
+    let (_, dry) = retry_json(&db, &["j", "--dry-run", "--filter", "item.priority >= 2"]);
+    assert_eq!(dry["would_try"], 2);
+    assert_eq!(
+        dry["skipped"], 2,
+        "i003 and i005 match but are not eligible"
+    );
+    assert_eq!(
+        count(&db, "SELECT COUNT(*) FROM events"),
+        before,
+        "dry run changed nothing"
+    );
+    assert_eq!(count(&db, "SELECT COUNT(*) FROM retry_runs"), 0);
+
+    let log = dir.join("log");
+    let command = format!("echo $DLQ_ITEM_ID >> {}", log.display());
+    let (code, summary) = retry_json(
+        &db,
+        &["j", "--exec", &command, "--filter", "item.priority >= 2"],
+    );
+    assert_eq!(code, 0);
+    assert_eq!(summary["skipped"], 2);
+    let mut ran: Vec<String> = std::fs::read_to_string(&log)
+        .unwrap()
+        .lines()
+        .map(String::from)
+        .collect();
+    ran.sort();
+    assert_eq!(ran, ["i002", "i004"]);
+    std::fs::remove_file(&log).unwrap();
+    let (_, summary) = retry_json(
+        &db,
+        &[
+            "j",
+            "--exec",
+            &command,
+            "--force",
+            "--filter",
+            "item.priority <= 3",
+        ],
+    );
+    assert_eq!(summary["skipped"], 0);
+    let mut ran: Vec<String> = std::fs::read_to_string(&log)
+        .unwrap()
+        .lines()
+        .map(String::from)
+        .collect();
+    ran.sort();
+    assert_eq!(ran, ["i000", "i001", "i003"]);
+    let left: Vec<String> = sql(&db)
+        .prepare("SELECT item_id FROM items ORDER BY item_id")
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert_eq!(left, ["i005"]);
+}
+
+/// Start and end markers per item from a log of "start|end ID NANOS" lines.
+fn intervals(log: &str, killed_at: Option<u128>) -> BTreeMap<String, Vec<(u128, u128)>> {
+    let mut open: BTreeMap<String, Vec<u128>> = BTreeMap::new();
+    let mut done: BTreeMap<String, Vec<(u128, u128)>> = BTreeMap::new();
+    for line in log.lines() {
+        let parts: Vec<&str> = line.split_whitespace().collect();
+        let [kind, id, at] = parts[..] else { continue };
+        let at: u128 = at.parse().unwrap();
+        match kind {
+            "start" => open.entry(id.to_string()).or_default().push(at),
+            "end" => {
+                let starts = open.get_mut(id).expect("end without start");
+                let start = starts.pop().expect("end without start");
+                done.entry(id.to_string()).or_default().push((start, at));
+            }
+            _ => {}
+        }
+    }
+    // Commands of a killed run never wrote their end: they died with it.
+    for (id, starts) in open {
+        for start in starts {
+            let end = killed_at.expect("an unfinished command without a kill");
+            done.entry(id.clone()).or_default().push((start, end));
+        }
+    }
+    done
+}
+
+fn assert_no_overlap(intervals: &BTreeMap<String, Vec<(u128, u128)>>) {
+    for (id, runs) in intervals {
+        let mut runs = runs.clone();
+        runs.sort();
+        for pair in runs.windows(2) {
+            assert!(
+                pair[0].1 <= pair[1].0,
+                "{id} ran twice at the same time: {runs:?}"
+            );
+        }
+    }
+}
+
+fn logging_command(log: &Path, sleep: &str) -> String {
+    format!(
+        "echo \"start $DLQ_ITEM_ID $(date +%s%N)\" >> {log}; sleep {sleep}; echo \"end $DLQ_ITEM_ID $(date +%s%N)\" >> {log}",
+        log = log.display()
+    )
+}
+
+/// Waits (up to 20 s) until the log has `n` lines: the run is under way.
+fn wait_for_lines(log: &Path, n: usize) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while std::fs::read_to_string(log)
+        .map(|t| t.lines().count())
+        .unwrap_or(0)
+        < n
+    {
+        assert!(Instant::now() < deadline, "the run did not start");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn now_nanos() -> u128 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos()
+}
+
+#[test]
+fn a_killed_run_loses_nothing_and_its_items_are_taken_after_the_lease() {
+    let dir = TempDir::new("retry-kill");
+    let db = dir.join("dlq.db");
+    add_items(&db, "j", 24, |_| true);
+    let log = dir.join("log");
+    let command = logging_command(&log, "0.3");
+    let mut child = dlq(&db)
+        .args([
+            "retry",
+            "j",
+            "--parallel",
+            "4",
+            "--lease",
+            "2",
+            "--exec",
+            &command,
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_for_lines(&log, 6);
+    child.kill().unwrap(); // SIGKILL
+    let killed_at = now_nanos();
+    child.wait().unwrap();
+    let left = count(&db, "SELECT COUNT(*) FROM items");
+    assert!(left > 0, "the kill should land mid-run");
+    let runs = json(&ok(dlq(&db).args(["retry", "--status", "--json"])));
+    assert_eq!(runs[0]["status"], "crashed");
+    // Before the leases expire the items are not taken again...
+    let (_, early) = retry_json(&db, &["j", "--exec", &command, "--lease", "2"]);
+    let held = count(
+        &db,
+        "SELECT COUNT(*) FROM items WHERE lease_owner IS NOT NULL",
+    );
+    assert!(early["attempted"].as_u64().unwrap() as i64 + held <= left);
+    // ...after, everything completes.
+    std::thread::sleep(Duration::from_millis(2200));
+    let (code, summary) = retry_json(&db, &["j", "--exec", &command, "--parallel", "4"]);
+    assert_eq!(code, 0, "{summary}");
+    assert_eq!(count(&db, "SELECT COUNT(*) FROM items"), 0);
+    let intervals = intervals(&std::fs::read_to_string(&log).unwrap(), Some(killed_at));
+    assert_eq!(intervals.len(), 24, "every item ran");
+    assert_no_overlap(&intervals);
+    assert_eq!(
+        count(&db, "SELECT COUNT(*) FROM events WHERE kind = 'retried_ok'"),
+        24,
+        "each removed exactly once"
+    );
+}
+
+#[test]
+fn two_concurrent_runs_never_share_an_item() {
+    let dir = TempDir::new("retry-concurrent");
+    let db = dir.join("dlq.db");
+    add_items(&db, "j", 40, |_| true);
+    let log = dir.join("log");
+    let command = logging_command(&log, "0.05");
+    let spawn = || {
+        dlq(&db)
+            .args([
+                "retry",
+                "j",
+                "--parallel",
+                "4",
+                "--json",
+                "--exec",
+                &command,
+            ])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let (a, b) = (spawn(), spawn());
+    let (a, b) = (a.wait_with_output().unwrap(), b.wait_with_output().unwrap());
+    assert!(a.status.success(), "{}", String::from_utf8_lossy(&a.stderr));
+    assert!(b.status.success(), "{}", String::from_utf8_lossy(&b.stderr));
+    let (sa, sb) = (
+        json(&String::from_utf8(a.stdout).unwrap()),
+        json(&String::from_utf8(b.stdout).unwrap()),
+    );
+    assert_eq!(
+        sa["succeeded"].as_u64().unwrap() + sb["succeeded"].as_u64().unwrap(),
+        40
+    );
+    let intervals = intervals(&std::fs::read_to_string(&log).unwrap(), None);
+    assert_eq!(intervals.len(), 40);
+    assert!(
+        intervals.values().all(|runs| runs.len() == 1),
+        "an item ran twice"
+    );
+    assert_no_overlap(&intervals);
+    assert_eq!(count(&db, "SELECT COUNT(*) FROM items"), 0);
+}
+
+#[test]
+fn ctrl_c_lets_running_commands_finish_and_a_rerun_continues() {
+    let dir = TempDir::new("retry-interrupt");
+    let db = dir.join("dlq.db");
+    add_items(&db, "j", 12, |_| true);
+    let log = dir.join("log");
+    let command = logging_command(&log, "0.4");
+    let child = dlq(&db)
+        .args([
+            "retry",
+            "j",
+            "--parallel",
+            "2",
+            "--json",
+            "--exec",
+            &command,
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_for_lines(&log, 2);
+    let status = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let output = child.wait_with_output().unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    let summary = json(&String::from_utf8(output.stdout).unwrap());
+    assert_eq!(summary["interrupted"], true);
+    let logged = std::fs::read_to_string(&log).unwrap();
+    assert_eq!(
+        logged.matches("start").count(),
+        logged.matches("end").count(),
+        "running commands finished"
+    );
+    assert_eq!(
+        count(
+            &db,
+            "SELECT COUNT(*) FROM items WHERE lease_owner IS NOT NULL"
+        ),
+        0,
+        "leases released"
+    );
+    let left = count(&db, "SELECT COUNT(*) FROM items");
+    assert!(left > 0);
+    let runs = json(&ok(dlq(&db).args(["retry", "--status", "--json"])));
+    assert_eq!(runs[0]["status"], "interrupted");
+    let (code, _) = retry_json(&db, &["j", "--exec", &command, "--parallel", "4"]);
+    assert_eq!(code, 0);
+    assert_eq!(count(&db, "SELECT COUNT(*) FROM items"), 0);
+}
+
+#[test]
+fn requeue_writes_the_map_input_and_takes_only_after() {
+    let dir = TempDir::new("requeue");
+    let db = dir.join("dlq.db");
+    add_items(&db, "j", 4, |i| i != 1);
+    let out = dir.join("input.json");
+    let report = json(&ok(dlq(&db).args(["requeue", "j", "-o"]).arg(&out)));
+    assert_eq!(report["items"], 3);
+    let input = json(&std::fs::read_to_string(&out).unwrap());
+    let priorities: Vec<i64> = input["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["priority"].as_i64().unwrap())
+        .collect();
+    assert_eq!(priorities.len(), 3);
+    assert!(!priorities.contains(&1));
+    assert_eq!(
+        count(&db, "SELECT COUNT(*) FROM items"),
+        4,
+        "without --take nothing is removed"
+    );
+    let report = json(&ok(dlq(&db)
+        .args([
+            "requeue",
+            "j",
+            "--take",
+            "--filter",
+            "item.priority >= 2",
+            "-o",
+        ])
+        .arg(&out)));
+    assert_eq!(report["taken"], 2);
+    assert_eq!(count(&db, "SELECT COUNT(*) FROM items"), 2);
+    assert_eq!(
+        count(&db, "SELECT COUNT(*) FROM events WHERE kind = 'requeued'"),
+        2
+    );
+    let err = fails(dlq(&db).args(["requeue", "j", "--take", "-o", "/no/such/dir/x.json"]));
+    assert!(err.contains("/no/such/dir"), "{err}");
+    assert_eq!(
+        count(&db, "SELECT COUNT(*) FROM items"),
+        2,
+        "a failed write takes nothing"
+    );
+}
+
+#[test]
+fn the_library_replays_through_a_closure() {
+    use dlqlite::retry::{retry, AttemptFailure, Outcome, RetryOptions, RunControl};
+    let dlq = dlqlite::Dlq::open_in_memory().unwrap();
+    for i in 0..5 {
+        let text = item(&format!("i{i}"), 1, "2025-01-01T00:00:00Z", "boom").to_string();
+        dlq.add(
+            "j",
+            &dlqlite::DeadLetteredItem::from_json_str(&text).unwrap(),
+        )
+        .unwrap();
+    }
+    let options = RetryOptions {
+        job_id: "j".into(),
+        filter: None,
+        force: false,
+        parallel: 3,
+        max_retries: 2,
+        rate: None,
+        backoff_base: Duration::from_millis(1),
+        lease: Duration::from_secs(30),
+        run_id: "in-process".into(),
+        parameters: serde_json::json!({}),
+    };
+    let handler = |attempt: &dlqlite::retry::Attempt<'_>| {
+        // i0 always fails; the rest succeed on their second attempt.
+        if attempt.item.item.item_id == "i0" || attempt.number == 1 {
+            Outcome::Failure(AttemptFailure {
+                error_type: dlqlite::ErrorType::named("ValidationFailed"),
+                error_message: format!("not yet ({})", attempt.number),
+                stack_trace: None,
+                step_failed: "closure".into(),
+            })
+        } else {
+            Outcome::Success
+        }
+    };
+    let summary = retry(&dlq, &options, &handler, &RunControl::default(), |_| {}).unwrap();
+    assert_eq!(summary.counts.succeeded, 4);
+    assert_eq!(summary.counts.failed, 1);
+    assert_eq!(summary.counts.attempts, 10);
+    let left = dlq.get(Some("j"), "i0").unwrap();
+    assert_eq!(left.failure_count, 3);
+    assert_eq!(
+        left.failure_history.last().unwrap().error_type.name,
+        "ValidationFailed"
+    );
+}
