@@ -15,6 +15,8 @@ use std::time::Duration;
 
 /// How much of the end of stderr is kept (as the attempt's stack_trace).
 const STDERR_TAIL: usize = 16 * 1024;
+/// What a pipe holds before a writer blocks (Linux's default).
+const PIPE_CAPACITY: usize = 64 * 1024;
 /// How many of its last lines make the error_message.
 const MESSAGE_LINES: usize = 3;
 
@@ -126,37 +128,46 @@ impl CommandHandler {
             kill_group(group);
         }
 
-        let data = item.item_data.get().as_bytes().to_vec();
-        let stdin = child.stdin.take();
+        let data = item.item_data.get().as_bytes();
+        let mut stdin = child.stdin.take();
         let stderr = child.stderr.take();
         let finished = (Mutex::new(false), Condvar::new());
+        // Data that fits the pipe's buffer goes in at once (a write that
+        // cannot block); more goes through a thread, so a command that does
+        // not read its stdin cannot block us.
+        if data.len() <= PIPE_CAPACITY {
+            if let Some(mut pipe) = stdin.take() {
+                let _ = pipe.write_all(data);
+            }
+        }
         let (status, tail, timed_out) = std::thread::scope(|scope| {
-            // Feed stdin on its own thread: a command that does not read it
-            // must not block us on a full pipe.
-            scope.spawn(move || {
-                if let Some(mut stdin) = stdin {
-                    let _ = stdin.write_all(&data);
-                }
-            });
+            if let Some(mut pipe) = stdin.take() {
+                scope.spawn(move || {
+                    let _ = pipe.write_all(data);
+                });
+            }
             let reader = scope.spawn(move || stderr.map(read_tail).unwrap_or_default());
-            let watchdog = scope.spawn(|| {
-                let Some(timeout) = self.timeout else {
-                    return false;
-                };
-                let guard = match finished.0.lock() {
-                    Ok(guard) => guard,
-                    Err(poisoned) => poisoned.into_inner(),
-                };
-                let (guard, result) =
-                    match finished.1.wait_timeout_while(guard, timeout, |done| !*done) {
-                        Ok(pair) => pair,
+            let finished_ref = &finished;
+            let watchdog = self.timeout.map(|timeout| {
+                scope.spawn(move || {
+                    let guard = match finished_ref.0.lock() {
+                        Ok(guard) => guard,
                         Err(poisoned) => poisoned.into_inner(),
                     };
-                if result.timed_out() && !*guard {
-                    kill_group(group);
-                    return true;
-                }
-                false
+                    let (guard, result) =
+                        match finished_ref
+                            .1
+                            .wait_timeout_while(guard, timeout, |done| !*done)
+                        {
+                            Ok(pair) => pair,
+                            Err(poisoned) => poisoned.into_inner(),
+                        };
+                    if result.timed_out() && !*guard {
+                        kill_group(group);
+                        return true;
+                    }
+                    false
+                })
             });
             let status = child.wait();
             {
@@ -167,7 +178,7 @@ impl CommandHandler {
                 *done = true;
                 finished.1.notify_all();
             }
-            let timed_out = watchdog.join().unwrap_or(false);
+            let timed_out = watchdog.map(|w| w.join().unwrap_or(false)).unwrap_or(false);
             // The group may still hold the stderr pipe open (a background
             // child); make sure nothing of it survives the attempt.
             if timed_out || attempt.control.killing() {
