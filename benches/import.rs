@@ -8,50 +8,19 @@
 //! - runs the real `dlq import` on it and reports its peak RSS (VmHWM);
 //! - compares the database's size with the tree's allocated size.
 
-use dlqlite::generate::{write_tree, TreeSpec};
 use dlqlite::import::{import, ImportOptions};
 use dlqlite::Dlq;
-use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::path::Path;
+use std::time::Instant;
 
 // The same allocator as the `dlq` binary, so in-process figures match it.
+#[path = "support/mod.rs"]
+mod support;
+
+use support::{bench_dir, env_usize, remove_db, run_measured, tree};
+
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
-fn env_usize(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
-fn bench_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("target/bench-data")
-}
-
-/// The generated tree for `items` items, written once and reused.
-fn tree(items: usize) -> PathBuf {
-    let root = bench_dir().join(format!("legacy-{items}"));
-    let done = root.join(".complete");
-    if !done.exists() {
-        let _ = std::fs::remove_dir_all(&root);
-        let per_job = 1_000.min(items);
-        let spec = TreeSpec {
-            jobs: items.div_ceil(per_job),
-            items_per_job: per_job,
-            attempt: 1,
-            seed: 42,
-        };
-        let started = Instant::now();
-        let n = write_tree(&root, &spec).expect("generate tree");
-        std::fs::write(&done, "").expect("marker");
-        eprintln!(
-            "generated {n} items in {:.1}s",
-            started.elapsed().as_secs_f64()
-        );
-    }
-    root
-}
 
 /// Bytes allocated on disk under `root` (what `du` counts).
 pub fn allocated_bytes(root: &Path) -> u64 {
@@ -68,32 +37,6 @@ pub fn allocated_bytes(root: &Path) -> u64 {
         }
     }
     total
-}
-
-/// Runs a command and returns (wall time, peak RSS in KiB) by polling
-/// /proc/<pid>/status for VmHWM, the kernel's high-water mark.
-fn run_measured(command: &mut std::process::Command) -> (Duration, u64) {
-    let started = Instant::now();
-    let mut child = command.spawn().expect("spawn");
-    let status_path = format!("/proc/{}/status", child.id());
-    let mut peak = 0;
-    loop {
-        if let Ok(status) = std::fs::read_to_string(&status_path) {
-            if let Some(line) = status.lines().find(|l| l.starts_with("VmHWM:")) {
-                let kib: u64 = line
-                    .split_whitespace()
-                    .nth(1)
-                    .and_then(|v| v.parse().ok())
-                    .unwrap_or(0);
-                peak = peak.max(kib);
-            }
-        }
-        if child.try_wait().expect("wait").is_some() {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    (started.elapsed(), peak)
 }
 
 fn main() {
@@ -119,9 +62,7 @@ fn main() {
     let mut rates = Vec::new();
     for run in 0..runs {
         let db = work.join(format!("import-{run}.db"));
-        for suffix in ["", "-wal", "-shm"] {
-            let _ = std::fs::remove_file(format!("{}{suffix}", db.display()));
-        }
+        remove_db(&db);
         let dlq = Dlq::open(&db).expect("open");
         let started = Instant::now();
         let report = import(
@@ -142,9 +83,7 @@ fn main() {
     // Into a database that already has items: batched transactions, indexes
     // kept up to date as it goes.
     let db = work.join("import-incremental.db");
-    for suffix in ["", "-wal", "-shm"] {
-        let _ = std::fs::remove_file(format!("{}{suffix}", db.display()));
-    }
+    remove_db(&db);
     let dlq = Dlq::open(&db).expect("open");
     let options = ImportOptions {
         bulk_when_empty: false,
@@ -155,9 +94,7 @@ fn main() {
     let incremental_rate = items as f64 / started.elapsed().as_secs_f64();
 
     let db = work.join("import-cli.db");
-    for suffix in ["", "-wal", "-shm"] {
-        let _ = std::fs::remove_file(format!("{}{suffix}", db.display()));
-    }
+    remove_db(&db);
     let (wall, peak_kib) = run_measured(
         std::process::Command::new(env!("CARGO_BIN_EXE_dlq"))
             .arg("--db")

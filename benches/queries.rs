@@ -9,26 +9,19 @@
 //! - `analyze` over all jobs;
 //! - `purge` of half the items (on a fresh copy of the database each run).
 
-use dlqlite::generate::{write_tree, TreeSpec};
 use dlqlite::import::{import, ImportOptions};
 use dlqlite::{Dlq, ListFilter};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+#[path = "support/mod.rs"]
+mod support;
+
+use support::{bench_dir, env_usize, remove_db, tree};
+
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
-fn env_usize(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
-fn bench_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("target/bench-data")
-}
 
 /// The database for `items` items, built once from a generated tree.
 fn database(items: usize) -> PathBuf {
@@ -37,22 +30,8 @@ fn database(items: usize) -> PathBuf {
     if done.exists() {
         return db;
     }
-    let tree = bench_dir().join(format!("legacy-{items}"));
-    if !tree.join(".complete").exists() {
-        let _ = std::fs::remove_dir_all(&tree);
-        let per_job = 1_000.min(items);
-        let spec = TreeSpec {
-            jobs: items.div_ceil(per_job),
-            items_per_job: per_job,
-            attempt: 1,
-            seed: 42,
-        };
-        write_tree(&tree, &spec).expect("generate tree");
-        std::fs::write(tree.join(".complete"), "").expect("marker");
-    }
-    for suffix in ["", "-wal", "-shm"] {
-        let _ = std::fs::remove_file(format!("{}{suffix}", db.display()));
-    }
+    let tree = tree(items);
+    remove_db(&db);
     let dlq = Dlq::open(&db).expect("open");
     let started = Instant::now();
     import(&dlq, &[tree], &ImportOptions::default(), |_| {}).expect("import");
@@ -140,7 +119,7 @@ fn main() {
                     "--limit",
                     "50",
                     "--job-id",
-                    "mapreduce-20251123_000500",
+                    "mapreduce-20251123_000000",
                 ],
             )
         }),

@@ -4,17 +4,14 @@
 //! difference per item is what dlq adds to each command. Also reports the
 //! run's peak RSS.
 
+#[path = "support/mod.rs"]
+mod support;
+
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
-
-fn env_usize(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
+use support::{env_usize, run_measured};
 
 fn baseline(items: usize, parallel: usize) -> Duration {
     let next = AtomicUsize::new(0);
@@ -38,41 +35,13 @@ fn baseline(items: usize, parallel: usize) -> Duration {
     started.elapsed()
 }
 
-/// Wall time and peak RSS (KiB) of a command, polling /proc for VmHWM.
-fn run_measured(command: &mut Command) -> (Duration, u64) {
-    let started = Instant::now();
-    let mut child = command.spawn().expect("spawn");
-    let status_path = format!("/proc/{}/status", child.id());
-    let mut peak = 0;
-    loop {
-        if let Ok(status) = std::fs::read_to_string(&status_path) {
-            if let Some(line) = status.lines().find(|l| l.starts_with("VmHWM:")) {
-                peak = peak.max(
-                    line.split_whitespace()
-                        .nth(1)
-                        .and_then(|v| v.parse().ok())
-                        .unwrap_or(0),
-                );
-            }
-        }
-        if let Some(status) = child.try_wait().expect("wait") {
-            assert!(status.success(), "dlq retry failed");
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    (started.elapsed(), peak)
-}
-
 fn main() {
     let items = env_usize("DLQ_BENCH_ITEMS", 10_000);
     let parallel = 8;
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/bench-data");
     std::fs::create_dir_all(&dir).expect("dir");
     let db = dir.join("retry.db");
-    for suffix in ["", "-wal", "-shm"] {
-        let _ = std::fs::remove_file(format!("{}{suffix}", db.display()));
-    }
+    support::remove_db(&db);
     let dlq = dlqlite::Dlq::open(&db).expect("open");
     dlq.set_capacity(None, Some(0)).expect("unlimited");
     let mut rng = dlqlite::generate::Rng::new(9);

@@ -1,0 +1,81 @@
+//! What the benchmarks share: settings from the environment, the data
+//! directory, the generated legacy tree, and measuring a child process.
+
+#![allow(dead_code)]
+
+use dlqlite::generate::{write_tree, TreeSpec};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+/// A number from the environment, or the default.
+pub fn env_usize(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// target/bench-data, where generated data is kept between runs.
+pub fn bench_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("target/bench-data")
+}
+
+/// The generated tree for `items` items (1,000 per job, as the legacy cap
+/// kept them), written once and reused.
+pub fn tree(items: usize) -> PathBuf {
+    let root = bench_dir().join(format!("legacy-{items}"));
+    let done = root.join(".complete");
+    if !done.exists() {
+        let _ = std::fs::remove_dir_all(&root);
+        let per_job = 1_000.min(items);
+        let spec = TreeSpec {
+            jobs: items.div_ceil(per_job),
+            items_per_job: per_job,
+            attempt: 1,
+            seed: 42,
+        };
+        let started = Instant::now();
+        let n = write_tree(&root, &spec).expect("generate tree");
+        std::fs::write(&done, "").expect("marker");
+        eprintln!(
+            "generated {n} items in {:.1}s",
+            started.elapsed().as_secs_f64()
+        );
+    }
+    root
+}
+
+/// Removes a database and its WAL files.
+pub fn remove_db(db: &Path) {
+    for suffix in ["", "-wal", "-shm"] {
+        let _ = std::fs::remove_file(format!("{}{suffix}", db.display()));
+    }
+}
+
+/// Runs a command to its end; returns the wall time and the peak RSS in KiB
+/// (polling /proc/<pid>/status for VmHWM, the kernel's high-water mark).
+pub fn run_measured(command: &mut Command) -> (Duration, u64) {
+    let started = Instant::now();
+    let mut child = command.spawn().expect("spawn");
+    let status_path = format!("/proc/{}/status", child.id());
+    let mut peak = 0;
+    loop {
+        if let Ok(status) = std::fs::read_to_string(&status_path) {
+            if let Some(line) = status.lines().find(|l| l.starts_with("VmHWM:")) {
+                let kib: u64 = line
+                    .split_whitespace()
+                    .nth(1)
+                    .and_then(|v| v.parse().ok())
+                    .unwrap_or(0);
+                peak = peak.max(kib);
+            }
+        }
+        if let Some(status) = child.try_wait().expect("wait") {
+            assert!(status.success(), "{command:?} failed");
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    (started.elapsed(), peak)
+}
