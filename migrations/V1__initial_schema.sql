@@ -79,8 +79,6 @@ CREATE INDEX items_last_attempt ON items (last_attempt);
 CREATE INDEX items_signature ON items (error_signature, job_id, first_attempt, last_attempt);
 -- Retry selects the eligible items of one job.
 CREATE INDEX items_job_eligible ON items (job_id, last_attempt) WHERE reprocess_eligible = 1;
--- Finding an item by id alone (inspect without --job-id).
-CREATE INDEX items_item_id ON items (item_id);
 -- Oldest first attempt per job (stats).
 CREATE INDEX items_job_first_attempt ON items (job_id, first_attempt);
 

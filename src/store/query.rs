@@ -474,7 +474,13 @@ impl Dlq {
 /// The only job holding `item_id`, or an error naming them all.
 pub(super) fn resolve_job(conn: &Connection, item_id: &str) -> Result<String> {
     let jobs = conn
-        .prepare_cached("SELECT job_id FROM items WHERE item_id = ?1 ORDER BY job_id")?
+        // One probe of the (job_id, item_id) index per job: no index on
+        // item_id alone is needed (and imports do not pay for one).
+        .prepare_cached(
+            "SELECT j.job_id FROM jobs j
+             WHERE EXISTS (SELECT 1 FROM items i WHERE i.job_id = j.job_id AND i.item_id = ?1)
+             ORDER BY j.job_id",
+        )?
         .query_map([item_id], |row| row.get::<_, String>(0))?
         .collect::<rusqlite::Result<Vec<_>>>()?;
     match jobs.len() {
