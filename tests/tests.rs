@@ -11,5 +11,9 @@ mod common;
 mod engine;
 #[path = "tests/import.rs"]
 mod import;
+#[path = "tests/properties.rs"]
+mod properties;
 #[path = "tests/retry.rs"]
 mod retry;
+#[path = "tests/robustness.rs"]
+mod robustness;

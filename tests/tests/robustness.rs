@@ -1,0 +1,580 @@
+//! Load, crashes, bad input and faults: the promises of the other modules,
+//! tried the hard way. Bounded so the whole suite stays well under CI's time.
+
+use crate::common::*;
+use dlqlite::generate::{item_json, write_tree, Rng, TreeSpec};
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+/// integrity_check and foreign_key_check are both clean.
+fn assert_sound(db: &Path) {
+    let conn = sql(db);
+    let integrity: String = conn
+        .query_row("PRAGMA integrity_check", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(integrity, "ok");
+    let violations: i64 = conn
+        .query_row("SELECT COUNT(*) FROM pragma_foreign_key_check", [], |r| {
+            r.get(0)
+        })
+        .unwrap();
+    assert_eq!(violations, 0, "foreign key violations");
+    // The counters agree with the rows.
+    let mismatched: i64 = conn
+        .query_row(
+            "SELECT COUNT(*) FROM jobs j WHERE j.item_count != (SELECT COUNT(*) FROM items i WHERE i.job_id = j.job_id)
+                 OR j.eligible_count != (SELECT COUNT(*) FROM items i WHERE i.job_id = j.job_id AND i.reprocess_eligible = 1)",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(mismatched, 0, "job counters drifted");
+}
+
+/// Items, history and artifacts without surrogate keys.
+fn contents(db: &Path) -> Vec<String> {
+    let conn = sql(db);
+    let mut out = Vec::new();
+    for query in [
+        "SELECT json_array(job_id, item_id, item_data, first_attempt, last_attempt, failure_count,
+             error_signature, reprocess_eligible, manual_review_required, extra) FROM items ORDER BY job_id, item_id",
+        "SELECT json_array(i.job_id, i.item_id, f.attempt_number, f.timestamp, f.error_type, f.error_message)
+         FROM failure_history f JOIN items i ON i.id = f.item_key ORDER BY 1",
+        "SELECT json_array(i.job_id, i.item_id, w.worktree_path) FROM worktree_artifacts w
+         JOIN items i ON i.id = w.item_key ORDER BY 1",
+    ] {
+        let mut stmt = conn.prepare(query).unwrap();
+        out.extend(stmt.query_map([], |r| r.get::<_, String>(0)).unwrap().map(|r| r.unwrap()));
+    }
+    out
+}
+
+#[test]
+fn eight_writers_with_racing_merges_lose_nothing() {
+    let dir = TempDir::new("load");
+    let db = dir.join("dlq.db");
+    ok(dlq(&db).args(["capacity", "--set", "0"]));
+    let (procs, per, shared) = (8usize, 2000usize, 300usize);
+    let mut files = Vec::new();
+    for p in 0..procs {
+        let mut lines = String::new();
+        for i in 0..per - shared {
+            lines.push_str(&item(&format!("p{p}-{i}"), 1, "2025-01-01T00:00:00Z", "x").to_string());
+            lines.push('\n');
+        }
+        // The same items from every process, each with its own attempt.
+        for i in 0..shared {
+            let time = format!("2025-01-01T00:00:{p:02}Z");
+            let value = item(
+                &format!("shared-{i}"),
+                p as u32 + 1,
+                &time,
+                &format!("m{p}"),
+            );
+            lines.push_str(&value.to_string());
+            lines.push('\n');
+        }
+        let path = dir.join(&format!("p{p}.jsonl"));
+        std::fs::write(&path, lines).unwrap();
+        files.push(path);
+    }
+    let children: Vec<_> = files
+        .iter()
+        .map(|f| {
+            dlq(&db)
+                .args(["add", "--job-id", "j"])
+                .arg(f)
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for child in children {
+        let output = child.wait_with_output().unwrap();
+        assert!(
+            output.status.success(),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+    let unique = (procs * (per - shared)) as i64;
+    assert_eq!(
+        count(&db, "SELECT COUNT(*) FROM items"),
+        unique + shared as i64
+    );
+    assert_eq!(
+        count(&db, "SELECT COUNT(*) FROM failure_history"),
+        unique + (shared * procs) as i64
+    );
+    assert_eq!(
+        count(
+            &db,
+            "SELECT COUNT(*) FROM items WHERE item_id LIKE 'shared-%' AND failure_count = 8"
+        ),
+        shared as i64
+    );
+    // The newest copy (process 7) gave each shared item its signature.
+    assert_eq!(
+        count(&db, &format!("SELECT COUNT(*) FROM items WHERE item_id LIKE 'shared-%' AND error_signature = '{}'", dlqlite::classify::error_signature("m7"))),
+        shared as i64
+    );
+    assert_sound(&db);
+}
+
+/// A broken copy of a good item file for every way a file can be broken.
+fn broken_files(good: &str) -> Vec<(String, Vec<u8>)> {
+    let mut out = Vec::new();
+    for len in 0..good.len() {
+        if good.is_char_boundary(len) {
+            out.push((format!("trunc-{len}"), good.as_bytes()[..len].to_vec()));
+        }
+    }
+    let value: serde_json::Value = serde_json::from_str(good).unwrap();
+    let wrong_values = [
+        serde_json::json!(17),
+        serde_json::json!("text"),
+        serde_json::json!([1]),
+        serde_json::json!({"a": 1}),
+        serde_json::Value::Null,
+    ];
+    let top_required = [
+        "item_id",
+        "first_attempt",
+        "last_attempt",
+        "failure_count",
+        "failure_history",
+        "error_signature",
+        "reprocess_eligible",
+        "manual_review_required",
+    ];
+    for key in top_required {
+        for (n, wrong) in wrong_values.iter().enumerate() {
+            let mut broken = value.clone();
+            let original = broken[key].clone();
+            // A wrong value that happens to be the right type is not broken.
+            if std::mem::discriminant(&original) == std::mem::discriminant(wrong) {
+                continue;
+            }
+            broken[key] = wrong.clone();
+            out.push((format!("type-{key}-{n}"), broken.to_string().into_bytes()));
+        }
+        let mut missing = value.clone();
+        missing.as_object_mut().unwrap().remove(key);
+        out.push((format!("missing-{key}"), missing.to_string().into_bytes()));
+    }
+    for key in [
+        "attempt_number",
+        "timestamp",
+        "error_message",
+        "agent_id",
+        "step_failed",
+        "duration_ms",
+    ] {
+        let mut broken = value.clone();
+        broken["failure_history"][0][key] = serde_json::json!([true]);
+        out.push((format!("history-{key}"), broken.to_string().into_bytes()));
+    }
+    let mut deep = String::from("{\"item_id\":\"deep\",\"item_data\":");
+    deep.push_str(&"[".repeat(100_000));
+    deep.push_str(&"]".repeat(100_000));
+    deep.push('}');
+    out.push(("deep-nesting".into(), deep.into_bytes()));
+    let mut invalid = good.as_bytes().to_vec();
+    let at = good.find("item_").unwrap_or(0);
+    invalid[at] = 0xff;
+    out.push(("invalid-utf8".into(), invalid));
+    out.push((
+        "nul-bytes".into(),
+        good.replace("\"item_id\"", "\"item_id\u{0}\"").into_bytes(),
+    ));
+    let mut rng = Rng::new(5);
+    let garbage: Vec<u8> = (0..4096).map(|_| rng.below(256) as u8).collect();
+    out.push(("binary-garbage".into(), garbage));
+    out.push(("not-an-object".into(), b"[1, 2, 3]".to_vec()));
+    out
+}
+
+#[test]
+fn every_broken_file_is_reported_and_every_good_one_imported() {
+    let dir = TempDir::new("bad-input");
+    let db = dir.join("dlq.db");
+    let tree = dir.join("tree");
+    let spec = TreeSpec {
+        jobs: 1,
+        items_per_job: 5,
+        attempt: 1,
+        seed: 3,
+    };
+    write_tree(&tree, &spec).unwrap();
+    let items = dlqlite::generate::job_dir(&tree, 0).join("items");
+    let good = std::fs::read_to_string(items.join("item_0.json")).unwrap();
+    let broken = broken_files(&good);
+    for (name, bytes) in &broken {
+        std::fs::write(items.join(format!("{name}.json")), bytes).unwrap();
+    }
+    // A huge but valid item imports.
+    let mut huge: serde_json::Value = serde_json::from_str(&good).unwrap();
+    huge["item_id"] = "huge".into();
+    huge["failure_history"][0]["error_message"] = "x".repeat(5 << 20).into();
+    std::fs::write(items.join("huge.json"), huge.to_string()).unwrap();
+
+    let output = run(dlq(&db).args(["import", "--json"]).arg(&tree));
+    assert_eq!(
+        output.status.code(),
+        Some(1),
+        "no panic, and a non-zero exit"
+    );
+    let report = json(&String::from_utf8(output.stdout).unwrap());
+    let rejected = report["files_rejected"].as_array().unwrap();
+    assert_eq!(rejected.len(), broken.len(), "every broken file reported");
+    for r in rejected {
+        assert!(!r["error"].as_str().unwrap().is_empty());
+        assert!(!r["error"].as_str().unwrap().contains('\n'));
+    }
+    assert_eq!(report["items_new"], 6, "every good file imported");
+    assert_eq!(
+        count(
+            &db,
+            "SELECT length(error_message) FROM failure_log WHERE item_id = 'huge'"
+        ),
+        5 << 20
+    );
+    assert_sound(&db);
+}
+
+#[test]
+fn faults_give_one_line_and_change_nothing() {
+    let dir = TempDir::new("faults");
+    let line = |output: std::process::Output| -> String {
+        assert_eq!(
+            output.status.code(),
+            Some(1),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let err = String::from_utf8(output.stderr).unwrap();
+        assert_eq!(err.lines().count(), 1, "{err}");
+        err
+    };
+    let item_line = item("a", 1, "2025-01-01T00:00:00Z", "x").to_string();
+
+    // Not a database.
+    let not_db = dir.join("not.db");
+    std::fs::write(&not_db, b"this is a text file, not SQLite").unwrap();
+    let err = line(run(dlq(&not_db).arg("stats")));
+    assert!(err.contains("not a database"), "{err}");
+    assert_eq!(
+        std::fs::read(&not_db).unwrap(),
+        b"this is a text file, not SQLite"
+    );
+
+    // A truncated database.
+    let good = dir.join("good.db");
+    let lines: String = (0..300)
+        .map(|i| item(&format!("i{i}"), 1, "2025-01-01T00:00:00Z", "x").to_string() + "\n")
+        .collect();
+    assert!(
+        with_stdin(dlq(&good).args(["add", "--job-id", "j"]), &lines)
+            .status
+            .success()
+    );
+    let bytes = std::fs::read(&good).unwrap();
+    let truncated = dir.join("truncated.db");
+    std::fs::write(&truncated, &bytes[..bytes.len() / 2]).unwrap();
+    let output = run(dlq(&truncated).args(["list", "--limit", "0"]));
+    line(output);
+    assert_eq!(
+        std::fs::read(&truncated).unwrap(),
+        &bytes[..bytes.len() / 2]
+    );
+
+    // Locked by another process for longer than the busy timeout.
+    let locked = dir.join("locked.db");
+    assert!(
+        with_stdin(dlq(&locked).args(["add", "--job-id", "j"]), &item_line)
+            .status
+            .success()
+    );
+    let holder = rusqlite::Connection::open(&locked).unwrap();
+    holder
+        .execute_batch("BEGIN EXCLUSIVE; UPDATE settings SET value = value;")
+        .unwrap();
+    let started = Instant::now();
+    let output = run(dlq(&locked)
+        .env("DLQ_BUSY_TIMEOUT_MS", "300")
+        .args(["add", "--job-id", "j"])
+        .arg(write_json(
+            dir.path(),
+            "b.json",
+            &item("b", 1, "2025-01-01T00:00:00Z", "x"),
+        )));
+    let err = line(output);
+    assert!(err.contains("locked") || err.contains("busy"), "{err}");
+    assert!(started.elapsed() < Duration::from_secs(20));
+    holder.execute_batch("ROLLBACK").unwrap();
+    drop(holder);
+    assert_eq!(count(&locked, "SELECT COUNT(*) FROM items"), 1);
+
+    // A full disk: a file-size limit on the process.
+    let full = dir.join("full.db");
+    assert!(
+        with_stdin(dlq(&full).args(["add", "--job-id", "j"]), &item_line)
+            .status
+            .success()
+    );
+    let before = contents(&full);
+    let big: String = (0..3000)
+        .map(|i| {
+            let mut v = item(&format!("big{i}"), 1, "2025-01-01T00:00:00Z", "x");
+            v["item_data"]["blob"] = "y".repeat(2000).into();
+            v.to_string() + "\n"
+        })
+        .collect();
+    let big_file = dir.join("big.jsonl");
+    std::fs::write(&big_file, big).unwrap();
+    let limited = std::process::Command::new("sh")
+        .arg("-c")
+        .arg("ulimit -f 1024; trap '' XFSZ; exec \"$0\" --db \"$1\" add --job-id j \"$2\"")
+        .arg(env!("CARGO_BIN_EXE_dlq"))
+        .arg(&full)
+        .arg(&big_file)
+        .env_remove("DLQ_DB")
+        .output()
+        .unwrap();
+    let err = line(limited);
+    assert!(
+        err.contains("full") || err.contains("too large") || err.contains("I/O"),
+        "{err}"
+    );
+    assert_eq!(contents(&full), before);
+    assert_sound(&full);
+
+    // A read-only database: root ignores file modes, so the test makes the
+    // directory's file immutable where it can and says so where it cannot.
+    let ro_dir = dir.join("ro");
+    std::fs::create_dir_all(&ro_dir).unwrap();
+    let ro = ro_dir.join("ro.db");
+    assert!(
+        with_stdin(dlq(&ro).args(["add", "--job-id", "j"]), &item_line)
+            .status
+            .success()
+    );
+    let before = std::fs::read(&ro).unwrap();
+    let is_root = std::process::Command::new("id")
+        .arg("-u")
+        .output()
+        .map(|o| o.stdout == b"0\n")
+        .unwrap_or(false);
+    use std::os::unix::fs::PermissionsExt;
+    let protected = if is_root {
+        std::process::Command::new("chattr")
+            .arg("+i")
+            .arg(&ro)
+            .status()
+            .map(|s| s.success())
+            .unwrap_or(false)
+    } else {
+        std::fs::set_permissions(&ro, std::fs::Permissions::from_mode(0o400)).is_ok()
+            && std::fs::set_permissions(&ro_dir, std::fs::Permissions::from_mode(0o500)).is_ok()
+    };
+    if protected {
+        let output = run(dlq(&ro).args(["add", "--job-id", "j"]).arg(write_json(
+            dir.path(),
+            "c.json",
+            &item("c", 1, "2025-01-01T00:00:00Z", "x"),
+        )));
+        line(output);
+        if is_root {
+            let _ = std::process::Command::new("chattr")
+                .arg("-i")
+                .arg(&ro)
+                .status();
+        } else {
+            let _ = std::fs::set_permissions(&ro_dir, std::fs::Permissions::from_mode(0o700));
+            let _ = std::fs::set_permissions(&ro, std::fs::Permissions::from_mode(0o600));
+        }
+        assert_eq!(std::fs::read(&ro).unwrap(), before);
+    } else {
+        eprintln!(
+            "read-only database case not run: cannot make a file read-only for this user here"
+        );
+    }
+}
+
+/// Runs `args` and SIGKILLs it after `delay`; returns whether it was killed.
+fn kill_after(db: &Path, args: &[&str], env: &[(&str, &str)], delay: Duration) -> bool {
+    let mut command = dlq(db);
+    command
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    for (k, v) in env {
+        command.env(k, v);
+    }
+    let mut child = command.spawn().unwrap();
+    let started = Instant::now();
+    while started.elapsed() < delay {
+        if child.try_wait().unwrap().is_some() {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let _ = child.kill();
+    child.wait().unwrap();
+    true
+}
+
+/// Kills `args` 20 times at seeded random moments within `window`, checking
+/// the database after each kill, then reruns it to the end.
+fn crash_and_rerun(
+    db: &Path,
+    args: &[&str],
+    env: &[(&str, &str)],
+    window: Duration,
+    seed: u64,
+) -> usize {
+    let mut rng = Rng::new(seed);
+    let mut killed = 0;
+    for _ in 0..20 {
+        let delay = Duration::from_micros(rng.below(window.as_micros() as u64 + 1));
+        if kill_after(db, args, env, delay) {
+            killed += 1;
+        }
+        if db.exists() {
+            assert_sound(db);
+        }
+    }
+    let mut command = dlq(db);
+    command.args(args);
+    for (k, v) in env {
+        command.env(k, v);
+    }
+    let output = run(&mut command);
+    assert!(output.status.code().is_some(), "the rerun was not killed");
+    killed
+}
+
+fn timed(db: &Path, args: &[&str], env: &[(&str, &str)]) -> Duration {
+    let mut command = dlq(db);
+    command.args(args);
+    for (k, v) in env {
+        command.env(k, v);
+    }
+    let started = Instant::now();
+    let _ = run(&mut command);
+    started.elapsed()
+}
+
+#[test]
+fn crashes_at_random_moments_lose_and_double_nothing() {
+    let dir = TempDir::new("crash");
+    let tree = dir.join("tree");
+    write_tree(
+        &tree,
+        &TreeSpec {
+            jobs: 4,
+            items_per_job: 300,
+            attempt: 1,
+            seed: 11,
+        },
+    )
+    .unwrap();
+    let tree_arg = tree.to_string_lossy().into_owned();
+
+    // import
+    let expected_db = dir.join("expected-import.db");
+    let window = timed(&expected_db, &["import", &tree_arg], &[]) * 2;
+    let expected = contents(&expected_db);
+    let db = dir.join("import.db");
+    let killed = crash_and_rerun(&db, &["import", &tree_arg], &[], window, 1);
+    assert!(killed >= 10, "only {killed} of 20 runs were killed mid-way");
+    assert_eq!(contents(&db), expected);
+    assert_sound(&db);
+
+    // add (a stream of items)
+    let stream: PathBuf = dir.join("stream.jsonl");
+    let mut rng = Rng::new(12);
+    let lines: String = (0..2000)
+        .map(|i| item_json(&mut rng, i, 1).replace('\n', " ") + "\n")
+        .collect();
+    std::fs::write(&stream, lines).unwrap();
+    let stream_arg = stream.to_string_lossy().into_owned();
+    let add = ["add", "--job-id", "stream", stream_arg.as_str()];
+    let expected_db = dir.join("expected-add.db");
+    let window = timed(&expected_db, &add, &[]) * 2;
+    let expected = contents(&expected_db);
+    let db = dir.join("add.db");
+    crash_and_rerun(&db, &add, &[], window, 2);
+    assert_eq!(contents(&db), expected);
+    assert_sound(&db);
+
+    // purge (of about half)
+    let now = [("DLQ_NOW", "2024-05-01T00:00:00Z")];
+    let purge = ["purge", "--older-than-days", "1", "--yes"];
+    let expected_db = dir.join("expected-purge.db");
+    std::fs::copy(dir.join("import.db"), &expected_db).unwrap();
+    let window = timed(&expected_db, &purge, &now) * 2;
+    let expected = contents(&expected_db);
+    assert!(!expected.is_empty() && expected.len() < contents(&dir.join("import.db")).len());
+    let db = dir.join("purge.db");
+    std::fs::copy(dir.join("import.db"), &db).unwrap();
+    crash_and_rerun(&db, &purge, &now, window, 3);
+    assert_eq!(contents(&db), expected);
+    assert_sound(&db);
+    let purged = count(&db, "SELECT COUNT(*) FROM events WHERE kind = 'purged'");
+    assert_eq!(
+        purged,
+        count(&dir.join("import.db"), "SELECT COUNT(*) FROM items")
+            - count(&db, "SELECT COUNT(*) FROM items"),
+        "one event per purged item, none doubled"
+    );
+
+    // retry (every item succeeds; leases of killed runs expire after 1 s)
+    let db = dir.join("retry.db");
+    std::fs::copy(dir.join("import.db"), &db).unwrap();
+    let job = dlqlite::generate::job_id(0);
+    let total = count(
+        &db,
+        &format!("SELECT COUNT(*) FROM items WHERE job_id = '{job}' AND reprocess_eligible = 1"),
+    );
+    let retry = [
+        "retry",
+        job.as_str(),
+        "--exec",
+        "true",
+        "--parallel",
+        "4",
+        "--lease",
+        "1",
+    ];
+    crash_and_rerun(&db, &retry, &[], Duration::from_millis(400), 4);
+    std::thread::sleep(Duration::from_millis(1100));
+    let output = run(dlq(&db).args(retry));
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert_eq!(
+        count(
+            &db,
+            &format!(
+                "SELECT COUNT(*) FROM items WHERE job_id = '{job}' AND reprocess_eligible = 1"
+            )
+        ),
+        0
+    );
+    let ok_events = count(&db, "SELECT COUNT(*) FROM events WHERE kind = 'retried_ok'");
+    let distinct = count(
+        &db,
+        "SELECT COUNT(DISTINCT item_id) FROM events WHERE kind = 'retried_ok'",
+    );
+    assert_eq!(
+        (ok_events, distinct),
+        (total, total),
+        "each item removed exactly once"
+    );
+    assert_sound(&db);
+}
