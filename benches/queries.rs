@@ -183,4 +183,125 @@ fn main() {
         timings[timings.len() - 1],
     );
     report(&format!("dlq purge ({purged} items)"), spread, "< 3 s");
+
+    // Add latency on the full database, with the capacity check active.
+    let copy = bench_dir().join("add-copy.db");
+    remove_db(&copy);
+    std::fs::copy(&db, &copy).expect("copy");
+    let added = Dlq::open(&copy).expect("open");
+    let mut rng = dlqlite::generate::Rng::new(77);
+    let mut latencies = Vec::new();
+    for i in 0..2000 {
+        let text = dlqlite::generate::item_json(&mut rng, 1_000_000 + i, 1);
+        let item = dlqlite::DeadLetteredItem::from_json_str(&text).expect("item");
+        let job = dlqlite::generate::job_id(i % 50);
+        let started = Instant::now();
+        added.add(&job, &item).expect("add");
+        latencies.push(started.elapsed());
+    }
+    latencies.sort();
+    let pick = |q: f64| latencies[((latencies.len() as f64 * q) as usize).min(latencies.len() - 1)];
+    println!(
+        "  {:<34} p50 {:.3} ms, p99 {:.3} ms   target p99 < 0.5 ms",
+        "add (one item, cap active)",
+        pick(0.5).as_secs_f64() * 1e3,
+        pick(0.99).as_secs_f64() * 1e3
+    );
+    drop(added);
+    remove_db(&copy);
+
+    // Export of everything as JSON lines: time and peak RSS.
+    let out = bench_dir().join("export.jsonl");
+    let (wall, peak) = support::run_measured(
+        Command::new(env!("CARGO_BIN_EXE_dlq"))
+            .arg("--db")
+            .arg(&db)
+            .args(["export", "--format", "jsonl"])
+            .arg(&out)
+            .stderr(Stdio::null()),
+    );
+    println!(
+        "  {:<34} {:.1} s ({:.0} items/s), peak RSS {:.1} MB   target RSS < 100 MB",
+        "dlq export --format jsonl",
+        wall.as_secs_f64(),
+        items as f64 / wall.as_secs_f64(),
+        peak as f64 / 1024.0
+    );
+    let _ = std::fs::remove_file(&out);
+
+    // The legacy way: load every file of the tree (what the JSON DLQ did)
+    // for the same stats and a signature grouping with an hourly histogram.
+    let tree = tree(items);
+    let started = Instant::now();
+    let legacy = legacy_stats(&tree);
+    let legacy_time = started.elapsed();
+    let (dlq_stats, dlq_analyze) = (
+        time(1, || {
+            dlq.stats().expect("stats");
+        })
+        .0,
+        time(1, || {
+            dlq.analyze(None).expect("analyze");
+        })
+        .0,
+    );
+    println!(
+        "  {:<34} {:.1} s for {} items: stats {:.0}x and analyze {:.0}x slower than dlq",
+        "legacy: load every JSON file",
+        legacy_time.as_secs_f64(),
+        legacy,
+        legacy_time.as_secs_f64() / dlq_stats.as_secs_f64(),
+        legacy_time.as_secs_f64() / dlq_analyze.as_secs_f64()
+    );
+}
+
+/// Stats and analysis the legacy way: read and parse every item file.
+/// Returns how many items it read.
+fn legacy_stats(root: &Path) -> usize {
+    use std::collections::HashMap;
+    let mut stack = vec![root.to_path_buf()];
+    let mut total = 0;
+    let mut eligible = 0;
+    let mut signatures: HashMap<String, usize> = HashMap::new();
+    let mut error_types: HashMap<String, usize> = HashMap::new();
+    let mut hours: HashMap<String, usize> = HashMap::new();
+    let mut oldest: Option<String> = None;
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).expect("read dir").flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                stack.push(path);
+            } else if path.extension().is_some_and(|e| e == "json")
+                && path.parent().is_some_and(|p| p.ends_with("items"))
+            {
+                let value: serde_json::Value =
+                    serde_json::from_slice(&std::fs::read(&path).expect("read")).expect("json");
+                total += 1;
+                eligible += usize::from(value["reprocess_eligible"] == true);
+                *signatures
+                    .entry(value["error_signature"].as_str().unwrap_or("").to_string())
+                    .or_default() += 1;
+                let first = value["first_attempt"].as_str().unwrap_or("").to_string();
+                if oldest.as_ref().is_none_or(|o| &first < o) {
+                    oldest = Some(first);
+                }
+                for attempt in value["failure_history"].as_array().into_iter().flatten() {
+                    *error_types
+                        .entry(attempt["error_type"].to_string())
+                        .or_default() += 1;
+                    let hour: String = attempt["timestamp"]
+                        .as_str()
+                        .unwrap_or("")
+                        .chars()
+                        .take(13)
+                        .collect();
+                    *hours.entry(hour).or_default() += 1;
+                }
+            }
+        }
+    }
+    assert!(
+        eligible <= total && !signatures.is_empty() && !error_types.is_empty() && !hours.is_empty()
+    );
+    total
 }
