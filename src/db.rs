@@ -63,6 +63,9 @@ fn configure(conn: &mut Connection, read_only: bool) -> rusqlite::Result<()> {
         conn.pragma_update(None, "page_size", 16384)?;
         conn.pragma_update(None, "journal_mode", "WAL")?;
         conn.pragma_update(None, "synchronous", "NORMAL")?;
+        // Commits never checkpoint: the Checkpointer does it off the write
+        // path (a checkpoint inside a commit was every slow add's cause).
+        conn.pragma_update(None, "wal_autocheckpoint", 0)?;
     }
     conn.pragma_update(None, "foreign_keys", "ON")?;
     conn.pragma_update(None, "cache_size", -32_000)?;
@@ -247,6 +250,68 @@ fn migrate(conn: &mut Connection, path: &Path) -> Result<()> {
                     reason: text,
                 });
             }
+        }
+    }
+}
+
+/// Checkpoints the WAL from a thread of its own, every second, so that no
+/// commit pays for it. Stops (and checkpoints once more) when dropped; the
+/// last connection to close also checkpoints, as SQLite always does.
+pub struct Checkpointer {
+    stop: std::sync::Arc<(std::sync::Mutex<bool>, std::sync::Condvar)>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Checkpointer {
+    /// Starts checkpointing the database at `path`.
+    pub fn start(path: &Path) -> Result<Self> {
+        let conn = Connection::open_with_flags(
+            path,
+            OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )
+        .map_err(|e| open_error(path, e))?;
+        conn.busy_timeout(busy_timeout())
+            .map_err(|e| open_error(path, e))?;
+        let stop = std::sync::Arc::new((std::sync::Mutex::new(false), std::sync::Condvar::new()));
+        let signal = std::sync::Arc::clone(&stop);
+        let thread = std::thread::Builder::new()
+            .name("dlq-checkpoint".into())
+            .spawn(move || {
+                let (lock, wake) = &*signal;
+                let mut stopped = match lock.lock() {
+                    Ok(guard) => guard,
+                    Err(poisoned) => poisoned.into_inner(),
+                };
+                loop {
+                    // PASSIVE: never waits for, or blocks, readers and writers.
+                    let _ = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()));
+                    if *stopped {
+                        return;
+                    }
+                    stopped = match wake.wait_timeout(stopped, Duration::from_secs(1)) {
+                        Ok((guard, _)) => guard,
+                        Err(poisoned) => poisoned.into_inner().0,
+                    };
+                }
+            })
+            .map_err(|e| Error::io(path, e))?;
+        Ok(Checkpointer {
+            stop,
+            thread: Some(thread),
+        })
+    }
+}
+
+impl Drop for Checkpointer {
+    fn drop(&mut self) {
+        let (lock, wake) = &*self.stop;
+        match lock.lock() {
+            Ok(mut stopped) => *stopped = true,
+            Err(poisoned) => *poisoned.into_inner() = true,
+        }
+        wake.notify_all();
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
         }
     }
 }

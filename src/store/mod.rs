@@ -46,6 +46,8 @@ pub struct Dlq {
     /// which made eight retry workers 10x slower than the commands they run.
     /// Other processes still wait in SQLite's busy handler.
     write_turn: Arc<std::sync::Mutex<()>>,
+    /// Checkpoints the WAL off the write path while any clone lives.
+    _checkpointer: Option<Arc<db::Checkpointer>>,
 }
 
 impl std::fmt::Debug for Dlq {
@@ -74,11 +76,13 @@ impl Dlq {
     /// Opens (creating and migrating as needed) the database at `path`.
     pub fn open(path: impl AsRef<Path>) -> Result<Self> {
         let path = path.as_ref();
+        let pool = db::open_pool(path)?;
         Ok(Dlq {
-            pool: db::open_pool(path)?,
+            pool,
             path: Some(path.to_path_buf()),
             clock: Arc::new(Timestamp::now),
             write_turn: Arc::default(),
+            _checkpointer: Some(Arc::new(db::Checkpointer::start(path)?)),
         })
     }
 
@@ -89,6 +93,7 @@ impl Dlq {
             path: None,
             clock: Arc::new(Timestamp::now),
             write_turn: Arc::default(),
+            _checkpointer: None,
         })
     }
 
@@ -106,6 +111,7 @@ impl Dlq {
             path: None,
             clock: Arc::new(Timestamp::now),
             write_turn: Arc::default(),
+            _checkpointer: None,
         })
     }
 
