@@ -145,3 +145,14 @@ pub fn sql(db: &Path) -> rusqlite::Connection {
 pub fn count(db: &Path, query: &str) -> i64 {
     sql(db).query_row(query, [], |row| row.get(0)).unwrap()
 }
+
+/// The first column of every row of a query, as text.
+pub fn strings(db: &Path, query: &str) -> Vec<String> {
+    sql(db)
+        .prepare(query)
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap()
+}

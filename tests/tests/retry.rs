@@ -112,13 +112,10 @@ fn a_command_that_succeeds_on_its_second_attempt() {
     assert_eq!(code, 0, "{summary}");
     assert_eq!(summary["attempts"], 2);
     assert_eq!(count(&db, "SELECT COUNT(*) FROM items"), 0);
-    let kinds: Vec<String> = sql(&db)
-        .prepare("SELECT kind FROM events WHERE kind LIKE 'retried%' ORDER BY id")
-        .unwrap()
-        .query_map([], |r| r.get(0))
-        .unwrap()
-        .collect::<Result<_, _>>()
-        .unwrap();
+    let kinds: Vec<String> = strings(
+        &db,
+        "SELECT kind FROM events WHERE kind LIKE 'retried%' ORDER BY id",
+    );
     assert_eq!(kinds, ["retried_failed", "retried_ok"]);
 }
 
@@ -245,13 +242,7 @@ fn filter_force_and_dry_run_select_the_right_items() {
         .collect();
     ran.sort();
     assert_eq!(ran, ["i000", "i001", "i003"]);
-    let left: Vec<String> = sql(&db)
-        .prepare("SELECT item_id FROM items ORDER BY item_id")
-        .unwrap()
-        .query_map([], |r| r.get(0))
-        .unwrap()
-        .collect::<Result<_, _>>()
-        .unwrap();
+    let left: Vec<String> = strings(&db, "SELECT item_id FROM items ORDER BY item_id");
     assert_eq!(left, ["i005"]);
 }
 
