@@ -32,7 +32,7 @@ pub struct Args {
 }
 
 pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
-    let analysis = ctx.open()?.analyze(args.job_id.as_deref())?;
+    let analysis = ctx.open_existing()?.analyze(args.job_id.as_deref())?;
     if let Some(path) = &args.export {
         let text = serde_json::to_string_pretty(&analysis)?;
         std::fs::write(path, text + "\n").with_context(|| path.display().to_string())?;

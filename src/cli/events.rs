@@ -19,7 +19,7 @@ pub struct Args {
     /// imported, marked, capacity_set, retried_ok, retried_failed)
     #[arg(long)]
     kind: Option<String>,
-    /// How many at most
+    /// How many at most (0 = all)
     #[arg(long, default_value_t = 50)]
     limit: usize,
     /// Output format
@@ -28,9 +28,15 @@ pub struct Args {
 }
 
 pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
-    let events = ctx
-        .open()?
-        .events(args.job_id.as_deref(), args.kind.as_deref(), args.limit)?;
+    let events = ctx.open_existing()?.events(
+        args.job_id.as_deref(),
+        args.kind.as_deref(),
+        if args.limit == 0 {
+            usize::MAX
+        } else {
+            args.limit
+        },
+    )?;
     let mut out = RowWriter::new(
         args.format,
         &["id", "time", "kind", "job_id", "item_id", "detail"],

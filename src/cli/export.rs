@@ -65,7 +65,7 @@ pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
         None => format_of(&args.path)?,
     };
     let expression = parse_filter(args.filter.as_deref())?;
-    let dlq = ctx.open()?;
+    let dlq = ctx.open_existing()?;
     if let Some(job) = &args.job_id {
         dlq.job_stats(job)?;
     }
@@ -97,7 +97,8 @@ pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
     let mut tmp_name = args.path.file_name().unwrap_or_default().to_os_string();
     tmp_name.push(".dlq-export-tmp");
     let tmp = args.path.with_file_name(tmp_name);
-    let file = std::fs::File::create(&tmp).with_context(|| tmp.display().to_string())?;
+    let file = std::fs::File::create(&tmp)
+        .with_context(|| format!("cannot write {}", args.path.display()))?;
     let mut out = std::io::BufWriter::new(file);
     let written = write_items(&dlq, filter, &mut out, item_format).and_then(|n| {
         out.flush().map_err(|e| dlqlite::Error::io(&tmp, e))?;

@@ -38,6 +38,12 @@ pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
     } else {
         args.paths.clone()
     };
+    // A path that does not exist is an error before any database is made.
+    for path in &paths {
+        if !path.exists() {
+            anyhow::bail!("{}: no such file or directory", path.display());
+        }
+    }
     let dlq = if args.dry_run {
         super::with_test_clock(Dlq::open_scratch_copy(ctx.db_path())?)?
     } else {

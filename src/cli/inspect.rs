@@ -20,7 +20,9 @@ pub struct Args {
 }
 
 pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
-    let item = ctx.open()?.get(args.job_id.as_deref(), &args.item_id)?;
+    let item = ctx
+        .open_existing()?
+        .get(args.job_id.as_deref(), &args.item_id)?;
     let mut out = std::io::stdout().lock();
     writeln!(out, "{}", item.to_legacy_json_pretty()?)?;
     out.flush()?;

@@ -16,7 +16,7 @@ pub struct Args {
 }
 
 pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
-    let dlq = ctx.open()?;
+    let dlq = ctx.open_existing()?;
     let jobs = dlq.jobs()?;
     if args.json {
         print_json(&jobs)?;

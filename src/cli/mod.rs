@@ -80,6 +80,18 @@ impl Context {
         with_test_clock(dlq)
     }
 
+    /// Opens a database that must already exist: a command that only reads
+    /// or removes must not create an empty database at a mistyped path.
+    pub fn open_existing(&self) -> Result<Dlq> {
+        if !self.db_path.exists() {
+            anyhow::bail!(
+                "no database at {}: import or add items first, or pass --db (or set DLQ_DB)",
+                self.db_path.display()
+            );
+        }
+        self.open()
+    }
+
     /// The database path.
     pub fn db_path(&self) -> &std::path::Path {
         &self.db_path

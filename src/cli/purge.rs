@@ -43,7 +43,7 @@ pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
         expression: parse_filter(args.filter.as_deref())?,
         ..ListFilter::default()
     };
-    let dlq = ctx.open()?;
+    let dlq = ctx.open_existing()?;
     if let Some(job) = &args.job_id {
         dlq.job_stats(job)?;
     }

@@ -23,7 +23,7 @@ pub struct Args {
 }
 
 pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
-    let dlq = ctx.open()?;
+    let dlq = ctx.open_existing()?;
     let stats = match &args.job_id {
         Some(job) => dlq.job_stats(job)?,
         None => dlq.stats()?.0,

@@ -119,7 +119,7 @@ pub fn run(args: Args, ctx: &super::Context) -> Result<std::process::ExitCode> {
             "lease": args.lease,
         }),
     };
-    let dlq = ctx.open()?;
+    let dlq = ctx.open_existing()?;
     dlq.job_stats(&job_id)?;
     if args.dry_run {
         return dry_run(&dlq, &options, args.json);
@@ -217,7 +217,7 @@ fn dry_run(
 }
 
 fn status(args: &Args, ctx: &Context) -> Result<std::process::ExitCode> {
-    let dlq = ctx.open()?;
+    let dlq = ctx.open_existing()?;
     // A run is crashed when its heartbeat is older than two leases.
     let runs = dlq.runs(
         args.job_id.as_deref(),

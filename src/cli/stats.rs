@@ -34,7 +34,7 @@ pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
 
 /// Prints the statistics of one job or of all (shared with `dlq show`).
 pub fn show(ctx: &Context, job_id: Option<&str>, json: bool) -> Result<ExitCode> {
-    let dlq = ctx.open()?;
+    let dlq = ctx.open_existing()?;
     match job_id {
         Some(job) => {
             let stats = dlq.job_stats(job)?;

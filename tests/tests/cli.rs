@@ -593,3 +593,26 @@ fn conventions_help_completions_pipes_and_usage() {
         String::from_utf8_lossy(&output.stderr)
     );
 }
+
+#[test]
+fn reading_commands_do_not_create_a_database_at_a_wrong_path() {
+    let dir = TempDir::new("no-db");
+    let db = dir.join("typo.db");
+    for args in [
+        vec!["stats"],
+        vec!["list"],
+        vec!["analyze"],
+        vec!["events"],
+        vec!["inspect", "x"],
+        vec!["purge", "--older-than-days", "1", "--yes"],
+    ] {
+        let err = fails(dlq(&db).args(&args));
+        assert!(
+            err.contains("no database at") && err.lines().count() == 1,
+            "{args:?}: {err}"
+        );
+    }
+    let err = fails(dlq(&db).args(["import", "/no/such/tree"]));
+    assert!(err.contains("/no/such/tree"), "{err}");
+    assert!(!db.exists(), "a database was created");
+}
