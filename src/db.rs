@@ -60,7 +60,10 @@ fn configure(conn: &mut Connection, read_only: bool) -> rusqlite::Result<()> {
     conn.busy_timeout(busy_timeout())?;
     if !read_only {
         // Only takes effect on a new, empty database (before WAL is set).
-        conn.pragma_update(None, "page_size", 16384)?;
+        // 8 KiB, measured at 1,000,000 items: 4 KiB made analyze's scan
+        // slower, 16 KiB made every add write twice as much WAL (add p99
+        // 1.0 ms against 0.6 ms), and import was the same for all three.
+        conn.pragma_update(None, "page_size", 8192)?;
         conn.pragma_update(None, "journal_mode", "WAL")?;
         conn.pragma_update(None, "synchronous", "NORMAL")?;
         // Commits never checkpoint: the Checkpointer does it off the write
