@@ -75,6 +75,26 @@ fn configure(conn: &mut Connection, read_only: bool) -> rusqlite::Result<()> {
     Ok(())
 }
 
+/// `configure` for the first connection of a process, which may be turning a
+/// new file into a WAL database while another process does the same. The
+/// switch needs an exclusive lock, and SQLite answers busy at once, without
+/// waiting, when two connections that both read the file ask for it; so wait
+/// here, up to the busy timeout.
+fn configure_new(conn: &mut Connection) -> rusqlite::Result<()> {
+    let deadline = Instant::now() + busy_timeout();
+    loop {
+        match configure(conn, false) {
+            Err(e)
+                if e.sqlite_error_code() == Some(rusqlite::ErrorCode::DatabaseBusy)
+                    && Instant::now() < deadline =>
+            {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            other => return other,
+        }
+    }
+}
+
 /// Creates the database file (and its parent directories) with mode 0600, as
 /// item data and error logs can hold secrets. SQLite gives the -wal and -shm
 /// files the same mode as the database file.
@@ -114,7 +134,7 @@ pub fn open_pool(path: &Path) -> Result<DbPool> {
     // pool's retry loop.
     let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
     let mut conn = Connection::open_with_flags(path, flags).map_err(|e| open_error(path, e))?;
-    configure(&mut conn, false).map_err(|e| open_error(path, e))?;
+    configure_new(&mut conn).map_err(|e| open_error(path, e))?;
     migrate(&mut conn, path)?;
     drop(conn);
     let manager = SqliteConnectionManager::file(path)
@@ -231,12 +251,16 @@ fn check_not_newer(conn: &Connection, path: &Path) -> Result<Option<i64>> {
 }
 
 /// Applies pending migrations. Two processes opening a new database at once
-/// may race here; the loser's transaction fails as busy and it retries, then
-/// finds nothing left to do.
+/// may race here. refinery reads the applied versions before it opens its
+/// (grouped, all-or-nothing) transaction, so the loser either fails as busy
+/// or, having read a stale version, fails on `CREATE TABLE` of a table the
+/// winner just made. Either way its transaction rolled back; when the applied
+/// version has moved meanwhile it looks again, and finds nothing left to do.
 fn migrate(conn: &mut Connection, path: &Path) -> Result<()> {
     let deadline = Instant::now() + busy_timeout();
     loop {
-        if check_not_newer(conn, path)? == Some(supported_schema_version()) {
+        let before = check_not_newer(conn, path)?;
+        if before == Some(supported_schema_version()) {
             return Ok(());
         }
         match embedded::migrations::runner().set_grouped(true).run(conn) {
@@ -244,7 +268,8 @@ fn migrate(conn: &mut Connection, path: &Path) -> Result<()> {
             Err(e) => {
                 let text = e.to_string();
                 let busy = text.contains("database is locked") || text.contains("busy");
-                if busy && Instant::now() < deadline {
+                let raced = check_not_newer(conn, path)? != before;
+                if (busy || raced) && Instant::now() < deadline {
                     std::thread::sleep(Duration::from_millis(20));
                     continue;
                 }

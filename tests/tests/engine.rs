@@ -237,11 +237,11 @@ fn a_newer_schema_is_refused_and_left_alone() {
 }
 
 #[test]
-fn two_processes_adding_at_once_both_succeed() {
+fn processes_adding_at_once_to_a_new_database_all_succeed() {
     let dir = TempDir::new("concurrent");
     let db = dir.join("dlq.db");
     let make = |prefix: &str| -> std::path::PathBuf {
-        let lines: String = (0..2000)
+        let lines: String = (0..1000)
             .map(|i| {
                 item(&format!("{prefix}-{i}"), 1, "2025-01-01T00:00:00Z", "x").to_string() + "\n"
             })
@@ -250,23 +250,22 @@ fn two_processes_adding_at_once_both_succeed() {
         std::fs::write(&path, lines).unwrap();
         path
     };
-    let (a, b) = (make("a"), make("b"));
-    // Neither process creates the database first: both race to create and migrate it.
-    let mut first = dlq(&db)
-        .args(["add", "--job-id", "j"])
-        .arg(&a)
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut second = dlq(&db)
-        .args(["add", "--job-id", "j"])
-        .arg(&b)
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    for child in [&mut first, &mut second] {
+    let inputs: Vec<_> = ["a", "b", "c", "d"].iter().map(|p| make(p)).collect();
+    // No process creates the database first: all race to create it, switch
+    // it to WAL and migrate it (each a place where a loser once failed).
+    let mut children: Vec<_> = inputs
+        .iter()
+        .map(|input| {
+            dlq(&db)
+                .args(["add", "--job-id", "j"])
+                .arg(input)
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for child in &mut children {
         let status = child.wait().unwrap();
         let mut err = String::new();
         std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut err).unwrap();
@@ -277,6 +276,10 @@ fn two_processes_adding_at_once_both_succeed() {
     assert_eq!(
         count(&db, "SELECT item_count FROM jobs WHERE job_id = 'j'"),
         4000
+    );
+    assert_eq!(
+        count(&db, "SELECT COUNT(*) FROM refinery_schema_history"),
+        dlqlite::db::supported_schema_version()
     );
 }
 
