@@ -454,7 +454,7 @@ pub fn import(
                 writer.apply(tx, record)?;
                 writer.tick(&mut progress);
             }
-            tx.restore_indexes(indexes)
+            tx.restore(indexes)
         })
     } else {
         (|| -> Result<()> {

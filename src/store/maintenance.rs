@@ -67,7 +67,7 @@ impl Dlq {
     /// Removes every item of a job, one `cleared` event per item. Returns how
     /// many were removed. The job row (and its capacity) stays.
     pub fn clear_job(&self, job_id: &str) -> Result<usize> {
-        self.write(|tx| {
+        self.write_bulk(|tx| {
             let exists: bool = tx
                 .conn()
                 .prepare_cached("SELECT EXISTS (SELECT 1 FROM jobs WHERE job_id = ?1)")?
@@ -252,7 +252,7 @@ impl Dlq {
                 dry_run,
             });
         }
-        let items = self.write(|tx| {
+        let items = self.write_bulk(|tx| {
             super::bulk::delete_items(
                 tx,
                 &condition,
@@ -276,7 +276,7 @@ impl Dlq {
         if items.is_empty() {
             return Ok(0);
         }
-        self.write(|tx| {
+        self.write_bulk(|tx| {
             tx.conn().execute_batch(
                 "CREATE TEMP TABLE IF NOT EXISTS taken_items (job_id TEXT NOT NULL, item_id TEXT NOT NULL,
                      PRIMARY KEY (job_id, item_id));

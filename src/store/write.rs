@@ -42,9 +42,10 @@ pub struct AddReport {
     pub evicted: Vec<EvictedItem>,
 }
 
-/// Index definitions dropped for a bulk load, to be rebuilt.
-#[must_use = "restore the indexes before the transaction ends"]
-pub struct SuspendedIndexes(Vec<String>);
+/// Schema objects (indexes, triggers) dropped for a bulk change, with the
+/// SQL that creates them again.
+#[must_use = "restore them before the transaction ends"]
+pub struct Suspended(Vec<String>);
 
 /// An open write transaction. Obtained from [`super::Dlq::write`].
 pub struct WriteTx<'c> {
@@ -286,45 +287,59 @@ impl<'c> WriteTx<'c> {
         Ok(())
     }
 
-    /// Drops the secondary indexes of `items` for a bulk load; give the result
-    /// to [`WriteTx::restore_indexes`] before the transaction ends. Both run
-    /// in the caller's transaction, so the indexes are never missing outside
-    /// it. The definitions are read from the schema, so they follow
-    /// migrations.
-    pub fn suspend_item_indexes(&mut self) -> Result<SuspendedIndexes> {
-        let indexes = self
+    /// Drops the secondary indexes of `items` for a bulk load or a bulk
+    /// delete; give the result to [`WriteTx::restore`] before the
+    /// transaction ends. Both run in the caller's transaction, so the
+    /// indexes are never missing outside it. The definitions are read from
+    /// the schema, so they follow migrations.
+    pub fn suspend_item_indexes(&mut self) -> Result<Suspended> {
+        self.suspend("index")
+    }
+
+    /// Drops the triggers on `items` (which keep the counters right for
+    /// row-by-row changes) for a bulk delete that adjusts the counters
+    /// itself; restore them with [`WriteTx::restore`] as for indexes.
+    pub(super) fn suspend_item_triggers(&mut self) -> Result<Suspended> {
+        self.suspend("trigger")
+    }
+
+    fn suspend(&mut self, kind: &str) -> Result<Suspended> {
+        let objects = self
             .conn
             .prepare(
                 "SELECT name, sql FROM sqlite_master
-                 WHERE type = 'index' AND tbl_name = 'items' AND sql IS NOT NULL ORDER BY name",
+                 WHERE type = ?1 AND tbl_name = 'items' AND sql IS NOT NULL ORDER BY name",
             )?
-            .query_map([], |row| {
+            .query_map([kind], |row| {
                 Ok((row.get::<_, String>(0)?, row.get::<_, String>(1)?))
             })?
             .collect::<rusqlite::Result<Vec<_>>>()?;
-        for (name, _) in &indexes {
+        for (name, _) in &objects {
             // Identifiers cannot be parameters: quote the name as SQL says.
             let quoted = name.replace('"', "\"\"");
-            self.conn.execute(&format!("DROP INDEX \"{quoted}\""), [])?;
+            let drop = if kind == "index" { "INDEX" } else { "TRIGGER" };
+            self.conn
+                .execute(&format!("DROP {drop} \"{quoted}\""), [])?;
         }
-        Ok(SuspendedIndexes(
-            indexes.into_iter().map(|(_, sql)| sql).collect(),
-        ))
+        Ok(Suspended(objects.into_iter().map(|(_, sql)| sql).collect()))
     }
 
-    /// Rebuilds indexes dropped by [`WriteTx::suspend_item_indexes`].
-    pub fn restore_indexes(&mut self, indexes: SuspendedIndexes) -> Result<()> {
-        for sql in indexes.0 {
+    /// Creates again what [`WriteTx::suspend_item_indexes`] or
+    /// [`WriteTx::suspend_item_triggers`] dropped.
+    pub fn restore(&mut self, suspended: Suspended) -> Result<()> {
+        for sql in suspended.0 {
             let statement = sql.trim_start().to_ascii_uppercase();
-            if !(statement.starts_with("CREATE INDEX")
-                || statement.starts_with("CREATE UNIQUE INDEX"))
+            if !["CREATE INDEX", "CREATE UNIQUE INDEX", "CREATE TRIGGER"]
+                .iter()
+                .any(|start| statement.starts_with(start))
             {
                 return Err(crate::error::Error::invalid_argument(
-                    "index definition",
+                    "schema definition",
                     sql,
                 ));
             }
-            // `execute` runs exactly one statement.
+            // `execute` runs exactly one statement (a trigger's body is
+            // part of its one CREATE TRIGGER).
             self.conn.execute(&sql, [])?;
         }
         Ok(())

@@ -405,3 +405,121 @@ fn counters_follow_hand_edits_and_recount_repairs_hand_inserts() {
     assert_eq!(s["requiring_manual_review"], 1);
     assert_eq!(s["error_categories"]["manual"], 2);
 }
+
+/// The schema objects of `items`, the counters, and the checks every bulk
+/// delete must leave true.
+fn bulk_state(db: &std::path::Path) -> (Vec<String>, Vec<String>) {
+    let schema = strings(
+        db,
+        "SELECT type || ' ' || name || ' ' || COALESCE(sql, '') FROM sqlite_master
+         WHERE tbl_name = 'items' ORDER BY name",
+    );
+    let counters = strings(
+        db,
+        "SELECT json_array(job_id, item_count, eligible_count, manual_review_count, failure_count_sum) FROM jobs
+         UNION ALL SELECT json_array(job_id, error_signature, item_count) FROM signature_counts
+         UNION ALL SELECT json_array(job_id, error_type, item_count) FROM error_type_counts
+         ORDER BY 1",
+    );
+    assert_eq!(
+        count(db, "SELECT COUNT(*) FROM pragma_foreign_key_check"),
+        0
+    );
+    assert_eq!(
+        count(
+            db,
+            "SELECT (SELECT COUNT(*) FROM failure_history WHERE item_key NOT IN (SELECT id FROM items))
+                  + (SELECT COUNT(*) FROM worktree_artifacts WHERE item_key NOT IN (SELECT id FROM items))"
+        ),
+        0,
+        "orphaned history or artifacts"
+    );
+    let integrity: String = sql(db)
+        .query_row("PRAGMA integrity_check", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(integrity, "ok");
+    (schema, counters)
+}
+
+#[test]
+fn bulk_deletes_keep_counters_indexes_and_cascades() {
+    use dlqlite::generate::{item_json, Rng};
+    let dir = TempDir::new("bulk");
+    let db = dir.join("dlq.db");
+    let now = dlqlite::Timestamp::parse("2024-10-28T00:00:00Z").unwrap();
+    let dlq = dlqlite::Dlq::open(&db)
+        .unwrap()
+        .with_clock(std::sync::Arc::new(move || now));
+    let mut rng = Rng::new(5);
+    dlq.write(|tx| {
+        for job in 0..3 {
+            for i in 0..300 {
+                let item =
+                    dlqlite::DeadLetteredItem::from_json_str(&item_json(&mut rng, i, 1)).unwrap();
+                tx.add(&format!("job-{job}"), None, &item)?;
+            }
+        }
+        Ok(())
+    })
+    .unwrap();
+    let (schema, _) = bulk_state(&db);
+    assert!(schema
+        .iter()
+        .any(|s| s.starts_with("trigger items_counters_delete")));
+    // Counters right after each bulk delete means: what a recount gives.
+    let check = || {
+        let (after, counters) = bulk_state(&db);
+        assert_eq!(after, schema, "indexes and triggers are all back");
+        dlq.recount().unwrap();
+        assert_eq!(
+            bulk_state(&db).1,
+            counters,
+            "counters differ from a recount"
+        );
+    };
+    // Whole days back from `now` to the n-th oldest last_attempt, plus one:
+    // a purge by that many days takes fewer than n items.
+    let days_to = |n: i64| -> u32 {
+        let days = count(
+            &db,
+            &format!(
+                "SELECT CAST(julianday('2024-10-28T00:00:00Z') - julianday(last_attempt) AS INTEGER)
+                 FROM items ORDER BY last_attempt LIMIT 1 OFFSET {n}"
+            ),
+        );
+        u32::try_from(days + 1).unwrap()
+    };
+    let filter = dlqlite::ListFilter::default();
+
+    // A fifth: deleted row by row from every index.
+    let purged = dlq.purge(days_to(180), &filter, false).unwrap().items;
+    assert!((90..=180).contains(&purged), "{purged}");
+    check();
+    // Most of what is left: the indexes are dropped and rebuilt.
+    let left = count(&db, "SELECT COUNT(*) FROM items");
+    let purged_more = dlq
+        .purge(days_to(left * 3 / 4), &filter, false)
+        .unwrap()
+        .items;
+    assert!(purged_more as i64 >= left / 2, "{purged_more} of {left}");
+    check();
+    assert_eq!(
+        count(&db, "SELECT COUNT(*) FROM events WHERE kind = 'purged'"),
+        (purged + purged_more) as i64
+    );
+    // A whole job.
+    let in_job = count(&db, "SELECT COUNT(*) FROM items WHERE job_id = 'job-0'");
+    assert_eq!(dlq.clear_job("job-0").unwrap() as i64, in_job);
+    check();
+    // Foreign keys are on again for ordinary writes: removing one item
+    // takes its history with it.
+    let (job, id): (String, String) = sql(&db)
+        .query_row(
+            "SELECT job_id, item_id FROM items ORDER BY id LIMIT 1",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .unwrap();
+    dlq.remove(Some(&job), &id).unwrap();
+    check();
+}
