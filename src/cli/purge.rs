@@ -48,8 +48,14 @@ pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
         dlq.job_stats(job)?;
     }
     let preview = dlq.purge(args.older_than_days, &filter, true)?;
-    let report = if args.dry_run || preview.items == 0 {
+    let report = if args.dry_run {
         preview
+    } else if preview.items == 0 {
+        // Nothing to ask about; the report is of a real purge that removed nothing.
+        dlqlite::store::PurgeReport {
+            dry_run: false,
+            ..preview
+        }
     } else {
         let question = format!(
             "remove {} item(s) last failed before {}?",

@@ -394,7 +394,14 @@ fn purge_and_clear_ask_first_and_record_events() {
     assert_eq!(count(&f.db, "SELECT COUNT(*) FROM items"), before);
     let done = json(&ok(&mut purge(&["--yes", "--json"])));
     assert_eq!(done["items"].as_i64().unwrap(), old);
+    assert_eq!(done["dry_run"], false);
     assert_eq!(count(&f.db, "SELECT COUNT(*) FROM items"), before - old);
+    // Again: nothing left to take, and it says so without calling it a dry run.
+    let again = json(&ok(&mut purge(&["--json"])));
+    assert_eq!(
+        (again["items"].as_i64(), &again["dry_run"]),
+        (Some(0), &false.into())
+    );
     assert_eq!(
         count(&f.db, "SELECT COUNT(*) FROM events WHERE kind = 'purged'"),
         old
