@@ -665,12 +665,18 @@ fn bind_value(field: &Field, literal: &Literal, now: Timestamp) -> Value {
 
 fn write_comparison(lhs: &str, op: Op, value: &Value, out: &mut Condition) {
     if matches!(value, Value::Null) {
-        match op {
-            Op::Eq => out.sql.push_str(&format!("{lhs} IS NULL")),
-            Op::Ne => out.sql.push_str(&format!("{lhs} IS NOT NULL")),
-            // Ordering against null matches nothing, as in SQL.
-            _ => out.sql.push('0'),
-        }
+        let sql = match op {
+            Op::Eq => format!("{lhs} IS NULL"),
+            Op::Ne => format!("{lhs} IS NOT NULL"),
+            // Ordering against null matches nothing, as in SQL: written out
+            // (not as a constant) because `lhs` may hold a bound parameter.
+            Op::Gt => format!("{lhs} > NULL"),
+            Op::Ge => format!("{lhs} >= NULL"),
+            Op::Lt => format!("{lhs} < NULL"),
+            Op::Le => format!("{lhs} <= NULL"),
+            Op::Contains => format!("instr({lhs}, NULL) > 0"),
+        };
+        out.sql.push_str(&sql);
         return;
     }
     let sql = match op {
@@ -742,6 +748,17 @@ mod tests {
 
     fn error(input: &str) -> FilterError {
         parse(input).expect_err(input)
+    }
+
+    #[test]
+    fn ordering_against_null_matches_nothing_and_keeps_its_parameters() {
+        // A path into item_data is a bound parameter of its own: the SQL
+        // must still hold its placeholder (this once compiled to "0" and
+        // failed with "wrong number of parameters").
+        let c = sql("item.priority >= null");
+        assert_eq!(c.sql, "json_extract(i.item_data, ?) >= NULL");
+        assert_eq!(c.values, [Value::Text("$.\"priority\"".into())]);
+        assert_eq!(sql("failure_count < null").sql, "i.failure_count < NULL");
     }
 
     #[test]
