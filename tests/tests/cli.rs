@@ -300,6 +300,78 @@ fn analyze_groups_and_distributes() {
     );
 }
 
+/// Each pattern group's span and samples, for all jobs and for one, against
+/// the same questions asked in SQL.
+#[test]
+fn analyze_pattern_groups_agree_with_sql() {
+    let dir = TempDir::new("analyze-spans");
+    let db = dir.join("dlq.db");
+    // "disk full" in two jobs, first attempts earlier than last ones and not
+    // in the same order; "boom" once.
+    for (job, items) in [("a", 0..5), ("b", 5..8)] {
+        let mut lines = String::new();
+        for i in items {
+            let last = format!("2025-11-{:02}T10:00:00Z", 10 + (i * 7) % 9);
+            let mut value = item(&format!("d{i}"), 1, &last, "disk full");
+            value["first_attempt"] = format!("2025-10-{:02}T08:00:00Z", 10 + (i * 5) % 8).into();
+            lines.push_str(&value.to_string());
+            lines.push('\n');
+        }
+        lines
+            .push_str(&item(&format!("boom-{job}"), 1, "2025-11-01T00:00:00Z", "boom").to_string());
+        let output = with_stdin(dlq(&db).args(["add", "--job-id", job]), &lines);
+        assert!(
+            output.status.success(),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+    let time = |text: &str| dlqlite::Timestamp::parse(text).unwrap();
+    let conn = sql(&db);
+    for job in [None, Some("a"), Some("b")] {
+        let mut command = dlq(&db);
+        command.args(["analyze", "--json"]);
+        if let Some(job) = job {
+            command.args(["--job-id", job]);
+        }
+        let analysis = json(&ok(&mut command));
+        let groups = analysis["pattern_groups"].as_array().unwrap();
+        assert_eq!(groups.len(), 2, "{job:?}");
+        for group in groups {
+            let signature = group["error_signature"].as_str().unwrap();
+            let (n, first, last): (i64, String, String) = conn
+                .query_row(
+                    "SELECT COUNT(*), MIN(first_attempt), MAX(last_attempt) FROM items
+                     WHERE error_signature = ?1 AND (?2 IS NULL OR job_id = ?2)",
+                    rusqlite::params![signature, job],
+                    |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)),
+                )
+                .unwrap();
+            assert_eq!(group["count"], n, "{job:?} {signature}");
+            assert_eq!(
+                time(group["first_occurrence"].as_str().unwrap()),
+                time(&first)
+            );
+            assert_eq!(
+                time(group["last_occurrence"].as_str().unwrap()),
+                time(&last)
+            );
+            let newest: Vec<String> = conn
+                .prepare(
+                    "SELECT item_id FROM items
+                     WHERE error_signature = ?1 AND (?2 IS NULL OR job_id = ?2)
+                     ORDER BY last_attempt DESC, id DESC LIMIT 3",
+                )
+                .unwrap()
+                .query_map(rusqlite::params![signature, job], |row| row.get(0))
+                .unwrap()
+                .collect::<Result<_, _>>()
+                .unwrap();
+            assert_eq!(group["sample_items"], serde_json::json!(newest), "{job:?}");
+        }
+    }
+}
+
 #[test]
 fn exports_parse_and_read_back() {
     let f = fixture("export");
