@@ -163,7 +163,10 @@ impl Dlq {
             // back to the pool.
             conn.pragma_update(None, "foreign_keys", "OFF")?;
         }
-        let result = (|| {
+        // A panic in `f` unwinds through the transaction (rolling it back)
+        // and is caught here only so that foreign keys are on again before
+        // the connection goes back to the pool; then it carries on.
+        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
             let value = {
                 let mut writer = WriteTx::new(&tx, self.now())?;
@@ -173,11 +176,19 @@ impl Dlq {
             };
             tx.commit()?;
             Ok(value)
-        })();
-        if !foreign_keys {
-            conn.pragma_update(None, "foreign_keys", "ON")?;
+        }));
+        let restored = if foreign_keys {
+            Ok(())
+        } else {
+            conn.pragma_update(None, "foreign_keys", "ON")
+        };
+        match result {
+            Err(panic) => std::panic::resume_unwind(panic),
+            Ok(result) => {
+                restored?;
+                result
+            }
         }
-        result
     }
 
     /// Adds one item to a job: inserts it, or merges it into the copy already
@@ -188,5 +199,28 @@ impl Dlq {
 
     fn conn(&self) -> Result<r2d2::PooledConnection<r2d2_sqlite::SqliteConnectionManager>> {
         Ok(self.pool.get()?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A bulk write turns foreign keys off on its connection; a panic in it
+    /// must not hand that connection back to the pool that way.
+    #[test]
+    fn a_panicking_bulk_write_leaves_foreign_keys_on() {
+        let dlq = Dlq::open_in_memory().unwrap();
+        let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let _ = dlq.write_bulk(|_| -> Result<()> { panic!("inside a bulk write") });
+        }));
+        assert!(panicked.is_err());
+        // The in-memory pool has one connection: the one that panicked.
+        let on: i64 = dlq
+            .conn()
+            .unwrap()
+            .query_row("PRAGMA foreign_keys", [], |row| row.get(0))
+            .unwrap();
+        assert_eq!(on, 1);
     }
 }
