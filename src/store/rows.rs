@@ -83,20 +83,10 @@ pub fn insert_item_row(
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)
          ON CONFLICT (job_id, item_id) DO NOTHING",
     )?;
-    let inserted = stmt.execute(params![
-        job_id,
-        item.item_id,
-        item.item_data.get(),
-        item.first_attempt,
-        item.last_attempt,
-        item.failure_count,
-        item.error_signature,
-        item.reprocess_eligible,
-        item.manual_review_required,
-        extra_json(&item.extra)?,
-        item_omitted_json(item)?,
-        last_error_type(item),
-    ])?;
+    stmt.raw_bind_parameter(1, job_id)?;
+    stmt.raw_bind_parameter(2, &item.item_id)?;
+    bind_item_columns(&mut stmt, 3, item)?;
+    let inserted = stmt.raw_execute()?;
     if inserted == 0 {
         return Ok(None);
     }
@@ -210,19 +200,31 @@ pub fn update_item_row(conn: &Connection, key: i64, item: &DeadLetteredItem) -> 
              extra = ?9, omitted_fields = ?10, last_error_type = ?11
          WHERE id = ?1",
     )?;
-    stmt.execute(params![
-        key,
-        item.item_data.get(),
-        item.first_attempt,
-        item.last_attempt,
-        item.failure_count,
-        item.error_signature,
-        item.reprocess_eligible,
-        item.manual_review_required,
-        extra_json(&item.extra)?,
-        item_omitted_json(item)?,
-        last_error_type(item),
-    ])?;
+    stmt.raw_bind_parameter(1, key)?;
+    bind_item_columns(&mut stmt, 2, item)?;
+    stmt.raw_execute()?;
+    Ok(())
+}
+
+/// Binds the item's own columns to the parameters from `first` on, in the
+/// order both statements above name them: item_data, first_attempt,
+/// last_attempt, failure_count, error_signature, reprocess_eligible,
+/// manual_review_required, extra, omitted_fields, last_error_type.
+fn bind_item_columns(
+    stmt: &mut rusqlite::Statement<'_>,
+    first: usize,
+    item: &DeadLetteredItem,
+) -> Result<()> {
+    stmt.raw_bind_parameter(first, item.item_data.get())?;
+    stmt.raw_bind_parameter(first + 1, item.first_attempt)?;
+    stmt.raw_bind_parameter(first + 2, item.last_attempt)?;
+    stmt.raw_bind_parameter(first + 3, item.failure_count)?;
+    stmt.raw_bind_parameter(first + 4, &item.error_signature)?;
+    stmt.raw_bind_parameter(first + 5, item.reprocess_eligible)?;
+    stmt.raw_bind_parameter(first + 6, item.manual_review_required)?;
+    stmt.raw_bind_parameter(first + 7, extra_json(&item.extra)?)?;
+    stmt.raw_bind_parameter(first + 8, item_omitted_json(item)?)?;
+    stmt.raw_bind_parameter(first + 9, last_error_type(item))?;
     Ok(())
 }
 
