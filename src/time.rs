@@ -41,23 +41,47 @@ impl Timestamp {
     pub fn to_storage(&self) -> String {
         use chrono::{Datelike, Timelike};
         let t = &self.0;
-        // Hand-formatted: chrono's strftime re-parses the pattern on every
-        // call, and this runs for every timestamp written.
         let (second, nanos) = match t.nanosecond() {
             // A leap second: chrono keeps it as nanos past 1e9.
             n if n >= 1_000_000_000 => (60, n - 1_000_000_000),
             n => (t.second(), n),
         };
-        format!(
-            "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:09}Z",
-            t.year(),
-            t.month(),
-            t.day(),
-            t.hour(),
-            t.minute(),
-            second,
-            nanos
-        )
+        let year = match u32::try_from(t.year()) {
+            Ok(year) if year <= 9999 => year,
+            // Outside the fixed width (only a saturated far-off instant, as
+            // parsing refuses such years): the same fields, wider.
+            _ => {
+                return format!(
+                    "{:04}-{:02}-{:02}T{:02}:{:02}:{second:02}.{nanos:09}Z",
+                    t.year(),
+                    t.month(),
+                    t.day(),
+                    t.hour(),
+                    t.minute()
+                )
+            }
+        };
+        // Digit by digit: this runs for every timestamp written (three or
+        // more per imported item), and `format!` with widths was 4% of an
+        // import's writing thread.
+        let mut out = String::with_capacity(30);
+        for (value, width, after) in [
+            (year, 4, '-'),
+            (t.month(), 2, '-'),
+            (t.day(), 2, 'T'),
+            (t.hour(), 2, ':'),
+            (t.minute(), 2, ':'),
+            (second, 2, '.'),
+            (nanos, 9, 'Z'),
+        ] {
+            let mut divisor = 10u32.pow(width - 1);
+            while divisor > 0 {
+                out.push(char::from(b'0' + (value / divisor % 10) as u8));
+                divisor /= 10;
+            }
+            out.push(after);
+        }
+        out
     }
 
     /// The form the legacy writer produced: RFC 3339 in UTC with `Z` and a
@@ -143,6 +167,43 @@ mod tests {
                 ts.datetime().format("%Y-%m-%dT%H:%M:%S%.9fZ").to_string()
             );
         }
+    }
+
+    #[test]
+    fn storage_form_matches_chrono_for_any_instant() {
+        let mut seed: u64 = 0x2545_f491_4f6c_dd1d;
+        let mut next = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        let max = DateTime::parse_from_rfc3339("9999-12-31T23:59:59.999999999Z")
+            .unwrap()
+            .timestamp();
+        for _ in 0..20_000 {
+            let seconds = (next() % (max as u64 + 62_135_596_800)) as i64 - 62_135_596_800;
+            let nanos = (next() % 1_000_000_000) as u32;
+            let ts = Timestamp(DateTime::from_timestamp(seconds, nanos).unwrap());
+            assert_eq!(
+                ts.to_storage(),
+                ts.datetime().format("%Y-%m-%dT%H:%M:%S%.9fZ").to_string()
+            );
+        }
+        // A leap second, and the far-off instant saturating arithmetic gives.
+        let leap = chrono::NaiveDate::from_ymd_opt(2016, 12, 31)
+            .and_then(|d| d.and_hms_nano_opt(23, 59, 59, 1_500_000_000))
+            .unwrap()
+            .and_utc();
+        assert_eq!(
+            Timestamp(leap).to_storage(),
+            "2016-12-31T23:59:60.500000000Z"
+        );
+        let far = Timestamp::now().plus_millis(i64::MAX).to_storage();
+        assert!(
+            far.len() == 32 && far.ends_with("-12-31T23:59:59.999999999Z"),
+            "{far}"
+        );
     }
 
     #[test]
