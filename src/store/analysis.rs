@@ -278,14 +278,22 @@ fn top(tally: Tally) -> Vec<Ranked> {
 impl Dlq {
     /// Analyses one job, or all jobs.
     pub fn analyze(&self, job_id: Option<&str>) -> Result<Analysis> {
-        let conn = self.conn()?;
         if let Some(job) = job_id {
             // An unknown job is an error, not an empty report.
             self.job_stats(job)?;
         }
-        let signature_counts = signature_counts(&conn, job_id)?;
+        // Each part takes its own connection and gives it back: the
+        // parallel parts need two at once, and an in-memory database has a
+        // pool of one (holding one here made them wait out the pool's
+        // timeout and fail).
+        let (signature_counts, last_attempts) = {
+            let conn = self.conn()?;
+            (
+                signature_counts(&conn, job_id)?,
+                last_error_types(&conn, job_id)?,
+            )
+        };
         let total_items: i64 = signature_counts.iter().map(|(_, n)| n).sum();
-        let last_attempts = last_error_types(&conn, job_id)?;
         let mut failure_categories: BTreeMap<String, i64> = BTreeMap::new();
         for (error_type, count) in &last_attempts {
             *failure_categories
@@ -402,10 +410,14 @@ fn samples(dlq: &Dlq, job_id: Option<&str>, signatures: &[(String, i64)]) -> Res
             .map(|&(rank, signature)| Ok((rank, sample_of(&conn, job_id, signature, rank < TOP)?)))
             .collect()
     };
-    let (even, odd) = std::thread::scope(|scope| {
-        let odd = scope.spawn(|| share(1));
-        (share(0), odd.join())
-    });
+    let (even, odd) = if dlq.parallel_reads() {
+        std::thread::scope(|scope| {
+            let odd = scope.spawn(|| share(1));
+            (share(0), odd.join())
+        })
+    } else {
+        (share(0), Ok(share(1)))
+    };
     let odd = odd.map_err(|_| {
         crate::error::Error::invalid_argument("analyze", "a sampling thread panicked")
     })??;
@@ -528,16 +540,18 @@ fn scan_attempts_parallel(dlq: &Dlq, job_id: Option<&str>) -> Result<AttemptScan
         return Ok(finish_scan(AttemptCounts::default()));
     };
     let middle = low + (high - low) / 2;
-    let (first, second) = std::thread::scope(|scope| {
-        let second = scope.spawn(|| -> Result<AttemptCounts> {
-            let conn = dlq.conn()?;
-            scan_range(&conn, job_id, middle + 1, high)
-        });
-        let first = dlq
-            .conn()
-            .and_then(|conn| scan_range(&conn, job_id, low, middle));
-        (first, second.join())
-    });
+    let half = |low: i64, high: i64| -> Result<AttemptCounts> {
+        let conn = dlq.conn()?;
+        scan_range(&conn, job_id, low, high)
+    };
+    let (first, second) = if dlq.parallel_reads() {
+        std::thread::scope(|scope| {
+            let second = scope.spawn(|| half(middle + 1, high));
+            (half(low, middle), second.join())
+        })
+    } else {
+        (half(low, middle), Ok(half(middle + 1, high)))
+    };
     let mut counts = first?;
     let second = second.map_err(|_| {
         crate::error::Error::invalid_argument("analyze", "a scanning thread panicked")

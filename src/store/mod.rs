@@ -197,6 +197,13 @@ impl Dlq {
         self.write(|tx| tx.add(job_id, None, item))
     }
 
+    /// Whether two connections can be out at once (not for an in-memory
+    /// database, whose pool holds its only connection): the parallel
+    /// readers in analysis.rs run their halves one after the other then.
+    fn parallel_reads(&self) -> bool {
+        self.pool.max_size() > 1
+    }
+
     fn conn(&self) -> Result<r2d2::PooledConnection<r2d2_sqlite::SqliteConnectionManager>> {
         Ok(self.pool.get()?)
     }

@@ -523,3 +523,23 @@ fn bulk_deletes_keep_counters_indexes_and_cascades() {
     dlq.remove(Some(&job), &id).unwrap();
     check();
 }
+
+/// The library's in-memory database has one connection: analyze, whose
+/// parts read on two, must still answer (it waited out the pool's timeout
+/// and failed after 35 s while it held a connection of its own).
+#[test]
+fn analyze_answers_on_an_in_memory_database() {
+    let dlq = dlqlite::Dlq::open_in_memory().unwrap();
+    for (job, id, message) in [("a", "x", "boom"), ("a", "y", "boom"), ("b", "z", "bang")] {
+        let value = item(id, 1, "2025-01-01T00:00:00Z", message);
+        let parsed = dlqlite::DeadLetteredItem::from_json_str(&value.to_string()).unwrap();
+        dlq.add(job, &parsed).unwrap();
+    }
+    let all = dlq.analyze(None).unwrap();
+    assert_eq!((all.total_items, all.total_attempts), (3, 3));
+    assert_eq!(all.pattern_groups[0].count, 2);
+    assert_eq!(all.pattern_groups[0].sample_items, ["y", "x"]);
+    let one = dlq.analyze(Some("b")).unwrap();
+    assert_eq!((one.total_items, one.total_attempts), (1, 1));
+    assert_eq!(one.pattern_groups[0].sample_items, ["z"]);
+}
