@@ -682,6 +682,36 @@ mod tests {
     use super::*;
 
     #[test]
+    fn top_keeps_the_most_counted_most_first_ties_by_name() {
+        let mut tally = Tally::default();
+        // 1,000 agents failing once, then three that fail more.
+        for i in 0..1000 {
+            bump(&mut tally, format!("agent-{i:04}").as_bytes());
+        }
+        for (agent, extra) in [("agent-0500", 4), ("agent-0007", 2), ("agent-0999", 2)] {
+            for _ in 0..extra {
+                bump(&mut tally, agent.as_bytes());
+            }
+        }
+        let ranked = top(tally);
+        assert_eq!(ranked.len(), TOP);
+        let names: Vec<&str> = ranked.iter().map(|r| r.name.as_str()).collect();
+        assert_eq!(
+            names[..5],
+            [
+                "agent-0500",
+                "agent-0007",
+                "agent-0999",
+                "agent-0000",
+                "agent-0001"
+            ]
+        );
+        assert_eq!(ranked[0].failures, 5);
+        assert_eq!(ranked[19].name, "agent-0017");
+        assert!(top(Tally::default()).is_empty());
+    }
+
+    #[test]
     fn normalising_joins_what_only_numbers_tell_apart() {
         assert_eq!(
             normalise_message("timed out after 30s"),
