@@ -6,9 +6,10 @@ use anyhow::Result;
 use serde::Serialize;
 use std::io::Write;
 
-/// Writes one JSON value (pretty) and a newline to stdout.
+/// Writes one JSON value (pretty) and a newline to stdout. Buffered: stdout
+/// alone flushes at every newline, a write call per line of pretty JSON.
 pub fn print_json<T: Serialize + ?Sized>(value: &T) -> Result<()> {
-    let mut out = std::io::stdout().lock();
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     serde_json::to_writer_pretty(&mut out, value)?;
     writeln!(out)?;
     out.flush()?;
@@ -34,7 +35,7 @@ impl Table {
     }
 
     pub fn print(&self) -> Result<()> {
-        let mut out = std::io::stdout().lock();
+        let mut out = std::io::BufWriter::new(std::io::stdout().lock());
         self.write(&mut out)?;
         out.flush()?;
         Ok(())
