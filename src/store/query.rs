@@ -101,21 +101,42 @@ pub struct Stats {
 }
 
 impl Stats {
-    fn absorb(&mut self, other: &Stats) {
-        self.total_items += other.total_items;
-        self.eligible_for_reprocess += other.eligible_for_reprocess;
-        self.requiring_manual_review += other.requiring_manual_review;
-        self.failure_count_sum += other.failure_count_sum;
-        self.oldest_item = min_opt(self.oldest_item, other.oldest_item);
-        self.newest_item = self.newest_item.max(other.newest_item);
-        for (signature, count) in &other.error_categories {
-            *self.error_categories.entry(signature.clone()).or_insert(0) += count;
+    /// The statistics of all the given jobs together.
+    fn sum<'a>(jobs: impl Iterator<Item = &'a Stats> + Clone) -> Stats {
+        let mut total = Stats::default();
+        for other in jobs.clone() {
+            total.total_items += other.total_items;
+            total.eligible_for_reprocess += other.eligible_for_reprocess;
+            total.requiring_manual_review += other.requiring_manual_review;
+            total.failure_count_sum += other.failure_count_sum;
+            total.oldest_item = min_opt(total.oldest_item, other.oldest_item);
+            total.newest_item = total.newest_item.max(other.newest_item);
         }
-        for (error_type, count) in &other.error_types {
-            *self.error_types.entry(error_type.clone()).or_insert(0) += count;
-        }
-        self.average_failure_count = average(self.failure_count_sum, self.total_items);
+        total.average_failure_count = average(total.failure_count_sum, total.total_items);
+        total.error_categories = summed(jobs.clone().map(|job| &job.error_categories));
+        total.error_types = summed(jobs.map(|job| &job.error_types));
+        total
     }
+}
+
+/// Per-key sums of several maps. Sorted once and built in one go: when every
+/// item has a signature of its own (the SHA-256 of a message naming a path
+/// or a duration), inserting a million keys one by one into one map was
+/// most of `dlq stats`.
+fn summed<'a>(maps: impl Iterator<Item = &'a BTreeMap<String, i64>>) -> BTreeMap<String, i64> {
+    let mut pairs: Vec<(&str, i64)> = maps
+        .flat_map(|map| map.iter().map(|(key, count)| (key.as_str(), *count)))
+        .collect();
+    pairs.sort_unstable_by(|a, b| a.0.cmp(b.0));
+    let mut merged: Vec<(String, i64)> = Vec::with_capacity(pairs.len());
+    for (key, count) in pairs {
+        match merged.last_mut() {
+            Some((last, sum)) if last.as_str() == key => *sum += count,
+            _ => merged.push((key.to_string(), count)),
+        }
+    }
+    // From sorted input a BTreeMap is built in one pass.
+    merged.into_iter().collect()
 }
 
 fn average(sum: i64, count: i64) -> f64 {
@@ -464,11 +485,7 @@ impl Dlq {
                 }
             }
         }
-        let mut total = Stats::default();
-        for stats in per_job.values() {
-            total.absorb(stats);
-        }
-        Ok((total, per_job))
+        Ok((Stats::sum(per_job.values()), per_job))
     }
 
     /// Facts about the database.

@@ -300,6 +300,51 @@ fn analyze_groups_and_distributes() {
     );
 }
 
+/// The table lists the largest signatures and counts the rest; JSON has all.
+#[test]
+fn stats_table_lists_the_largest_signatures_and_counts_the_rest() {
+    let dir = TempDir::new("stats-many");
+    let db = dir.join("dlq.db");
+    let mut lines = String::new();
+    for i in 0..25 {
+        // "disk full" twice, then 24 messages of their own.
+        let message = if i < 2 {
+            "disk full".to_string()
+        } else {
+            format!("missing /src/{i}.rs")
+        };
+        lines.push_str(&item(&format!("i{i}"), 1, "2025-11-01T00:00:00Z", &message).to_string());
+        lines.push('\n');
+    }
+    let output = with_stdin(dlq(&db).args(["add", "--job-id", "j"]), &lines);
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let table = ok(dlq(&db).args(["stats"]));
+    let rows: Vec<&str> = table
+        .lines()
+        .skip_while(|line| !line.starts_with("ITEMS"))
+        .skip(1)
+        .take_while(|line| !line.starts_with("..."))
+        .collect();
+    assert_eq!(rows.len(), 20, "{table}");
+    let disk_full = dlqlite::classify::error_signature("disk full");
+    assert_eq!(
+        rows[0].split_whitespace().collect::<Vec<_>>(),
+        ["2", disk_full.as_str()]
+    );
+    assert!(table.contains("... and 4 more signature(s)"), "{table}");
+    let all = json(&ok(dlq(&db).args(["stats", "--json"])));
+    assert_eq!(all["error_categories"].as_object().unwrap().len(), 24);
+    assert_eq!(all["error_categories"][&disk_full], 2);
+    assert_eq!(
+        all["jobs"]["j"]["error_categories"],
+        all["error_categories"]
+    );
+}
+
 /// Each pattern group's span and samples, for all jobs and for one, against
 /// the same questions asked in SQL.
 #[test]
