@@ -19,8 +19,7 @@ fn fixture(label: &str) -> Fixture {
     let sample = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/legacy");
     run(dlq(&db).arg("import").arg(&sample));
     // A job whose messages differ only in numbers, and an id shared with the sample.
-    let mut lines = String::new();
-    for i in 0..6 {
+    let timeouts = (0..6).map(|i| {
         let mut value = item(
             &format!("t{i}"),
             1,
@@ -29,17 +28,10 @@ fn fixture(label: &str) -> Fixture {
         );
         value["failure_history"][0]["error_type"] = "Timeout".into();
         value["item_data"]["priority"] = (i as i64).into();
-        lines.push_str(&value.to_string());
-        lines.push('\n');
-    }
-    lines.push_str(&item("item_7", 1, "2025-11-20T00:00:00Z", "boom").to_string());
-    lines.push('\n');
-    let output = with_stdin(dlq(&db).args(["add", "--job-id", "gen-job"]), &lines);
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+        value
+    });
+    let boom = item("item_7", 1, "2025-11-20T00:00:00Z", "boom");
+    add_lines(&db, "gen-job", timeouts.chain([boom]));
     let dir_path = dir.path().to_path_buf();
     Fixture {
         _dir: dir,
@@ -305,22 +297,18 @@ fn analyze_groups_and_distributes() {
 fn stats_table_lists_the_largest_signatures_and_counts_the_rest() {
     let dir = TempDir::new("stats-many");
     let db = dir.join("dlq.db");
-    let mut lines = String::new();
-    for i in 0..25 {
-        // "disk full" twice, then 24 messages of their own.
-        let message = if i < 2 {
-            "disk full".to_string()
-        } else {
-            format!("missing /src/{i}.rs")
-        };
-        lines.push_str(&item(&format!("i{i}"), 1, "2025-11-01T00:00:00Z", &message).to_string());
-        lines.push('\n');
-    }
-    let output = with_stdin(dlq(&db).args(["add", "--job-id", "j"]), &lines);
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
+    // "disk full" twice, then 23 messages of their own.
+    add_lines(
+        &db,
+        "j",
+        (0..25).map(|i| {
+            let message = if i < 2 {
+                "disk full".to_string()
+            } else {
+                format!("missing /src/{i}.rs")
+            };
+            item(&format!("i{i}"), 1, "2025-11-01T00:00:00Z", &message)
+        }),
     );
     let table = ok(dlq(&db).args(["stats"]));
     let rows: Vec<&str> = table
@@ -354,22 +342,14 @@ fn analyze_pattern_groups_agree_with_sql() {
     // "disk full" in two jobs, first attempts earlier than last ones and not
     // in the same order; "boom" once.
     for (job, items) in [("a", 0..5), ("b", 5..8)] {
-        let mut lines = String::new();
-        for i in items {
+        let disk_full = items.map(|i| {
             let last = format!("2025-11-{:02}T10:00:00Z", 10 + (i * 7) % 9);
             let mut value = item(&format!("d{i}"), 1, &last, "disk full");
             value["first_attempt"] = format!("2025-10-{:02}T08:00:00Z", 10 + (i * 5) % 8).into();
-            lines.push_str(&value.to_string());
-            lines.push('\n');
-        }
-        lines
-            .push_str(&item(&format!("boom-{job}"), 1, "2025-11-01T00:00:00Z", "boom").to_string());
-        let output = with_stdin(dlq(&db).args(["add", "--job-id", job]), &lines);
-        assert!(
-            output.status.success(),
-            "{}",
-            String::from_utf8_lossy(&output.stderr)
-        );
+            value
+        });
+        let boom = item(&format!("boom-{job}"), 1, "2025-11-01T00:00:00Z", "boom");
+        add_lines(&db, job, disk_full.chain([boom]));
     }
     let time = |text: &str| dlqlite::Timestamp::parse(text).unwrap();
     let conn = sql(&db);

@@ -130,6 +130,21 @@ pub fn item(id: &str, attempt: u32, timestamp: &str, message: &str) -> serde_jso
     })
 }
 
+/// Adds `items` to `job` through `dlq add`, as JSON lines on stdin; fails
+/// the test with dlq's stderr if the command fails.
+pub fn add_lines(db: &Path, job: &str, items: impl IntoIterator<Item = serde_json::Value>) {
+    let lines: String = items
+        .into_iter()
+        .map(|value| value.to_string() + "\n")
+        .collect();
+    let output = with_stdin(dlq(db).args(["add", "--job-id", job]), &lines);
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
 /// Writes `value` to `dir/name` and returns the path.
 pub fn write_json(dir: &Path, name: &str, value: &serde_json::Value) -> PathBuf {
     let path = dir.join(name);

@@ -8,19 +8,15 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 fn add_items(db: &Path, job: &str, n: usize, eligible: impl Fn(usize) -> bool) {
-    let lines: String = (0..n)
-        .map(|i| {
+    add_lines(
+        db,
+        job,
+        (0..n).map(|i| {
             let mut value = item(&format!("i{i:03}"), 1, "2025-01-01T00:00:00Z", "boom");
             value["reprocess_eligible"] = eligible(i).into();
             value["item_data"]["priority"] = (i as i64).into();
-            value.to_string() + "\n"
-        })
-        .collect();
-    let output = with_stdin(dlq(db).args(["add", "--job-id", job]), &lines);
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
+            value
+        }),
     );
 }
 
