@@ -499,8 +499,10 @@ fn sample_of(
             newest.truncate(wanted);
         }
     }
+    // Only the pattern groups (the top ones) show sample items; the others
+    // need the newest item for its message alone.
     let mut items = Vec::with_capacity(newest.len());
-    for (_, id) in &newest {
+    for (_, id) in newest.iter().filter(|_| top) {
         let item_id: String = conn
             .prepare_cached("SELECT item_id FROM items WHERE id = ?1")?
             .query_row([id], |row| row.get(0))?;
