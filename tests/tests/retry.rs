@@ -3,7 +3,7 @@
 
 use crate::common::*;
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -20,6 +20,14 @@ fn add_items(db: &Path, job: &str, n: usize, eligible: impl Fn(usize) -> bool) {
     );
 }
 
+/// A new database in a temp dir with `n` items in job "j" (see add_items).
+fn job_j(label: &str, n: usize, eligible: impl Fn(usize) -> bool) -> (TempDir, PathBuf) {
+    let dir = TempDir::new(label);
+    let db = dir.join("dlq.db");
+    add_items(&db, "j", n, eligible);
+    (dir, db)
+}
+
 fn retry_json(db: &Path, args: &[&str]) -> (i32, serde_json::Value) {
     let output = run(dlq(db).arg("retry").args(args).arg("--json"));
     let code = output.status.code().unwrap_or(-1);
@@ -34,9 +42,7 @@ fn retry_json(db: &Path, args: &[&str]) -> (i32, serde_json::Value) {
 
 #[test]
 fn success_removes_and_failure_appends() {
-    let dir = TempDir::new("retry-basic");
-    let db = dir.join("dlq.db");
-    add_items(&db, "j", 3, |_| true);
+    let (_dir, db) = job_j("retry-basic", 3, |_| true);
     let (code, summary) = retry_json(
         &db,
         &[
@@ -92,9 +98,7 @@ fn success_removes_and_failure_appends() {
 
 #[test]
 fn a_command_that_succeeds_on_its_second_attempt() {
-    let dir = TempDir::new("retry-second");
-    let db = dir.join("dlq.db");
-    add_items(&db, "j", 1, |_| true);
+    let (_dir, db) = job_j("retry-second", 1, |_| true);
     let (code, summary) = retry_json(
         &db,
         &[
@@ -117,9 +121,7 @@ fn a_command_that_succeeds_on_its_second_attempt() {
 
 #[test]
 fn the_command_gets_the_item_on_stdin_and_in_its_environment() {
-    let dir = TempDir::new("retry-env");
-    let db = dir.join("dlq.db");
-    add_items(&db, "j", 1, |_| true);
+    let (dir, db) = job_j("retry-env", 1, |_| true);
     let out = dir.join("seen");
     let command = format!(
         "cat > {o}.stdin; echo \"$DLQ_JOB_ID|$DLQ_ITEM_ID|$DLQ_ATTEMPT\" > {o}.env; cp \"$DLQ_ITEM_FILE\" {o}.item",
@@ -143,9 +145,7 @@ fn the_command_gets_the_item_on_stdin_and_in_its_environment() {
 
 #[test]
 fn a_timeout_kills_the_whole_process_group() {
-    let dir = TempDir::new("retry-timeout");
-    let db = dir.join("dlq.db");
-    add_items(&db, "j", 1, |_| true);
+    let (dir, db) = job_j("retry-timeout", 1, |_| true);
     let pid_file = dir.join("pid");
     let command = format!("sleep 30 & echo $! > {}; wait", pid_file.display());
     let started = Instant::now();
@@ -192,9 +192,7 @@ fn a_timeout_kills_the_whole_process_group() {
 
 #[test]
 fn filter_force_and_dry_run_select_the_right_items() {
-    let dir = TempDir::new("retry-select");
-    let db = dir.join("dlq.db");
-    add_items(&db, "j", 6, |i| i % 2 == 0); // i000, i002, i004 eligible
+    let (dir, db) = job_j("retry-select", 6, |i| i % 2 == 0); // i000, i002, i004 eligible
     let before = count(&db, "SELECT COUNT(*) FROM events");
     let (_, dry) = retry_json(&db, &["j", "--dry-run", "--filter", "item.priority >= 2"]);
     assert_eq!(dry["would_try"], 2);
@@ -318,9 +316,7 @@ fn now_nanos() -> u128 {
 
 #[test]
 fn a_killed_run_loses_nothing_and_its_items_are_taken_after_the_lease() {
-    let dir = TempDir::new("retry-kill");
-    let db = dir.join("dlq.db");
-    add_items(&db, "j", 24, |_| true);
+    let (dir, db) = job_j("retry-kill", 24, |_| true);
     let log = dir.join("log");
     let command = logging_command(&log, "0.3");
     let mut child = dlq(&db)
@@ -370,9 +366,7 @@ fn a_killed_run_loses_nothing_and_its_items_are_taken_after_the_lease() {
 
 #[test]
 fn two_concurrent_runs_never_share_an_item() {
-    let dir = TempDir::new("retry-concurrent");
-    let db = dir.join("dlq.db");
-    add_items(&db, "j", 40, |_| true);
+    let (dir, db) = job_j("retry-concurrent", 40, |_| true);
     let log = dir.join("log");
     let command = logging_command(&log, "0.05");
     let spawn = || {
@@ -415,9 +409,7 @@ fn two_concurrent_runs_never_share_an_item() {
 
 #[test]
 fn ctrl_c_lets_running_commands_finish_and_a_rerun_continues() {
-    let dir = TempDir::new("retry-interrupt");
-    let db = dir.join("dlq.db");
-    add_items(&db, "j", 12, |_| true);
+    let (dir, db) = job_j("retry-interrupt", 12, |_| true);
     let log = dir.join("log");
     let command = logging_command(&log, "0.4");
     let child = dlq(&db)
