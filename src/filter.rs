@@ -722,12 +722,8 @@ fn write_field_test(
             out.sql.push(')');
         }
         Field::Attempt { column, last: true } => {
-            let lhs = format!(
-                "(SELECT {} FROM failure_history f WHERE f.item_key = i.id \
-                 ORDER BY f.attempt_number DESC, f.timestamp DESC LIMIT 1)",
-                column.sql()
-            );
-            test(&lhs, out);
+            let name = column.sql().trim_start_matches("f.");
+            test(&crate::store::last_attempt_select(name, "i.id"), out);
         }
     }
 }
@@ -832,7 +828,7 @@ mod tests {
         );
         assert!(sql("last.exit_code == 101")
             .sql
-            .starts_with("(SELECT f.exit_code FROM failure_history f"));
+            .starts_with("(SELECT last_f.exit_code FROM failure_history AS last_f"));
         assert_eq!(sql("exit_code == null").sql, "EXISTS (SELECT 1 FROM failure_history f WHERE f.item_key = i.id AND f.exit_code IS NULL)");
         assert_eq!(
             sql("item.x != null").sql,

@@ -7,6 +7,8 @@
 mod cli;
 #[path = "tests/common.rs"]
 mod common;
+#[path = "tests/counters.rs"]
+mod counters;
 #[path = "tests/engine.rs"]
 mod engine;
 #[path = "tests/import.rs"]

@@ -25,9 +25,9 @@ pub struct Args {
     /// Report what would happen; write nothing
     #[arg(long)]
     dry_run: bool,
-    /// Print one JSON object (jobs, files_seen, items_new, items_merged,
-    /// items_unchanged, items_evicted, files_rejected, index_mismatches,
-    /// paths_skipped)
+    /// Print one JSON object (jobs, files_seen, items_read, items_new,
+    /// items_merged, items_unchanged, jobs_over_capacity, files_rejected,
+    /// index_mismatches, paths_skipped)
     #[arg(long)]
     json: bool,
 }
@@ -119,23 +119,33 @@ fn print_summary(dlq: &Dlq, report: &ImportReport, dry_run: bool) -> Result<()> 
     }
     table.print()?;
     let mut out = std::io::stdout().lock();
+    // An item file of a legacy tree is one item; an export file holds many,
+    // and then the items are what a person wants counted.
+    let read = if report.items_read + report.files_rejected.len() == report.files_seen {
+        format!("{} file(s)", report.files_seen)
+    } else {
+        format!(
+            "{} item(s) from {} file(s)",
+            report.items_read, report.files_seen
+        )
+    };
     writeln!(
         out,
-        "\n{}{} job(s), {} file(s): {} new, {} merged, {} unchanged, {} rejected, {} index mismatch(es)",
+        "\n{}{} job(s), {read}: {} new, {} merged, {} unchanged, {} rejected, {} index mismatch(es)",
         if dry_run { "dry run, nothing written: " } else { "" },
         report.jobs,
-        report.files_seen,
         report.items_new,
         report.items_merged,
         report.items_unchanged,
         report.files_rejected.len(),
         report.index_mismatches.len()
     )?;
-    if report.items_evicted > 0 {
+    for raised in &report.jobs_over_capacity {
         writeln!(
             out,
-            "{} item(s) evicted over capacity (see `dlq events`)",
-            report.items_evicted
+            "{}: kept all {} items, over its capacity of {}: its capacity is now {} \
+             (`dlq capacity --job-id {} --set N` to change it)",
+            raised.job_id, raised.items, raised.previous_max_items, raised.items, raised.job_id
         )?;
     }
     Ok(())

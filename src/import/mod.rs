@@ -9,7 +9,7 @@ pub mod discover;
 
 use crate::error::{Error, Result};
 use crate::model::DeadLetteredItem;
-use crate::store::{event_kinds, AddOutcome, Dlq, WriteTx};
+use crate::store::{event_kinds, AddOutcome, CapacityRaised, Dlq, WriteTx};
 use discover::{JobDir, Walker};
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
@@ -25,7 +25,10 @@ const MAX_ITEM_FILE_BYTES: u64 = 64 << 20;
 pub enum Record {
     /// A job directory was found.
     Job(JobDir, String),
-    /// A file parsed into an item of `job_id`.
+    /// A `dlq export` file (JSON or JSON lines) is read next: the items and
+    /// rejections that follow, up to the next `Job`, are its items.
+    ExportFile(PathBuf),
+    /// A file (or an export file's entry) parsed into an item of `job_id`.
     Item {
         job_id: String,
         repo: Option<String>,
@@ -77,13 +80,20 @@ impl Default for ImportOptions {
 /// What an import did (the `--json` output).
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct ImportReport {
+    /// Jobs that received items, counted from the items' job ids.
     pub jobs: usize,
+    /// Files read: item files of legacy trees (rejected ones included) and
+    /// export files.
     pub files_seen: usize,
+    /// Items parsed (from item files and export files).
+    pub items_read: usize,
     pub items_new: usize,
     pub items_merged: usize,
     pub items_unchanged: usize,
-    /// Items evicted because a job went over its capacity (in `events`).
-    pub items_evicted: usize,
+    /// Jobs that ended with more items than their capacity: an import keeps
+    /// every item and raises the job's capacity to its item count instead
+    /// of evicting (a `capacity_set` event each).
+    pub jobs_over_capacity: Vec<CapacityRaised>,
     pub files_rejected: Vec<RejectedFile>,
     pub index_mismatches: Vec<IndexMismatch>,
     /// Paths the walk passed over (symlinks out of the tree, unreadable
@@ -230,6 +240,9 @@ fn scan_export_file(path: &Path, emit: &mut impl FnMut(Record) -> bool) -> bool 
         Ok(file) => file,
         Err(e) => return emit(reject(None, format!("cannot read: {e}"))),
     };
+    if !emit(Record::ExportFile(path.to_path_buf())) {
+        return false;
+    }
     let mut go_on = true;
     let read = crate::input::read_raw_items(file, &source, |position, raw| {
         let record = match DeadLetteredItem::from_raw(raw) {
@@ -314,6 +327,8 @@ struct Writer {
     report: ImportReport,
     tallies: BTreeMap<String, JobTally>,
     current_job: String,
+    /// Whether the records now arriving come from an export file.
+    in_export_file: bool,
     started: Instant,
     last_progress: Instant,
 }
@@ -323,8 +338,14 @@ impl Writer {
     fn apply(&mut self, tx: &mut WriteTx<'_>, record: Record) -> Result<bool> {
         let report = &mut self.report;
         match record {
+            Record::ExportFile(_) => {
+                report.files_seen += 1;
+                self.in_export_file = true;
+                Ok(false)
+            }
             Record::Job(job, job_id) => {
                 tx.ensure_job(&job_id, job.repo.as_deref())?;
+                self.in_export_file = false;
                 report.job_ids.insert(job_id.clone());
                 self.current_job.clone_from(&job_id);
                 self.tallies
@@ -337,8 +358,14 @@ impl Writer {
             Record::Item {
                 job_id, repo, item, ..
             } => {
-                report.files_seen += 1;
+                if !self.in_export_file {
+                    report.files_seen += 1;
+                }
+                report.items_read += 1;
                 let outcome = tx.add(&job_id, repo.as_deref(), &item)?;
+                if !report.job_ids.contains(&job_id) {
+                    report.job_ids.insert(job_id.clone());
+                }
                 let tally = self.tallies.entry(job_id).or_default();
                 tally.files += 1;
                 match outcome.outcome {
@@ -355,11 +382,12 @@ impl Writer {
                         tally.unchanged += 1;
                     }
                 }
-                report.items_evicted += outcome.evicted.len();
                 Ok(true)
             }
             Record::Rejected(rejected) => {
-                report.files_seen += 1;
+                if !self.in_export_file {
+                    report.files_seen += 1;
+                }
                 self.tallies
                     .entry(self.current_job.clone())
                     .or_default()
@@ -442,6 +470,7 @@ pub fn import(
         report: ImportReport::default(),
         tallies: BTreeMap::new(),
         current_job: String::new(),
+        in_export_file: false,
         started: Instant::now(),
         last_progress: Instant::now(),
     };
@@ -449,6 +478,7 @@ pub fn import(
     let result = if bulk {
         dlq.write(|tx| {
             tx.set_item_events(false);
+            tx.set_evictions(false);
             let indexes = tx.suspend_item_indexes()?;
             for record in records.by_ref() {
                 writer.apply(tx, record)?;
@@ -461,6 +491,7 @@ pub fn import(
             while records.peek().is_some() {
                 dlq.write(|tx| {
                     tx.set_item_events(false);
+                    tx.set_evictions(false);
                     let mut written = 0;
                     for record in records.by_ref() {
                         written += usize::from(writer.apply(tx, record)?);
@@ -484,7 +515,11 @@ pub fn import(
     let mut report = writer.report;
     report.paths_skipped = scanned?;
     report.jobs = report.job_ids.len();
-    dlq.write(|tx| {
+    report.jobs_over_capacity = dlq.write(|tx| {
+        let mut raised = Vec::new();
+        for job_id in &report.job_ids {
+            raised.extend(tx.raise_capacity_to_fit(job_id)?);
+        }
         for (job_id, tally) in &writer.tallies {
             tx.event(
                 event_kinds::IMPORTED,
@@ -493,7 +528,7 @@ pub fn import(
                 serde_json::to_value(tally)?,
             )?;
         }
-        Ok(())
+        Ok(raised)
     })?;
     progress(&Progress {
         files_seen: report.files_seen,

@@ -510,10 +510,11 @@ fn sample_of(
     }
     let (message, error_type) = match newest.first() {
         Some((_, key)) => conn
-            .prepare_cached(
+            .prepare_cached(&format!(
                 "SELECT error_message, error_type FROM failure_history WHERE item_key = ?1
-                 ORDER BY attempt_number DESC, timestamp DESC LIMIT 1",
-            )?
+                 ORDER BY {} LIMIT 1",
+                super::counters::last_attempt_order("")
+            ))?
             .query_row([key], |row| Ok((Some(row.get(0)?), Some(row.get(1)?))))
             .optional()?
             .unwrap_or((None, None)),

@@ -88,38 +88,7 @@ fn delete(
          FROM temp.doomed_items",
         rusqlite::params![tx.now(), kind, extra.to_string()],
     )?;
-    // The counters, from one grouping of the doomed rows (one sort instead
-    // of three).
-    conn.execute_batch(
-        "CREATE TEMP TABLE IF NOT EXISTS doomed_groups (
-             job_id TEXT, error_signature TEXT, error_type TEXT,
-             n INTEGER, eligible INTEGER, manual INTEGER, failures INTEGER);
-         DELETE FROM temp.doomed_groups;
-         INSERT INTO temp.doomed_groups
-         SELECT job_id, error_signature, COALESCE(last_error_type, ''), COUNT(*),
-                SUM(reprocess_eligible), SUM(manual_review_required), SUM(failure_count)
-         FROM temp.doomed_items GROUP BY 1, 2, 3;
-         UPDATE jobs SET
-             item_count = item_count - x.n,
-             eligible_count = eligible_count - x.eligible,
-             manual_review_count = manual_review_count - x.manual,
-             failure_count_sum = failure_count_sum - x.failures
-         FROM (SELECT job_id, SUM(n) AS n, SUM(eligible) AS eligible,
-                      SUM(manual) AS manual, SUM(failures) AS failures
-               FROM temp.doomed_groups GROUP BY job_id) AS x
-         WHERE jobs.job_id = x.job_id;
-         UPDATE signature_counts SET item_count = item_count - x.n
-         FROM (SELECT job_id, error_signature, SUM(n) AS n
-               FROM temp.doomed_groups GROUP BY 1, 2) AS x
-         WHERE signature_counts.job_id = x.job_id AND signature_counts.error_signature = x.error_signature;
-         DELETE FROM signature_counts WHERE item_count <= 0;
-         UPDATE error_type_counts SET item_count = item_count - x.n
-         FROM (SELECT job_id, error_type, SUM(n) AS n
-               FROM temp.doomed_groups GROUP BY 1, 2) AS x
-         WHERE error_type_counts.job_id = x.job_id AND error_type_counts.error_type = x.error_type;
-         DELETE FROM error_type_counts WHERE item_count <= 0;
-         DELETE FROM temp.doomed_groups;",
-    )?;
+    super::counters::subtract_doomed(conn)?;
     // The counters are done; the per-row trigger would count every item
     // again (and load each deleted row to do it).
     let triggers = tx.suspend_item_triggers()?;

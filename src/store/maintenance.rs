@@ -34,7 +34,7 @@ impl Dlq {
     /// after rows were inserted by hand (updates and deletes are counted by
     /// triggers, inserts by dlq itself).
     pub fn recount(&self) -> Result<()> {
-        self.write(|tx| super::rows::recount(tx.conn()))
+        self.write(|tx| super::counters::recount(tx.conn()))
     }
 
     /// Removes one item (recorded as a `removed` event).

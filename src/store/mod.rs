@@ -7,6 +7,7 @@
 pub mod adhoc;
 mod analysis;
 mod bulk;
+mod counters;
 mod events;
 mod leases;
 mod maintenance;
@@ -15,6 +16,7 @@ mod rows;
 mod write;
 
 pub use analysis::{failure_category, normalise_message, Analysis, MessageGroup, PatternGroup};
+pub(crate) use counters::last_attempt_select;
 pub use events::Event;
 pub use leases::{RunCounts, RunInfo};
 pub use maintenance::{CapacityInfo, MarkRequest, PurgeReport};
@@ -22,7 +24,7 @@ pub use query::{
     DbInfo, ItemIter, ItemSummary, JobInfo, JobItem, ListFilter, Page, PageCursor, Stats,
     SummaryIter,
 };
-pub use write::{AddOutcome, AddReport, EvictedItem, Suspended, WriteTx};
+pub use write::{AddOutcome, AddReport, CapacityRaised, EvictedItem, Suspended, WriteTx};
 
 use crate::db::{self, DbPool};
 use crate::error::Result;
@@ -229,5 +231,64 @@ mod tests {
             .query_row("PRAGMA foreign_keys", [], |row| row.get(0))
             .unwrap();
         assert_eq!(on, 1);
+    }
+
+    /// An add over capacity while the item indexes are suspended evicts
+    /// when they are back (it would scan the table for each eviction
+    /// otherwise), and the counters agree with a recount.
+    #[test]
+    fn evictions_wait_for_suspended_indexes() {
+        let dlq = Dlq::open_in_memory().unwrap();
+        dlq.write(|tx| {
+            tx.ensure_job("j", None)?;
+            Ok(())
+        })
+        .unwrap();
+        dlq.set_capacity(Some("j"), Some(2)).unwrap();
+        let evicted_during = dlq
+            .write(|tx| {
+                let indexes = tx.suspend_item_indexes()?;
+                let mut evicted = 0;
+                for n in 0..5 {
+                    let item = crate::model::DeadLetteredItem::from_json_str(&format!(
+                        r#"{{"item_id": "i{n}", "item_data": {{}}, "first_attempt": "2025-01-0{d}T00:00:00Z",
+                            "last_attempt": "2025-01-0{d}T00:00:00Z", "failure_count": 1,
+                            "failure_history": [], "error_signature": "s{n}",
+                            "worktree_artifacts": null, "reprocess_eligible": true,
+                            "manual_review_required": false}}"#,
+                        d = n + 1
+                    ))?;
+                    evicted += tx.add("j", None, &item)?.evicted.len();
+                }
+                tx.restore(indexes)?;
+                Ok(evicted)
+            })
+            .unwrap();
+        assert_eq!(evicted_during, 0);
+        let conn = dlq.conn().unwrap();
+        let left: Vec<String> = conn
+            .prepare("SELECT item_id FROM items ORDER BY item_id")
+            .unwrap()
+            .query_map([], |row| row.get(0))
+            .unwrap()
+            .collect::<rusqlite::Result<_>>()
+            .unwrap();
+        assert_eq!(left, ["i3", "i4"]);
+        let events: i64 = conn
+            .query_row(
+                "SELECT COUNT(*) FROM events WHERE kind = 'evicted'",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert_eq!(events, 3);
+        let counted: (i64, i64) = conn
+            .query_row(
+                "SELECT (SELECT item_count FROM jobs), (SELECT SUM(item_count) FROM signature_counts)",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .unwrap();
+        assert_eq!(counted, (2, 2));
     }
 }

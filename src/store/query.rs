@@ -223,9 +223,13 @@ const SUMMARY_COLUMNS: &str =
     (SELECT w.worktree_path FROM worktree_artifacts w WHERE w.item_key = i.id),
     f.error_type, f.exit_code, f.error_message";
 
-const LAST_FAILURE_JOIN: &str = "LEFT JOIN failure_history f ON f.id = (
-    SELECT l.id FROM failure_history l WHERE l.item_key = i.id
-    ORDER BY l.attempt_number DESC, l.timestamp DESC LIMIT 1)";
+/// Joins the last attempt of each item `i` as `f`.
+fn last_failure_join() -> String {
+    format!(
+        "LEFT JOIN failure_history f ON f.id = {}",
+        super::counters::last_attempt_select("id", "i.id")
+    )
+}
 
 fn page_query(
     filter: &ListFilter,
@@ -286,7 +290,7 @@ impl Dlq {
             after,
             limit,
             SUMMARY_COLUMNS,
-            LAST_FAILURE_JOIN,
+            &last_failure_join(),
         );
         let mut stmt = conn.prepare_cached(&sql)?;
         let mut keys = Vec::new();

@@ -9,7 +9,6 @@ use crate::model::{
 use crate::time::Timestamp;
 use rusqlite::{params, Connection, OptionalExtension, Row};
 use serde_json::value::RawValue;
-use std::collections::HashMap;
 
 /// An item as stored, with its row key and the flags a person marked.
 pub struct StoredItem {
@@ -93,105 +92,6 @@ pub fn insert_item_row(
     Ok(Some(conn.last_insert_rowid()))
 }
 
-/// Counter changes for inserted items, applied in one go. (UPDATE and
-/// DELETE are counted by triggers; the schema says why INSERT is not.)
-#[derive(Default)]
-pub struct InsertCounts {
-    /// Per job: items, eligible, manual review, failure_count sum, and the
-    /// items per signature and per last error type.
-    jobs: HashMap<String, JobCounts>,
-}
-
-#[derive(Default)]
-struct JobCounts {
-    totals: [i64; 4],
-    signatures: HashMap<String, i64>,
-    error_types: HashMap<String, i64>,
-}
-
-fn bump(map: &mut HashMap<String, i64>, key: &str) {
-    match map.get_mut(key) {
-        Some(count) => *count += 1,
-        None => {
-            map.insert(key.to_string(), 1);
-        }
-    }
-}
-
-impl InsertCounts {
-    /// Counts one inserted item (allocating only for a new job or signature).
-    pub fn add(&mut self, job_id: &str, item: &DeadLetteredItem) {
-        if !self.jobs.contains_key(job_id) {
-            self.jobs.insert(job_id.to_string(), Default::default());
-        }
-        let Some(job) = self.jobs.get_mut(job_id) else {
-            return;
-        };
-        job.totals[0] += 1;
-        job.totals[1] += i64::from(item.reprocess_eligible);
-        job.totals[2] += i64::from(item.manual_review_required);
-        job.totals[3] += i64::from(item.failure_count);
-        bump(&mut job.signatures, &item.error_signature);
-        bump(&mut job.error_types, last_error_type(item).unwrap_or(""));
-    }
-
-    /// Writes the counts and starts again from zero.
-    pub fn flush(&mut self, conn: &Connection) -> Result<()> {
-        let mut jobs = conn.prepare_cached(
-            "UPDATE jobs SET item_count = item_count + ?2,
-                 eligible_count = eligible_count + ?3,
-                 manual_review_count = manual_review_count + ?4,
-                 failure_count_sum = failure_count_sum + ?5
-             WHERE job_id = ?1",
-        )?;
-        let mut signatures = conn.prepare_cached(
-            "INSERT INTO signature_counts (job_id, error_signature, item_count) VALUES (?1, ?2, ?3)
-             ON CONFLICT (job_id, error_signature) DO UPDATE SET item_count = item_count + excluded.item_count",
-        )?;
-        let mut error_types = conn.prepare_cached(
-            "INSERT INTO error_type_counts (job_id, error_type, item_count) VALUES (?1, ?2, ?3)
-             ON CONFLICT (job_id, error_type) DO UPDATE SET item_count = item_count + excluded.item_count",
-        )?;
-        for (job_id, job) in self.jobs.drain() {
-            let [items, eligible, manual, failures] = job.totals;
-            jobs.execute(params![job_id, items, eligible, manual, failures])?;
-            for (signature, count) in job.signatures {
-                signatures.execute(params![job_id, signature, count])?;
-            }
-            for (error_type, count) in job.error_types {
-                error_types.execute(params![job_id, error_type, count])?;
-            }
-        }
-        Ok(())
-    }
-}
-
-/// Recomputes every job's counters and the signature counts from the items
-/// (after rows were inserted by hand).
-pub fn recount(conn: &Connection) -> Result<()> {
-    conn.execute_batch(
-        "UPDATE jobs SET
-             item_count = (SELECT COUNT(*) FROM items i WHERE i.job_id = jobs.job_id),
-             eligible_count = (SELECT COUNT(*) FROM items i WHERE i.job_id = jobs.job_id AND i.reprocess_eligible = 1),
-             manual_review_count = (SELECT COUNT(*) FROM items i WHERE i.job_id = jobs.job_id AND i.manual_review_required = 1),
-             failure_count_sum = (SELECT COALESCE(SUM(failure_count), 0) FROM items i WHERE i.job_id = jobs.job_id);
-         DELETE FROM signature_counts;
-         INSERT INTO signature_counts (job_id, error_signature, item_count)
-             SELECT job_id, error_signature, COUNT(*) FROM items GROUP BY job_id, error_signature;
-         UPDATE items SET last_error_type = (
-             SELECT f.error_type FROM failure_history f WHERE f.item_key = items.id
-             ORDER BY f.attempt_number DESC, f.timestamp DESC LIMIT 1)
-         WHERE last_error_type IS NOT (
-             SELECT f.error_type FROM failure_history f WHERE f.item_key = items.id
-             ORDER BY f.attempt_number DESC, f.timestamp DESC LIMIT 1);
-         DELETE FROM error_type_counts;
-         INSERT INTO error_type_counts (job_id, error_type, item_count)
-             SELECT job_id, COALESCE(last_error_type, ''), COUNT(*) FROM items
-             GROUP BY job_id, COALESCE(last_error_type, '');",
-    )?;
-    Ok(())
-}
-
 /// Rewrites the item row's own columns (not its history or artifacts).
 pub fn update_item_row(conn: &Connection, key: i64, item: &DeadLetteredItem) -> Result<()> {
     let mut stmt = conn.prepare_cached(
@@ -228,8 +128,10 @@ fn bind_item_columns(
     Ok(())
 }
 
-/// The value of the `last_error_type` column.
-fn last_error_type(item: &DeadLetteredItem) -> Option<&str> {
+/// The value of the `last_error_type` column: the error type of the
+/// item's last attempt ([`DeadLetteredItem::last_failure`], the Rust side
+/// of [`super::counters::last_attempt_order`]).
+pub(super) fn last_error_type(item: &DeadLetteredItem) -> Option<&str> {
     item.last_failure().map(|f| f.error_type.name.as_str())
 }
 

@@ -2,6 +2,7 @@
 //! events they leave. Everything here runs inside the caller's IMMEDIATE
 //! transaction, so an add and the evictions it causes commit together.
 
+use super::counters::InsertCounts;
 use super::event_kinds;
 use super::rows;
 use crate::error::Result;
@@ -31,6 +32,16 @@ pub struct EvictedItem {
     pub last_attempt: String,
 }
 
+/// A job whose capacity an import raised to keep all its items.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct CapacityRaised {
+    pub job_id: String,
+    /// The job's items, now also its capacity.
+    pub items: i64,
+    /// The capacity in force before (the job's own or the default).
+    pub previous_max_items: i64,
+}
+
 /// The result of one add.
 #[derive(Clone, Debug)]
 pub struct AddReport {
@@ -45,7 +56,10 @@ pub struct AddReport {
 /// Schema objects (indexes, triggers) dropped for a bulk change, with the
 /// SQL that creates them again.
 #[must_use = "restore them before the transaction ends"]
-pub struct Suspended(Vec<String>);
+pub struct Suspended {
+    sql: Vec<String>,
+    indexes: bool,
+}
 
 /// An open write transaction. Obtained from [`super::Dlq::write`].
 pub struct WriteTx<'c> {
@@ -58,8 +72,14 @@ pub struct WriteTx<'c> {
     job_load: HashMap<String, (i64, i64)>,
     /// Counter changes of the items inserted so far, written before anything
     /// reads the counters and before commit.
-    pending_counts: rows::InsertCounts,
+    pending_counts: InsertCounts,
     item_events: bool,
+    /// Whether adds evict over capacity (import keeps every item instead).
+    evict: bool,
+    /// Jobs that went over capacity while the item indexes were suspended:
+    /// evicting then would scan the whole table for every evicted item, so
+    /// it waits for [`WriteTx::restore`].
+    deferred_evictions: Option<HashSet<String>>,
 }
 
 impl<'c> WriteTx<'c> {
@@ -70,8 +90,10 @@ impl<'c> WriteTx<'c> {
             default_cap: default_capacity(conn)?,
             jobs_touched: HashSet::new(),
             job_load: HashMap::new(),
-            pending_counts: rows::InsertCounts::default(),
+            pending_counts: InsertCounts::default(),
             item_events: true,
+            evict: true,
+            deferred_evictions: None,
         })
     }
 
@@ -84,6 +106,14 @@ impl<'c> WriteTx<'c> {
     /// import turns this off and writes one `imported` event per job instead.
     pub fn set_item_events(&mut self, on: bool) {
         self.item_events = on;
+    }
+
+    /// Whether adds over a job's capacity evict its oldest items (the
+    /// default). An import turns this off: it keeps every item and raises
+    /// the capacity of a job it filled past it (see
+    /// [`WriteTx::raise_capacity_to_fit`]).
+    pub fn set_evictions(&mut self, on: bool) {
+        self.evict = on;
     }
 
     /// Creates the job if needed and bumps its updated_at (once per
@@ -158,6 +188,9 @@ impl<'c> WriteTx<'c> {
                 evicted: Vec::new(),
             });
         }
+        // The UPDATE fires the counter trigger (counters.rs says why this
+        // comes first).
+        self.flush_counts()?;
         rows::update_item_row(self.conn, stored.key, &merged)?;
         let new_attempts = rows::insert_history(self.conn, stored.key, &merged.failure_history)?;
         let artifacts_before = serde_json::to_string(&stored.item.worktree_artifacts)?;
@@ -204,7 +237,11 @@ impl<'c> WriteTx<'c> {
             }
             None => self.load_of(job_id)?,
         };
-        if cap <= 0 || count <= cap {
+        if !self.evict || cap <= 0 || count <= cap {
+            return Ok(Vec::new());
+        }
+        if let Some(deferred) = &mut self.deferred_evictions {
+            deferred.insert(job_id.to_string());
             return Ok(Vec::new());
         }
         self.evict(job_id, count - cap, cap)
@@ -237,7 +274,42 @@ impl<'c> WriteTx<'c> {
         self.evict(job_id, count - cap, cap)
     }
 
+    /// When a job holds more items than its capacity (as after an import,
+    /// which never evicts), raises the job's capacity to its item count with
+    /// a `capacity_set` event saying why, so nothing is evicted by the next
+    /// add either. Returns the capacity before and after, if it changed.
+    pub fn raise_capacity_to_fit(&mut self, job_id: &str) -> Result<Option<CapacityRaised>> {
+        let (count, cap) = self.load_of(job_id)?;
+        if cap <= 0 || count <= cap {
+            return Ok(None);
+        }
+        self.conn
+            .prepare_cached("UPDATE jobs SET max_items = ?2 WHERE job_id = ?1")?
+            .execute(params![job_id, count])?;
+        self.job_load.insert(job_id.to_string(), (count, count));
+        self.event(
+            event_kinds::CAPACITY,
+            Some(job_id),
+            None,
+            serde_json::json!({
+                "max_items": count,
+                "previous_max_items": cap,
+                "reason": "import keeps every item; the job holds more than its capacity",
+            }),
+        )?;
+        Ok(Some(CapacityRaised {
+            job_id: job_id.to_string(),
+            items: count,
+            previous_max_items: cap,
+        }))
+    }
+
     fn evict(&mut self, job_id: &str, excess: i64, cap: i64) -> Result<Vec<EvictedItem>> {
+        // The DELETE fires the counter trigger, which must see every item
+        // inserted so far already counted (counters.rs).
+        self.flush_counts()?;
+        // Walks items_job_last_attempt: O(log n) per evicted item. The
+        // index is never suspended here (see `deferred_evictions`).
         let mut stmt = self.conn.prepare_cached(
             "DELETE FROM items WHERE id IN (
                  SELECT id FROM items WHERE job_id = ?1
@@ -293,6 +365,7 @@ impl<'c> WriteTx<'c> {
     /// indexes are never missing outside it. The definitions are read from
     /// the schema, so they follow migrations.
     pub fn suspend_item_indexes(&mut self) -> Result<Suspended> {
+        self.deferred_evictions.get_or_insert_with(HashSet::new);
         self.suspend("index")
     }
 
@@ -321,13 +394,17 @@ impl<'c> WriteTx<'c> {
             self.conn
                 .execute(&format!("DROP {drop} \"{quoted}\""), [])?;
         }
-        Ok(Suspended(objects.into_iter().map(|(_, sql)| sql).collect()))
+        Ok(Suspended {
+            sql: objects.into_iter().map(|(_, sql)| sql).collect(),
+            indexes: kind == "index",
+        })
     }
 
     /// Creates again what [`WriteTx::suspend_item_indexes`] or
     /// [`WriteTx::suspend_item_triggers`] dropped.
+    /// Evictions deferred while the indexes were suspended run now.
     pub fn restore(&mut self, suspended: Suspended) -> Result<()> {
-        for sql in suspended.0 {
+        for sql in suspended.sql {
             let statement = sql.trim_start().to_ascii_uppercase();
             if !["CREATE INDEX", "CREATE UNIQUE INDEX", "CREATE TRIGGER"]
                 .iter()
@@ -341,6 +418,17 @@ impl<'c> WriteTx<'c> {
             // `execute` runs exactly one statement (a trigger's body is
             // part of its one CREATE TRIGGER).
             self.conn.execute(&sql, [])?;
+        }
+        if suspended.indexes {
+            let mut jobs: Vec<String> = self
+                .deferred_evictions
+                .take()
+                .map(|jobs| jobs.into_iter().collect())
+                .unwrap_or_default();
+            jobs.sort();
+            for job in jobs {
+                self.enforce_capacity(&job)?;
+            }
         }
         Ok(())
     }

@@ -439,3 +439,121 @@ fn symlink_cycles_terminate_and_links_out_are_not_followed() {
         "{skipped}"
     );
 }
+
+/// An import is a migration: it keeps every item, also of a job larger than
+/// its capacity, raises that job's capacity to fit (with an event saying
+/// why) and says so; both into an empty database (one bulk transaction) and
+/// into a non-empty one (batches).
+#[test]
+fn import_keeps_every_item_of_a_job_over_its_capacity() {
+    let dir = TempDir::new("over-capacity");
+    let db = dir.join("dlq.db");
+    let tree = dir.join("tree");
+    let spec = dlqlite::generate::TreeSpec {
+        jobs: 2,
+        items_per_job: 30,
+        attempt: 1,
+        seed: 3,
+    };
+    dlqlite::generate::write_tree(&tree, &spec).unwrap();
+    ok(dlq(&db).args(["capacity", "--set", "12"]));
+    let (success, report) = import_json(&db, &[&tree]);
+    assert!(success, "{report}");
+    assert_eq!(report["items_new"], 60);
+    assert_eq!(count(&db, "SELECT COUNT(*) FROM items"), 60);
+    assert_eq!(
+        count(&db, "SELECT COUNT(*) FROM events WHERE kind = 'evicted'"),
+        0
+    );
+    let raised = report["jobs_over_capacity"].as_array().unwrap();
+    assert_eq!(raised.len(), 2, "{report}");
+    for job in raised {
+        assert_eq!(job["items"], 30);
+        assert_eq!(job["previous_max_items"], 12);
+        let id = job["job_id"].as_str().unwrap();
+        let capacity = json(&ok(dlq(&db).args(["capacity", "--job-id", id, "--json"])));
+        assert_eq!(capacity["effective_max_items"], 30, "{capacity}");
+    }
+    assert_eq!(
+        count(
+            &db,
+            "SELECT COUNT(*) FROM events WHERE kind = 'capacity_set' AND job_id IS NOT NULL
+             AND json_extract(detail, '$.previous_max_items') = 12"
+        ),
+        2
+    );
+    // Attempt 2 of every item of a third, bigger job, into the non-empty
+    // database: the batched path keeps them all too, and the summary says so.
+    let more = dir.join("more");
+    dlqlite::generate::write_tree(
+        &more,
+        &dlqlite::generate::TreeSpec {
+            jobs: 3,
+            items_per_job: 40,
+            attempt: 2,
+            seed: 4,
+        },
+    )
+    .unwrap();
+    let output = run(dlq(&db).arg("import").arg(&more));
+    assert!(output.status.success());
+    let text = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        text.contains("kept all 40 items, over its capacity of 30"),
+        "{text}"
+    );
+    assert!(
+        text.contains("kept all 40 items, over its capacity of 12"),
+        "{text}"
+    );
+    assert_eq!(count(&db, "SELECT COUNT(*) FROM items"), 40 * 2 + 40);
+    assert_eq!(
+        count(&db, "SELECT COUNT(*) FROM events WHERE kind = 'evicted'"),
+        0
+    );
+    // Adding goes on evicting at the (raised) capacity.
+    let mut item = item("new-one", 1, "2099-01-01T00:00:00Z", "late");
+    item["job_id"] = serde_json::json!(dlqlite::generate::job_id(2));
+    let added = with_stdin(dlq(&db).args(["add", "--json"]), &item.to_string());
+    assert!(added.status.success());
+    assert_eq!(
+        json(&String::from_utf8_lossy(&added.stdout))["items_evicted"],
+        1
+    );
+}
+
+/// A `dlq export` file holds many items of many jobs: the summary counts the
+/// jobs from the items and says items, not files.
+#[test]
+fn import_of_an_export_file_counts_its_jobs_and_items() {
+    let dir = TempDir::new("export-file-summary");
+    let db = dir.join("dlq.db");
+    for job in ["a", "b", "c"] {
+        add_lines(
+            &db,
+            job,
+            (0..3).map(|i| item(&format!("{job}{i}"), 1, "2025-01-01T00:00:00Z", "boom")),
+        );
+    }
+    let file = dir.join("all.jsonl");
+    ok(dlq(&db).arg("export").arg(&file));
+    let db2 = dir.join("second.db");
+    let (success, report) = import_json(&db2, &[&file]);
+    assert!(success, "{report}");
+    assert_eq!(report["jobs"], 3, "{report}");
+    assert_eq!(report["files_seen"], 1);
+    assert_eq!(report["items_read"], 9);
+    let db3 = dir.join("third.db");
+    let text = ok(dlq(&db3).arg("import").arg(&file));
+    assert!(
+        text.contains("3 job(s), 9 item(s) from 1 file(s): 9 new"),
+        "{text}"
+    );
+    for job in ["a", "b", "c"] {
+        assert!(
+            text.lines()
+                .any(|l| l.starts_with(job) && l.contains(" 3 ")),
+            "{text}"
+        );
+    }
+}

@@ -1,0 +1,509 @@
+//! The derived counters (`jobs` counters, `signature_counts`,
+//! `error_type_counts`, `items.last_error_type`) against a reference
+//! computed here from the raw rows, in plain Rust: after every path that
+//! changes data, through the real binary, the sqlite3 shell and the library,
+//! and over random sequences of operations. The reference shares no code
+//! with the store (not even `dlq db --recount`).
+
+use crate::common::*;
+use dlqlite::{DeadLetteredItem, Dlq};
+use quickcheck::{Arbitrary, Gen};
+use std::collections::BTreeMap;
+use std::path::Path;
+
+/// Per job: items, eligible, manual review, failure_count sum.
+type JobCounters = BTreeMap<String, [i64; 4]>;
+/// (job, key) -> items.
+type Tally = BTreeMap<(String, String), i64>;
+
+/// What the counters should be, from the rows alone.
+fn expected(conn: &rusqlite::Connection) -> (JobCounters, Tally, Tally, Vec<String>) {
+    let mut jobs: JobCounters = BTreeMap::new();
+    for job in strings_of(conn, "SELECT job_id FROM jobs") {
+        jobs.insert(job, [0; 4]);
+    }
+    // The last attempt of each item: highest attempt_number, then latest
+    // timestamp (the documented rule), picked here in Rust.
+    let mut last: BTreeMap<i64, ((i64, String), String)> = BTreeMap::new();
+    let mut stmt = conn
+        .prepare("SELECT item_key, attempt_number, timestamp, error_type FROM failure_history")
+        .unwrap();
+    let mut rows = stmt.query([]).unwrap();
+    while let Some(row) = rows.next().unwrap() {
+        let key: i64 = row.get(0).unwrap();
+        let order = (
+            row.get::<_, i64>(1).unwrap(),
+            row.get::<_, String>(2).unwrap(),
+        );
+        let error_type: String = row.get(3).unwrap();
+        match last.get(&key) {
+            Some((best, _)) if *best >= order => {}
+            _ => {
+                last.insert(key, (order, error_type));
+            }
+        }
+    }
+    let mut signatures = Tally::new();
+    let mut error_types = Tally::new();
+    let mut wrong_last = Vec::new();
+    let mut stmt = conn
+        .prepare(
+            "SELECT id, job_id, item_id, error_signature, reprocess_eligible,
+                    manual_review_required, failure_count, last_error_type FROM items",
+        )
+        .unwrap();
+    let mut rows = stmt.query([]).unwrap();
+    while let Some(row) = rows.next().unwrap() {
+        let key: i64 = row.get(0).unwrap();
+        let job: String = row.get(1).unwrap();
+        let item_id: String = row.get(2).unwrap();
+        let counters = jobs.entry(job.clone()).or_insert([0; 4]);
+        counters[0] += 1;
+        counters[1] += row.get::<_, i64>(4).unwrap();
+        counters[2] += row.get::<_, i64>(5).unwrap();
+        counters[3] += row.get::<_, i64>(6).unwrap();
+        *signatures
+            .entry((job.clone(), row.get(3).unwrap()))
+            .or_default() += 1;
+        let stored_last: Option<String> = row.get(7).unwrap();
+        let true_last = last.get(&key).map(|(_, t)| t.clone());
+        if stored_last != true_last {
+            wrong_last.push(format!(
+                "{job}/{item_id}: last_error_type {stored_last:?}, last attempt says {true_last:?}"
+            ));
+        }
+        *error_types
+            .entry((job, true_last.unwrap_or_default()))
+            .or_default() += 1;
+    }
+    (jobs, signatures, error_types, wrong_last)
+}
+
+fn strings_of(conn: &rusqlite::Connection, query: &str) -> Vec<String> {
+    conn.prepare(query)
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap()
+}
+
+fn tally_of(conn: &rusqlite::Connection, query: &str) -> Tally {
+    conn.prepare(query)
+        .unwrap()
+        .query_map([], |r| Ok(((r.get(0)?, r.get(1)?), r.get(2)?)))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap()
+}
+
+/// Every difference between the stored counters and the reference; empty
+/// when they agree.
+pub fn drift(db: &Path) -> Vec<String> {
+    let conn = sql(db);
+    let (jobs, signatures, error_types, mut problems) = expected(&conn);
+    let stored_jobs: JobCounters = conn
+        .prepare(
+            "SELECT job_id, item_count, eligible_count, manual_review_count, failure_count_sum
+             FROM jobs",
+        )
+        .unwrap()
+        .query_map([], |r| {
+            Ok((r.get(0)?, [r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?]))
+        })
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    if stored_jobs != jobs {
+        problems.push(format!(
+            "jobs [items, eligible, manual, failures]: stored {stored_jobs:?}, rows say {jobs:?}"
+        ));
+    }
+    let stored = tally_of(
+        &conn,
+        "SELECT job_id, error_signature, item_count FROM signature_counts",
+    );
+    if stored != signatures {
+        problems.push(format!(
+            "signature_counts: stored {stored:?}, rows say {signatures:?}"
+        ));
+    }
+    let stored = tally_of(
+        &conn,
+        "SELECT job_id, error_type, item_count FROM error_type_counts",
+    );
+    if stored != error_types {
+        problems.push(format!(
+            "error_type_counts: stored {stored:?}, rows say {error_types:?}"
+        ));
+    }
+    problems
+}
+
+fn assert_no_drift(db: &Path, after: &str) {
+    let problems = drift(db);
+    assert!(
+        problems.is_empty(),
+        "counters differ from the rows after {after}:\n{}",
+        problems.join("\n")
+    );
+}
+
+/// An item with attempts `(attempt_number, timestamp, error_type)`, the last
+/// one's message deciding the signature.
+fn item_with(id: &str, attempts: &[(u32, &str, &str)], eligible: bool) -> serde_json::Value {
+    let history: Vec<serde_json::Value> = attempts
+        .iter()
+        .map(|(n, at, error_type)| {
+            serde_json::json!({
+                "attempt_number": n, "timestamp": at, "error_type": error_type,
+                "error_message": format!("{error_type} on {id} at {n}"),
+                "stack_trace": null, "agent_id": format!("agent-{n}"), "step_failed": "s",
+                "duration_ms": 5, "json_log_location": null
+            })
+        })
+        .collect();
+    let first = attempts.iter().map(|a| a.1).min().unwrap();
+    let last = attempts.iter().map(|a| a.1).max().unwrap();
+    serde_json::json!({
+        "item_id": id, "item_data": {"id": id},
+        "first_attempt": first, "last_attempt": last,
+        "failure_count": attempts.len(), "failure_history": history,
+        "error_signature": format!("sig-{}", attempts.last().unwrap().2),
+        "worktree_artifacts": null,
+        "reprocess_eligible": eligible, "manual_review_required": !eligible
+    })
+}
+
+fn add_jsonl(db: &Path, job: &str, items: &[serde_json::Value]) -> serde_json::Value {
+    let lines: String = items.iter().map(|v| v.to_string() + "\n").collect();
+    let output = with_stdin(dlq(db).args(["add", "--job-id", job, "--json"]), &lines);
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    json(&String::from_utf8_lossy(&output.stdout))
+}
+
+/// A legacy tree with `items` in job `job`.
+fn legacy_tree(root: &Path, job: &str, items: &[serde_json::Value]) {
+    let dir = root.join(format!("dlq/repo/{job}/mapreduce/dlq/{job}/items"));
+    std::fs::create_dir_all(&dir).unwrap();
+    for item in items {
+        let id = item["item_id"].as_str().unwrap();
+        write_json(&dir, &format!("{id}.json"), item);
+    }
+}
+
+#[test]
+fn every_path_that_changes_data_keeps_the_counters_equal_to_the_rows() {
+    let dir = TempDir::new("counters-paths");
+    let db = dir.join("dlq.db");
+    let old = "2024-01-01T00:00:00Z";
+    let mid = "2025-06-01T00:00:00Z";
+    let new = "2026-11-01T00:00:00Z";
+
+    // Import into an empty database (the bulk path), with copies of one
+    // item in two trees whose merge changes its signature.
+    let tree = dir.join("tree");
+    legacy_tree(
+        &tree,
+        "imp",
+        &(0..30)
+            .map(|i| item_with(&format!("t{i}"), &[(1, old, "Timeout")], i % 3 != 0))
+            .collect::<Vec<_>>(),
+    );
+    let state = dir.join("state");
+    legacy_tree(
+        &state,
+        "imp",
+        &[item_with("t1", &[(2, mid, "MergeConflict")], true)],
+    );
+    ok(dlq(&db).args(["capacity", "--set", "20"]));
+    assert_no_drift(&db, "capacity --set on an empty database");
+    let report = json(&ok(dlq(&db)
+        .arg("import")
+        .arg(&tree)
+        .arg(&state)
+        .arg("--json")));
+    assert_eq!(report["items_new"], 30);
+    assert_no_drift(&db, "a bulk import with a merge and a job over capacity");
+
+    // Import into a non-empty database (the batched path).
+    let tree2 = dir.join("tree2");
+    legacy_tree(
+        &tree2,
+        "imp2",
+        &(0..25)
+            .map(|i| item_with(&format!("u{i}"), &[(1, mid, "CommandFailed")], true))
+            .collect::<Vec<_>>(),
+    );
+    legacy_tree(
+        &tree2,
+        "imp",
+        &[item_with("t2", &[(3, new, "ValidationFailed")], false)],
+    );
+    ok(dlq(&db).arg("import").arg(&tree2));
+    assert_no_drift(&db, "a batched import into a non-empty database");
+
+    // Add one; add many in one call, with merges of items added earlier in
+    // the same call and evictions of items added in it.
+    ok(dlq(&db).args(["capacity", "--job-id", "imp2", "--set", "0"]));
+    add_jsonl(&db, "a", &[item_with("one", &[(1, mid, "Timeout")], true)]);
+    assert_no_drift(&db, "add of one item");
+    ok(dlq(&db).args(["capacity", "--set", "4"]));
+    let mut batch: Vec<serde_json::Value> = (0..8)
+        .map(|i| {
+            let day = format!("2026-10-{:02}T00:00:00Z", i + 1);
+            item_with(&format!("b{i}"), &[(1, &day, "Timeout")], i % 2 == 0)
+        })
+        .collect();
+    batch.push(item_with(
+        "b7",
+        &[(2, "2026-10-30T00:00:00Z", "WorktreeError")],
+        false,
+    ));
+    batch.push(item_with("b6", &[(5, old, "PermissionError")], false));
+    let summary = add_jsonl(&db, "a", &batch);
+    assert!(summary["items_evicted"].as_u64().unwrap() > 0, "{summary}");
+    assert_no_drift(&db, "add of many items with merges and evictions");
+
+    // Capacity lowered evicts at once.
+    ok(dlq(&db).args(["capacity", "--job-id", "imp", "--set", "5"]));
+    assert_no_drift(&db, "capacity lowered");
+
+    // Mark.
+    ok(dlq(&db).args([
+        "mark",
+        "b7",
+        "--job-id",
+        "a",
+        "--eligible",
+        "--no-manual-review",
+    ]));
+    assert_no_drift(&db, "mark");
+
+    // Retry: a failure appends an attempt (new last error type and
+    // signature), a success removes the item.
+    ok(dlq(&db).args(["capacity", "--job-id", "imp2", "--set", "0"]));
+    let _ = run(dlq(&db).args([
+        "retry",
+        "imp2",
+        "--exec",
+        "exit 3",
+        "--max-retries",
+        "1",
+        "--backoff-ms",
+        "0",
+        "--filter",
+        "item_id < \"u5\"",
+    ]));
+    assert!(count(&db, "SELECT COUNT(*) FROM failure_history f JOIN items i ON i.id = f.item_key WHERE i.job_id = 'imp2' AND f.attempt_number = 2") > 0);
+    assert_no_drift(&db, "retry that failed");
+    ok(dlq(&db).args([
+        "retry",
+        "imp2",
+        "--exec",
+        "true",
+        "--filter",
+        "item_id < \"u9\"",
+        "--force",
+    ]));
+    assert_no_drift(&db, "retry that succeeded");
+
+    // Requeue --take.
+    let out = dir.join("requeue.json");
+    ok(dlq(&db)
+        .args(["requeue", "imp2", "--take", "-o"])
+        .arg(&out)
+        .args(["--filter", "item_id < \"u15\""]));
+    assert_no_drift(&db, "requeue --take");
+
+    // Purge, by age and by job.
+    ok(dlq(&db).args(["purge", "--older-than-days", "400", "--yes"]));
+    assert_no_drift(&db, "purge");
+    ok(dlq(&db).args([
+        "purge",
+        "--older-than-days",
+        "1",
+        "--job-id",
+        "imp2",
+        "--yes",
+    ]));
+    assert_no_drift(&db, "purge of one job");
+
+    // Hand-written changes in the sqlite3 shell.
+    let conn = sql(&db);
+    conn.execute_batch(
+        "PRAGMA foreign_keys = ON;
+         UPDATE items SET error_signature = 'by-hand', reprocess_eligible = 1 - reprocess_eligible
+             WHERE rowid IN (SELECT rowid FROM items ORDER BY rowid LIMIT 3);
+         UPDATE items SET job_id = 'imp' WHERE job_id = 'a' AND item_id = 'b7';
+         DELETE FROM items WHERE rowid = (SELECT MAX(rowid) FROM items);",
+    )
+    .unwrap();
+    drop(conn);
+    assert_no_drift(&db, "hand UPDATE and DELETE in the sqlite3 shell");
+
+    // Remove one, clear a job.
+    let (job, item) = {
+        let conn = sql(&db);
+        conn.query_row(
+            "SELECT job_id, item_id FROM items ORDER BY rowid LIMIT 1",
+            [],
+            |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)),
+        )
+        .unwrap()
+    };
+    ok(dlq(&db).args(["clear", &job, "--yes"]));
+    let _ = item;
+    assert_no_drift(&db, "clear");
+    assert!(count(&db, "SELECT COUNT(*) FROM events WHERE kind = 'evicted'") > 0);
+}
+
+/// One operation of the random sequences below.
+#[derive(Clone, Debug)]
+enum Op {
+    /// Items added in one transaction: (job, id, attempt, day, error type).
+    Add(Vec<(u8, u8, u8, u8, u8)>),
+    Capacity(u8, u8),
+    Mark(u8, u8, bool),
+    Remove(u8, u8),
+    Purge(u8),
+    Clear(u8),
+    RetryFailed(u8, u8),
+    RetryOk(u8, u8),
+    Take(u8, u8),
+}
+
+const TYPES: [&str; 4] = ["Timeout", "CommandFailed", "MergeConflict", "Unknown"];
+
+impl Arbitrary for Op {
+    fn arbitrary(g: &mut Gen) -> Self {
+        let small = |g: &mut Gen, n: u8| u8::arbitrary(g) % n;
+        match small(g, 12) {
+            0..=3 => {
+                let n = 1 + usize::from(small(g, 8));
+                Op::Add(
+                    (0..n)
+                        .map(|_| {
+                            (
+                                small(g, 3),
+                                small(g, 6),
+                                small(g, 4),
+                                small(g, 28),
+                                small(g, 4),
+                            )
+                        })
+                        .collect(),
+                )
+            }
+            4 => Op::Capacity(small(g, 3), small(g, 6)),
+            5 => Op::Mark(small(g, 3), small(g, 6), bool::arbitrary(g)),
+            6 => Op::Remove(small(g, 3), small(g, 6)),
+            7 => Op::Purge(small(g, 28)),
+            8 => Op::Clear(small(g, 3)),
+            9 => Op::RetryFailed(small(g, 3), small(g, 6)),
+            10 => Op::RetryOk(small(g, 3), small(g, 6)),
+            _ => Op::Take(small(g, 3), small(g, 6)),
+        }
+    }
+}
+
+fn lib_item(id: u8, attempt: u8, day: u8, error_type: u8) -> DeadLetteredItem {
+    let at = format!("2026-01-{:02}T00:00:00Z", day + 1);
+    let value = item_with(
+        &format!("i{id}"),
+        &[(u32::from(attempt) + 1, &at, TYPES[usize::from(error_type)])],
+        error_type.is_multiple_of(2),
+    );
+    DeadLetteredItem::from_json_str(&value.to_string()).unwrap()
+}
+
+fn apply(dlq: &Dlq, op: &Op) {
+    let job = |j: u8| format!("job{j}");
+    // Errors such as "no such item" are expected in random sequences; what
+    // matters is that the counters stay right whatever happened.
+    let _ = match op {
+        Op::Add(items) => dlq
+            .write(|tx| {
+                for (j, id, attempt, day, error_type) in items {
+                    tx.add(&job(*j), None, &lib_item(*id, *attempt, *day, *error_type))?;
+                }
+                Ok(())
+            })
+            .map(drop),
+        Op::Capacity(j, n) => dlq
+            .set_capacity(Some(&job(*j)), Some(i64::from(*n)))
+            .map(drop),
+        Op::Mark(j, id, on) => dlq.mark(
+            Some(&job(*j)),
+            &format!("i{id}"),
+            &dlqlite::store::MarkRequest {
+                reprocess_eligible: Some(*on),
+                manual_review_required: Some(!*on),
+            },
+        ),
+        Op::Remove(j, id) => dlq.remove(Some(&job(*j)), &format!("i{id}")),
+        Op::Purge(day) => {
+            // Purge is relative to now: a clock placed `day` days after
+            // the items' month starts.
+            let now =
+                dlqlite::Timestamp::parse(&format!("2026-02-{:02}T00:00:00Z", day + 1)).unwrap();
+            dlq.clone()
+                .with_clock(std::sync::Arc::new(move || now))
+                .purge(20, &Default::default(), false)
+                .map(drop)
+        }
+        Op::Clear(j) => dlq.clear_job(&job(*j)).map(drop),
+        Op::RetryFailed(j, id) | Op::RetryOk(j, id) => retry_one(dlq, &job(*j), *id, op),
+        Op::Take(j, id) => dlq
+            .take_items(&[(job(*j), format!("i{id}"))], "elsewhere")
+            .map(drop),
+    };
+}
+
+/// One retry attempt of one item through the lease API, as `dlq retry` makes
+/// it.
+fn retry_one(dlq: &Dlq, job: &str, id: u8, op: &Op) -> dlqlite::Result<()> {
+    let run = format!("run-{job}-{id}");
+    let until = dlq.now().minus_seconds(-60);
+    let filter = dlqlite::ListFilter {
+        job_id: Some(job.to_string()),
+        expression: Some(dlqlite::filter::parse(&format!("item_id == \"i{id}\"")).unwrap()),
+        ..Default::default()
+    };
+    for key in dlq.claim(&run, &filter, 0, 1, until)? {
+        if matches!(op, Op::RetryOk(..)) {
+            dlq.retry_succeeded(&run, key, 1, 5)?;
+        } else {
+            let failure = lib_item(id, 9, 27, 2).failure_history.remove(0);
+            dlq.retry_failed(&run, key, failure)?;
+        }
+    }
+    Ok(())
+}
+
+#[test]
+fn random_sequences_of_writes_keep_the_counters_equal_to_the_rows() {
+    fn property(ops: Vec<Op>) -> quickcheck::TestResult {
+        let dir = TempDir::new("counters-prop");
+        let db = dir.join("dlq.db");
+        let dlq = Dlq::open(&db).unwrap();
+        for (n, op) in ops.iter().enumerate() {
+            apply(&dlq, op);
+            let problems = drift(&db);
+            if !problems.is_empty() {
+                return quickcheck::TestResult::error(format!(
+                    "after op {n} of {ops:?}:\n{}",
+                    problems.join("\n")
+                ));
+            }
+        }
+        quickcheck::TestResult::passed()
+    }
+    quickcheck::QuickCheck::new()
+        .tests(60)
+        .quickcheck(property as fn(Vec<Op>) -> quickcheck::TestResult);
+}
