@@ -543,3 +543,50 @@ fn analyze_answers_on_an_in_memory_database() {
     assert_eq!((one.total_items, one.total_attempts), (1, 1));
     assert_eq!(one.pattern_groups[0].sample_items, ["z"]);
 }
+
+/// A returned add is durable (its commit syncs the WAL: synchronous=FULL),
+/// and a one-item `dlq add` into an existing database makes no other sync
+/// than what that commit needs: the WAL, and the directory entry SQLite
+/// syncs once per process that opens the WAL. (It made five before: the
+/// commit did not sync at all, and closing checkpointed.)
+#[test]
+fn one_add_is_one_durable_commit() {
+    let dir = TempDir::new("fsync");
+    let db = dir.join("dlq.db");
+    add_lines(&db, "j", [item("first", 1, "2025-01-01T00:00:00Z", "boom")]);
+    let trace = dir.join("trace");
+    let line = item("second", 1, "2025-01-02T00:00:00Z", "boom").to_string();
+    let mut command = std::process::Command::new("strace");
+    command
+        .args(["-f", "-e", "trace=fsync,fdatasync,sync_file_range", "-o"])
+        .arg(&trace)
+        .arg(env!("CARGO_BIN_EXE_dlq"))
+        .arg("--db")
+        .arg(&db)
+        .args(["add", "--job-id", "j"]);
+    let output = match command.stdin(std::process::Stdio::piped()).spawn() {
+        Ok(mut child) => {
+            use std::io::Write;
+            child
+                .stdin
+                .take()
+                .unwrap()
+                .write_all(line.as_bytes())
+                .unwrap();
+            child.wait_with_output().unwrap()
+        }
+        Err(e) => panic!("this test needs strace (scripts/test installs it): {e}"),
+    };
+    assert!(output.status.success(), "{output:?}");
+    let syncs: Vec<String> = std::fs::read_to_string(&trace)
+        .unwrap()
+        .lines()
+        .filter(|l| l.contains("sync"))
+        .map(str::to_string)
+        .collect();
+    assert!(
+        (1..=2).contains(&syncs.len()),
+        "expected the commit's WAL sync (and the WAL's directory), got {syncs:?}"
+    );
+    assert_eq!(count(&db, "SELECT COUNT(*) FROM items"), 2);
+}

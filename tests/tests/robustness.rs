@@ -305,6 +305,11 @@ fn faults_give_one_line_and_change_nothing() {
             .status
             .success()
     );
+    // dlq leaves a small WAL beside the database: fold it in first, so the
+    // file holds the items.
+    sql(&good)
+        .execute_batch("PRAGMA wal_checkpoint(TRUNCATE)")
+        .unwrap();
     let bytes = std::fs::read(&good).unwrap();
     let truncated = dir.join("truncated.db");
     std::fs::write(&truncated, &bytes[..bytes.len() / 2]).unwrap();
