@@ -18,6 +18,7 @@ use std::process::ExitCode;
 /// Examples:
 ///   dlq analyze --job-id mapreduce-20251123_194253
 ///   dlq analyze --export analysis.json
+///   dlq analyze --top 0 --json   # every group, nothing left out
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// Only this job
@@ -26,13 +27,21 @@ pub struct Args {
     /// Also write the analysis as JSON to this file
     #[arg(long, value_name = "FILE")]
     export: Option<PathBuf>,
+    /// Pattern groups and message groups to list, the largest first (0 =
+    /// all); the rest are summed up as "and G more groups holding I items"
+    /// (`pattern_groups_omitted` / `message_groups_omitted` in JSON)
+    #[arg(long, value_name = "N", default_value_t = 20)]
+    top: usize,
     /// Print JSON instead of tables
     #[arg(long)]
     json: bool,
 }
 
 pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
-    let analysis = ctx.open_existing()?.analyze(args.job_id.as_deref())?;
+    let options = dlqlite::store::AnalyzeOptions { top: args.top };
+    let analysis = ctx
+        .open_existing()?
+        .analyze_with(args.job_id.as_deref(), &options)?;
     if let Some(path) = &args.export {
         let text = serde_json::to_string_pretty(&analysis)?;
         std::fs::write(path, text + "\n").with_context(|| path.display().to_string())?;
@@ -43,6 +52,17 @@ pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
         print_tables(&analysis)?;
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The line under a cut listing that accounts for what was cut.
+fn print_omitted(omitted: &dlqlite::store::Omitted) -> Result<()> {
+    if omitted.groups > 0 {
+        println!(
+            "and {} more group(s) holding {} item(s) (--top 0 lists all)",
+            omitted.groups, omitted.items
+        );
+    }
+    Ok(())
 }
 
 /// A bar of `width` cells for `value` out of `max`.
@@ -94,8 +114,9 @@ fn print_tables(a: &Analysis) -> Result<()> {
         ]);
     }
     table.print()?;
+    print_omitted(&a.pattern_groups_omitted)?;
 
-    println!("\nMessage groups (numbers, paths, ids and durations masked)");
+    println!("\nMessage groups (last messages; numbers, paths, ids and durations masked)");
     let mut table = Table::new(&["COUNT", "SIGNATURES", "PATTERN"]);
     for g in &a.message_groups {
         table.row(vec![
@@ -105,6 +126,7 @@ fn print_tables(a: &Analysis) -> Result<()> {
         ]);
     }
     table.print()?;
+    print_omitted(&a.message_groups_omitted)?;
 
     println!("\nError types");
     let mut table = Table::new(&["TYPE", "ALL ATTEMPTS", "LAST ATTEMPTS", "CATEGORY"]);

@@ -4,6 +4,7 @@
 //! everything that needs them; counts per signature and per last error type
 //! come from the counter tables.
 
+use super::message_groups::LastAttempts;
 use super::Dlq;
 use crate::error::Result;
 use crate::time::Timestamp;
@@ -12,13 +13,31 @@ use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
 use std::hash::{BuildHasherDefault, Hasher};
 
-/// How many pattern groups, message groups, agents and steps are listed.
+/// How many agents and steps are listed, and pattern and message groups
+/// unless [`AnalyzeOptions::top`] says otherwise.
 const TOP: usize = 20;
-/// Signatures whose message is read for the normalised grouping (the most
-/// frequent ones). Past this, signatures are left out of the message groups
-/// (their items still count in total_items and everywhere else): a sample
-/// is three lookups, and a million signatures would take seconds.
-const MAX_SIGNATURES: usize = 10_000;
+
+/// What [`Dlq::analyze_with`] lists.
+#[derive(Clone, Debug)]
+pub struct AnalyzeOptions {
+    /// Pattern groups and message groups listed, the largest first (0: all).
+    /// The rest are summed up in `*_omitted`.
+    pub top: usize,
+}
+
+impl Default for AnalyzeOptions {
+    fn default() -> Self {
+        AnalyzeOptions { top: TOP }
+    }
+}
+
+/// The groups left out of a listing, and the items they hold: with them,
+/// the listed counts add up to `total_items`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Omitted {
+    pub groups: usize,
+    pub items: i64,
+}
 
 /// Failures grouped by exact error signature.
 #[derive(Clone, Debug, Serialize)]
@@ -32,15 +51,20 @@ pub struct PatternGroup {
     pub error_type: Option<String>,
 }
 
-/// Signatures whose messages differ only in numbers, paths, hex ids, uuids or
-/// durations.
+/// Items whose last attempts' messages differ only in numbers, paths, hex
+/// ids, uuids or durations.
 #[derive(Clone, Debug, Serialize)]
 pub struct MessageGroup {
-    /// The message with the varying parts replaced (`<n>`, `<path>`, ...).
+    /// The message with the varying parts replaced (`<n>`, `<path>`, ...);
+    /// `(no attempts)` for items without an attempt.
     pub pattern: String,
+    /// Items in the group.
     pub count: i64,
+    /// Distinct error signatures among them.
     pub signatures: usize,
+    /// Up to five of those signatures.
     pub sample_signatures: Vec<String>,
+    /// The last message of one of the items.
     pub sample_message: String,
 }
 
@@ -75,7 +99,11 @@ pub struct Analysis {
     pub total_items: i64,
     pub total_attempts: i64,
     pub pattern_groups: Vec<PatternGroup>,
+    /// The signatures not in `pattern_groups`, and their items.
+    pub pattern_groups_omitted: Omitted,
     pub message_groups: Vec<MessageGroup>,
+    /// The message groups not in `message_groups`, and their items.
+    pub message_groups_omitted: Omitted,
     pub error_distribution: ErrorDistribution,
     pub temporal_distribution: TemporalDistribution,
     /// Items per failure category of their last attempt's error type.
@@ -218,7 +246,10 @@ fn bump(tally: &mut Tally, key: &[u8]) {
 /// keys are the database's own short column values, counted once by a
 /// command that ends, so flooding resistance buys nothing here.
 #[derive(Default)]
-struct FxHasher(u64);
+pub(super) struct FxHasher(u64);
+
+/// Hash maps keyed by the database's own values (see [`FxHasher`]).
+pub(super) type FxBuild = BuildHasherDefault<FxHasher>;
 
 impl FxHasher {
     fn add(&mut self, word: u64) {
@@ -269,7 +300,7 @@ fn into_text(tally: Tally) -> impl Iterator<Item = (String, i64)> {
 }
 
 /// The `TOP` most counted keys, most first, ties by name.
-fn top(tally: Tally) -> Vec<Ranked> {
+fn top_ranked(tally: Tally) -> Vec<Ranked> {
     most(tally.into_iter().collect(), TOP)
         .into_iter()
         .map(|(name, failures)| Ranked {
@@ -293,20 +324,30 @@ fn most<K: Ord>(mut counts: Vec<(K, i64)>, n: usize) -> Vec<(K, i64)> {
 }
 
 impl Dlq {
-    /// Analyses one job, or all jobs.
+    /// Analyses one job, or all jobs, listing the 20 largest groups.
     pub fn analyze(&self, job_id: Option<&str>) -> Result<Analysis> {
+        self.analyze_with(job_id, &AnalyzeOptions::default())
+    }
+
+    /// Analyses one job, or all jobs.
+    pub fn analyze_with(&self, job_id: Option<&str>, options: &AnalyzeOptions) -> Result<Analysis> {
         if let Some(job) = job_id {
             // An unknown job is an error, not an empty report.
             self.job_stats(job)?;
         }
+        let top = if options.top == 0 {
+            usize::MAX
+        } else {
+            options.top
+        };
         // Each part takes its own connection and gives it back: the
         // parallel parts need two at once, and an in-memory database has a
         // pool of one (holding one here made them wait out the pool's
         // timeout and fail).
-        let ((total_items, signature_counts), last_attempts) = {
+        let (signatures, last_attempts) = {
             let conn = self.conn()?;
             (
-                signature_counts(&conn, job_id)?,
+                signature_counts(&conn, job_id, top)?,
                 last_error_types(&conn, job_id)?,
             )
         };
@@ -317,69 +358,108 @@ impl Dlq {
                 .or_insert(0) += count;
         }
 
-        let scan = scan_attempts_parallel(self, job_id)?;
+        let scan = scan_attempts_parallel(self, job_id, signatures.total)?;
 
-        let mut pattern_groups = Vec::new();
-        let mut by_pattern: HashMap<String, MessageGroup> = HashMap::new();
-        let samples = samples(self, job_id, &signature_counts)?;
-        for (rank, ((signature, count), sample)) in signature_counts.iter().zip(samples).enumerate()
-        {
-            if let Some(message) = &sample.message {
-                let pattern = normalise_message(message);
-                let group = by_pattern
-                    .entry(pattern.clone())
-                    .or_insert_with(|| MessageGroup {
-                        pattern,
-                        count: 0,
-                        signatures: 0,
-                        sample_signatures: Vec::new(),
-                        sample_message: message.clone(),
-                    });
-                group.count += count;
-                group.signatures += 1;
-                if group.sample_signatures.len() < 5 {
-                    group.sample_signatures.push(signature.clone());
-                }
+        let samples = samples(self, job_id, &signatures.largest)?;
+        let mut pattern_groups = Vec::with_capacity(signatures.largest.len());
+        for ((signature, count), sample) in signatures.largest.iter().zip(samples) {
+            pattern_groups.push(PatternGroup {
+                error_signature: signature.clone(),
+                count: *count,
+                first_occurrence: sample.first,
+                last_occurrence: sample.last,
+                sample_items: sample.items,
+                representative_message: sample.message,
+                error_type: sample.error_type,
+            });
+        }
+        let pattern_groups_omitted = Omitted {
+            groups: signatures.distinct - pattern_groups.len(),
+            items: signatures.total - pattern_groups.iter().map(|g| g.count).sum::<i64>(),
+        };
+
+        let (message_groups, message_groups_omitted) = {
+            let conn = self.conn()?;
+            let mut groups = super::message_groups::group_items(&conn, job_id, scan.last)?;
+            let all = groups.len();
+            let items: i64 = groups.iter().map(|g| g.items).sum();
+            let order = |a: &super::message_groups::Group, b: &super::message_groups::Group| {
+                b.items
+                    .cmp(&a.items)
+                    .then_with(|| a.pattern.cmp(&b.pattern))
+            };
+            if groups.len() > top {
+                groups.select_nth_unstable_by(top - 1, order);
+                groups.truncate(top);
             }
-            if rank < TOP {
-                pattern_groups.push(PatternGroup {
-                    error_signature: signature.clone(),
-                    count: *count,
-                    first_occurrence: sample.first,
-                    last_occurrence: sample.last,
-                    sample_items: sample.items,
-                    representative_message: sample.message,
-                    error_type: sample.error_type,
+            groups.sort_by(order);
+            let listed: i64 = groups.iter().map(|g| g.items).sum();
+            let mut message_groups = Vec::with_capacity(groups.len());
+            for group in groups {
+                message_groups.push(MessageGroup {
+                    sample_message: last_message(&conn, group.sample_item)?,
+                    pattern: group.pattern,
+                    count: group.items,
+                    signatures: group.signatures,
+                    sample_signatures: group.sample_signatures,
                 });
             }
-        }
-        let mut message_groups: Vec<MessageGroup> = by_pattern.into_values().collect();
-        message_groups.sort_by(|a, b| b.count.cmp(&a.count).then(a.pattern.cmp(&b.pattern)));
-        message_groups.truncate(TOP);
+            let omitted = Omitted {
+                groups: all - message_groups.len(),
+                items: items - listed,
+            };
+            (message_groups, omitted)
+        };
 
         Ok(Analysis {
             job_id: job_id.map(str::to_string),
-            total_items,
+            total_items: signatures.total,
             total_attempts: scan.attempts,
             pattern_groups,
+            pattern_groups_omitted,
             message_groups,
+            message_groups_omitted,
             error_distribution: ErrorDistribution {
                 all_attempts: into_text(scan.error_types).collect(),
                 last_attempts,
             },
             temporal_distribution: scan.temporal,
             failure_categories,
-            top_agents: top(scan.agents),
-            top_failing_steps: top(scan.steps),
+            top_agents: top_ranked(scan.agents),
+            top_failing_steps: top_ranked(scan.steps),
         })
     }
 }
 
-/// Items per signature: their total, and the `MAX_SIGNATURES` largest, most
-/// first. Summed here, not by SQL's GROUP BY and ORDER BY: with a signature
+/// The message of an item's last attempt ('' when it has none).
+fn last_message(conn: &Connection, item_key: i64) -> Result<String> {
+    let sql = format!(
+        "SELECT {}",
+        super::counters::last_attempt_select("error_message", "?1")
+    );
+    let message: Option<String> = conn
+        .prepare_cached(&sql)?
+        .query_row([item_key], |row| row.get(0))?;
+    Ok(message.unwrap_or_default())
+}
+
+/// The signatures of one job or all: how many items they hold, how many
+/// there are, and the largest (most first).
+struct SignatureCounts {
+    total: i64,
+    distinct: usize,
+    largest: Vec<(String, i64)>,
+}
+
+/// Items per signature: their total, how many signatures, and the `top`
+/// largest, most first. Summed here, not by SQL's GROUP BY and ORDER BY: with a signature
 /// per item those sorted a million rows twice, spilling to temporary files
 /// (1 s of a 2.2 s analyze).
-fn signature_counts(conn: &Connection, job_id: Option<&str>) -> Result<(i64, Vec<(String, i64)>)> {
+fn signature_counts(
+    conn: &Connection,
+    job_id: Option<&str>,
+    top: usize,
+) -> Result<SignatureCounts> {
     // Two statements: with `?1 IS NULL OR job_id = ?1` SQLite cannot use the
     // key to read one job's rows only.
     let mut stmt = match job_id {
@@ -404,7 +484,11 @@ fn signature_counts(conn: &Connection, job_id: Option<&str>) -> Result<(i64, Vec
             }
         }
     }
-    Ok((total, most(sums.into_iter().collect(), MAX_SIGNATURES)))
+    Ok(SignatureCounts {
+        total,
+        distinct: sums.len(),
+        largest: most(sums.into_iter().collect(), top),
+    })
 }
 
 fn last_error_types(conn: &Connection, job_id: Option<&str>) -> Result<BTreeMap<String, i64>> {
@@ -426,14 +510,12 @@ struct Sample {
     last: Option<Timestamp>,
 }
 
-/// The samples of the `MAX_SIGNATURES` most frequent signatures, in rank
-/// order, taken on two connections (alternate ranks each):
-/// after the attempt scan this was analyze's serial tail, 0.4 s of its 1.1 s
-/// at 1,000,000 items.
+/// The samples of the listed signatures, in rank order, taken on two
+/// connections (alternate ranks each): after the attempt scan this was
+/// analyze's serial tail when it sampled 10,000 signatures.
 fn samples(dlq: &Dlq, job_id: Option<&str>, signatures: &[(String, i64)]) -> Result<Vec<Sample>> {
     let ranked: Vec<(usize, &str)> = signatures
         .iter()
-        .take(MAX_SIGNATURES)
         .enumerate()
         .map(|(rank, (signature, _))| (rank, signature.as_str()))
         .collect();
@@ -442,7 +524,7 @@ fn samples(dlq: &Dlq, job_id: Option<&str>, signatures: &[(String, i64)]) -> Res
         ranked
             .iter()
             .filter(|(rank, _)| rank % 2 == parity)
-            .map(|&(rank, signature)| Ok((rank, sample_of(&conn, job_id, signature, rank < TOP)?)))
+            .map(|&(rank, signature)| Ok((rank, sample_of(&conn, job_id, signature)?)))
             .collect()
     };
     let (mut all, odd) = on_two_connections(dlq, || share(0), || share(1))?;
@@ -451,19 +533,13 @@ fn samples(dlq: &Dlq, job_id: Option<&str>, signatures: &[(String, i64)]) -> Res
     Ok(all.into_iter().map(|(_, sample)| sample).collect())
 }
 
-/// A signature's newest items (three when `top`, else the newest one, for
-/// its message), their representative (newest) message, and its first and
-/// last occurrence. One pass over the signature's range of the covering
+/// A signature's three newest items, their representative (newest) message,
+/// and its first and last occurrence. One pass over the signature's range of the covering
 /// index items_signature does it all: ordering by last_attempt in SQL made
 /// SQLite read every row of the range from the table, and the span took a
 /// second pass.
-fn sample_of(
-    conn: &Connection,
-    job_id: Option<&str>,
-    signature: &str,
-    top: bool,
-) -> Result<Sample> {
-    let wanted = if top { 3 } else { 1 };
+fn sample_of(conn: &Connection, job_id: Option<&str>, signature: &str) -> Result<Sample> {
+    let wanted = 3;
     // Two statements rather than `(?2 IS NULL OR job_id = ?2)`: with the OR,
     // SQLite cannot narrow the range to the job.
     let mut stmt = match job_id {
@@ -499,10 +575,8 @@ fn sample_of(
             newest.truncate(wanted);
         }
     }
-    // Only the pattern groups (the top ones) show sample items; the others
-    // need the newest item for its message alone.
     let mut items = Vec::with_capacity(newest.len());
-    for (_, id) in newest.iter().filter(|_| top) {
+    for (_, id) in &newest {
         let item_id: String = conn
             .prepare_cached("SELECT item_id FROM items WHERE id = ?1")?
             .query_row([id], |row| row.get(0))?;
@@ -547,6 +621,7 @@ fn text<'row>(row: &'row rusqlite::Row<'_>, index: usize) -> rusqlite::Result<&'
 }
 
 struct AttemptScan {
+    last: LastAttempts,
     attempts: i64,
     error_types: Tally,
     agents: Tally,
@@ -557,19 +632,28 @@ struct AttemptScan {
 /// One pass over the attempts (of one job, or all), split by row range over
 /// two connections on two threads: the pass is most of analyze's time, and
 /// SQLite reads in parallel happily under WAL.
-fn scan_attempts_parallel(dlq: &Dlq, job_id: Option<&str>) -> Result<AttemptScan> {
-    let (low, high): (Option<i64>, Option<i64>) =
-        dlq.conn()?
-            .query_row("SELECT MIN(id), MAX(id) FROM failure_history", [], |row| {
+fn scan_attempts_parallel(dlq: &Dlq, job_id: Option<&str>, items: i64) -> Result<AttemptScan> {
+    let ((low, high), (first_item, last_item)): ((Option<i64>, Option<i64>), (i64, i64)) = {
+        let conn = dlq.conn()?;
+        let attempts =
+            conn.query_row("SELECT MIN(id), MAX(id) FROM failure_history", [], |row| {
                 Ok((row.get(0)?, row.get(1)?))
             })?;
+        let item_keys = conn.query_row(
+            "SELECT COALESCE(MIN(id), 0), COALESCE(MAX(id), -1) FROM items",
+            [],
+            |row| Ok((row.get(0)?, row.get(1)?)),
+        )?;
+        (attempts, item_keys)
+    };
+    let new_counts = || AttemptCounts::new(LastAttempts::new(first_item, last_item, items));
     let (Some(low), Some(high)) = (low, high) else {
-        return Ok(finish_scan(AttemptCounts::default()));
+        return Ok(finish_scan(new_counts()));
     };
     let middle = low + (high - low) / 2;
     let half = |low: i64, high: i64| -> Result<AttemptCounts> {
         let conn = dlq.conn()?;
-        scan_range(&conn, job_id, low, high)
+        scan_range(&conn, job_id, low, high, new_counts())
     };
     let (mut counts, second) =
         on_two_connections(dlq, || half(low, middle), || half(middle + 1, high))?;
@@ -598,7 +682,6 @@ fn on_two_connections<A, B: Send>(
     })
 }
 
-#[derive(Default)]
 struct AttemptCounts {
     attempts: i64,
     error_types: Tally,
@@ -606,11 +689,25 @@ struct AttemptCounts {
     steps: Tally,
     /// Attempts per `YYYY-MM-DDTHH` prefix of their timestamp.
     hours: Tally,
+    /// Each item's last attempt and its message's pattern.
+    last: LastAttempts,
 }
 
 impl AttemptCounts {
+    fn new(last: LastAttempts) -> Self {
+        AttemptCounts {
+            attempts: 0,
+            error_types: Tally::default(),
+            agents: Tally::default(),
+            steps: Tally::default(),
+            hours: Tally::default(),
+            last,
+        }
+    }
+
     fn merge(&mut self, other: AttemptCounts) {
         self.attempts += other.attempts;
+        self.last.merge(other.last);
         for (into, from) in [
             (&mut self.error_types, other.error_types),
             (&mut self.agents, other.agents),
@@ -634,17 +731,19 @@ fn scan_range(
     job_id: Option<&str>,
     low: i64,
     high: i64,
+    mut counts: AttemptCounts,
 ) -> Result<AttemptCounts> {
     let sql = if job_id.is_some() {
-        "SELECT timestamp, error_type, agent_id, step_failed FROM failure_history
+        "SELECT timestamp, error_type, agent_id, step_failed, item_key, attempt_number,
+                error_message FROM failure_history
          WHERE id BETWEEN ?2 AND ?3 AND item_key IN (SELECT id FROM items WHERE job_id = ?1)"
     } else {
-        "SELECT timestamp, error_type, agent_id, step_failed FROM failure_history
+        "SELECT timestamp, error_type, agent_id, step_failed, item_key, attempt_number,
+                error_message FROM failure_history
          WHERE id BETWEEN ?2 AND ?3 AND ?1 IS NULL"
     };
     let mut stmt = conn.prepare_cached(sql)?;
     let mut rows = stmt.query(params![job_id, low, high])?;
-    let mut counts = AttemptCounts::default();
     while let Some(row) = rows.next()? {
         counts.attempts += 1;
         let timestamp = row.get_ref(0)?.as_bytes().unwrap_or(b"");
@@ -658,6 +757,12 @@ fn scan_range(
             row.get_ref(2)?.as_bytes().unwrap_or(b""),
         );
         bump(&mut counts.steps, row.get_ref(3)?.as_bytes().unwrap_or(b""));
+        counts.last.offer(
+            row.get(4)?,
+            row.get(5)?,
+            timestamp,
+            row.get_ref(6)?.as_bytes().unwrap_or(b""),
+        );
     }
     Ok(counts)
 }
@@ -694,6 +799,7 @@ fn finish_scan(counts: AttemptCounts) -> AttemptScan {
         }
     };
     AttemptScan {
+        last: counts.last,
         attempts: counts.attempts,
         error_types: counts.error_types,
         agents: counts.agents,
@@ -718,7 +824,7 @@ mod tests {
                 bump(&mut tally, agent.as_bytes());
             }
         }
-        let ranked = top(tally);
+        let ranked = top_ranked(tally);
         assert_eq!(ranked.len(), TOP);
         let names: Vec<&str> = ranked.iter().map(|r| r.name.as_str()).collect();
         assert_eq!(
@@ -733,7 +839,7 @@ mod tests {
         );
         assert_eq!(ranked[0].failures, 5);
         assert_eq!(ranked[19].name, "agent-0017");
-        assert!(top(Tally::default()).is_empty());
+        assert!(top_ranked(Tally::default()).is_empty());
     }
 
     #[test]

@@ -11,11 +11,15 @@ mod counters;
 mod events;
 mod leases;
 mod maintenance;
+mod message_groups;
 mod query;
 mod rows;
 mod write;
 
-pub use analysis::{failure_category, normalise_message, Analysis, MessageGroup, PatternGroup};
+pub use analysis::{
+    failure_category, normalise_message, Analysis, AnalyzeOptions, MessageGroup, Omitted,
+    PatternGroup,
+};
 pub(crate) use counters::last_attempt_select;
 pub use events::Event;
 pub use leases::{RunCounts, RunInfo};

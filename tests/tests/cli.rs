@@ -3,6 +3,7 @@
 //! against SQL on the same database.
 
 use crate::common::*;
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 
@@ -719,4 +720,171 @@ fn reading_commands_do_not_create_a_database_at_a_wrong_path() {
     let err = fails(dlq(&db).args(["import", "/no/such/tree"]));
     assert!(err.contains("/no/such/tree"), "{err}");
     assert!(!db.exists(), "a database was created");
+}
+
+/// `analyze --json` adds up on every shape: listed groups plus the omitted
+/// ones hold every item, for pattern groups (signatures) and message groups
+/// (last messages), with any `--top`, for all jobs and for one. Message
+/// groups are checked against a grouping computed here from the raw rows:
+/// each item's last attempt (highest attempt_number, then latest
+/// timestamp), its message normalised by the library's public function.
+#[test]
+fn analyze_groups_add_up_to_every_item() {
+    let dir = TempDir::new("analyze-adds-up");
+    let db = dir.join("dlq.db");
+    // A signature per item (its message names its own path and duration),
+    // items with several attempts whose last one is not the last inserted,
+    // an item with no attempt, and a second job.
+    let mut lines = Vec::new();
+    for i in 0..40 {
+        let mut value = item(
+            &format!("i{i}"),
+            1,
+            "2025-03-01T00:00:00Z",
+            &format!("cargo test failed in /src/m{i}.rs after {i}s"),
+        );
+        if i % 5 == 0 {
+            // Attempt 3 (the last) comes before attempt 2 in the file and
+            // has the earlier timestamp: the attempt number decides.
+            let history = value["failure_history"].as_array_mut().unwrap();
+            let mut third = history[0].clone();
+            third["attempt_number"] = 3.into();
+            third["timestamp"] = "2025-02-01T00:00:00Z".into();
+            third["error_message"] = format!("merge conflict in /src/x{i}.rs").into();
+            let mut second = history[0].clone();
+            second["attempt_number"] = 2.into();
+            second["timestamp"] = "2025-04-01T00:00:00Z".into();
+            history.insert(0, third);
+            history.push(second);
+            value["failure_count"] = 3.into();
+        }
+        lines.push(value);
+    }
+    let mut bare = item("no-attempts", 1, "2025-03-01T00:00:00Z", "x");
+    bare["failure_history"] = serde_json::json!([]);
+    lines.push(bare);
+    add_lines(&db, "big", lines);
+    add_lines(
+        &db,
+        "small",
+        (0..3).map(|i| item(&format!("s{i}"), 1, "2025-03-02T00:00:00Z", "disk full")),
+    );
+
+    // The reference: items per pattern of their last attempt's message.
+    let reference = |job: Option<&str>| -> BTreeMap<String, i64> {
+        let conn = sql(&db);
+        let mut last: BTreeMap<i64, (i64, String, String)> = BTreeMap::new();
+        let mut stmt = conn
+            .prepare(
+                "SELECT item_key, attempt_number, timestamp, error_message FROM failure_history",
+            )
+            .unwrap();
+        let rows = stmt
+            .query_map([], |r| {
+                Ok((
+                    r.get::<_, i64>(0)?,
+                    r.get::<_, i64>(1)?,
+                    r.get::<_, String>(2)?,
+                    r.get::<_, String>(3)?,
+                ))
+            })
+            .unwrap();
+        for row in rows {
+            let (key, n, at, message) = row.unwrap();
+            let better = last
+                .get(&key)
+                .is_none_or(|(bn, bat, _)| (n, &at) > (*bn, bat));
+            if better {
+                last.insert(key, (n, at, message));
+            }
+        }
+        let mut groups = BTreeMap::new();
+        let mut stmt = conn.prepare("SELECT id, job_id FROM items").unwrap();
+        let rows = stmt
+            .query_map([], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?)))
+            .unwrap();
+        for row in rows {
+            let (key, item_job) = row.unwrap();
+            if job.is_some_and(|j| j != item_job) {
+                continue;
+            }
+            let pattern = match last.get(&key) {
+                Some((_, _, message)) => dlqlite::store::normalise_message(message),
+                None => "(no attempts)".to_string(),
+            };
+            *groups.entry(pattern).or_insert(0) += 1;
+        }
+        groups
+    };
+
+    for job in [None, Some("big"), Some("small")] {
+        for top in ["0", "1", "2", "20"] {
+            let mut command = dlq(&db);
+            command.args(["analyze", "--json", "--top", top]);
+            if let Some(job) = job {
+                command.args(["--job-id", job]);
+            }
+            let a = json(&ok(&mut command));
+            let total = a["total_items"].as_i64().unwrap();
+            for (list, omitted) in [
+                ("pattern_groups", "pattern_groups_omitted"),
+                ("message_groups", "message_groups_omitted"),
+            ] {
+                let groups = a[list].as_array().unwrap();
+                let listed: i64 = groups.iter().map(|g| g["count"].as_i64().unwrap()).sum();
+                assert_eq!(
+                    listed + a[omitted]["items"].as_i64().unwrap(),
+                    total,
+                    "{list} of {job:?} with --top {top}: {a}"
+                );
+                if top != "0" {
+                    assert!(groups.len() <= top.parse().unwrap());
+                } else {
+                    assert_eq!(a[omitted], serde_json::json!({"groups": 0, "items": 0}));
+                }
+            }
+            if top == "0" {
+                let got: BTreeMap<String, i64> = a["message_groups"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|g| {
+                        (
+                            g["pattern"].as_str().unwrap().to_string(),
+                            g["count"].as_i64().unwrap(),
+                        )
+                    })
+                    .collect();
+                assert_eq!(got, reference(job), "message groups of {job:?}");
+                let signatures: i64 = a["pattern_groups"].as_array().unwrap().len() as i64;
+                let distinct = count(
+                    &db,
+                    &format!(
+                        "SELECT COUNT(DISTINCT error_signature) FROM items{}",
+                        job.map(|j| format!(" WHERE job_id = '{j}'"))
+                            .unwrap_or_default()
+                    ),
+                );
+                assert_eq!(signatures, distinct);
+            }
+        }
+    }
+    let all = json(&ok(dlq(&db).args(["analyze", "--json", "--top", "0"])));
+    let merge = all["message_groups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|g| g["pattern"] == "merge conflict in <path>")
+        .unwrap();
+    assert_eq!(merge["count"], 8);
+    assert_eq!(merge["signatures"], 8);
+    assert!(merge["sample_message"]
+        .as_str()
+        .unwrap()
+        .starts_with("merge conflict in /src/x"));
+    let table = ok(dlq(&db).args(["analyze", "--top", "2"]));
+    assert!(
+        table.contains("and 40 more group(s) holding 40 item(s)"),
+        "{table}"
+    );
 }
