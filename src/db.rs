@@ -393,3 +393,34 @@ impl Drop for Checkpointer {
         }
     }
 }
+
+/// A page cache size set on one connection for the length of one operation,
+/// and set back (also on an early return or an error) when dropped, before
+/// the connection goes back to the pool.
+pub(crate) struct CacheSize<'c> {
+    conn: &'c Connection,
+    schema: &'static str,
+    previous: i64,
+}
+
+impl<'c> CacheSize<'c> {
+    /// Sets the cache of `schema` (`main` or `temp`) to `kib` KiB.
+    pub(crate) fn set(conn: &'c Connection, schema: &'static str, kib: i64) -> Result<Self> {
+        let previous: i64 =
+            conn.query_row(&format!("PRAGMA {schema}.cache_size"), [], |row| row.get(0))?;
+        conn.pragma_update(Some(schema), "cache_size", -kib)?;
+        Ok(CacheSize {
+            conn,
+            schema,
+            previous,
+        })
+    }
+}
+
+impl Drop for CacheSize<'_> {
+    fn drop(&mut self) {
+        let _ = self
+            .conn
+            .pragma_update(Some(self.schema), "cache_size", self.previous);
+    }
+}

@@ -167,3 +167,144 @@ pub fn write_tree(root: &Path, spec: &TreeSpec) -> Result<usize> {
     }
     Ok(written)
 }
+
+/// The shape of a generated DLQ (see [`write_jsonl`]): the benchmarks run
+/// every query and write on each of the shapes real DLQs have, not only on
+/// the friendly one of [`write_tree`] (1,000 items per job, 8 messages).
+#[derive(Clone, Debug)]
+pub struct ShapeSpec {
+    pub jobs: usize,
+    pub items: usize,
+    /// Attempts per item (the legacy writer kept one; dlq keeps them all).
+    pub attempts: u32,
+    /// Every item's message names its own path and duration, so every item
+    /// has a signature of its own (the legacy signature hashes the message).
+    pub signature_per_item: bool,
+    /// Every attempt has an agent id of its own.
+    pub agent_per_attempt: bool,
+    /// Every this-many-th item carries `big_data_bytes` of item_data.
+    pub big_data_every: Option<usize>,
+    pub big_data_bytes: usize,
+    /// Days the last attempts spread over, ending 2026-11-01.
+    pub days: u32,
+    /// Items come in time order (as a live DLQ fills: each failure is added
+    /// when it happens), give or take ten minutes; otherwise in random time
+    /// order (as an import of legacy trees lays them out).
+    pub time_ordered: bool,
+    pub seed: u64,
+}
+
+impl Default for ShapeSpec {
+    fn default() -> Self {
+        ShapeSpec {
+            jobs: 1_000,
+            items: 1_000_000,
+            attempts: 1,
+            signature_per_item: false,
+            agent_per_attempt: false,
+            big_data_every: None,
+            big_data_bytes: 100_000,
+            days: 365,
+            time_ordered: true,
+            seed: 42,
+        }
+    }
+}
+
+/// Writes `spec.items` items as JSON lines (the `dlq export --format
+/// jsonl` shape, each with its `job_id`), item `n` in job `n % jobs`, one
+/// line at a time. Returns the number written.
+pub fn write_jsonl(path: &Path, spec: &ShapeSpec) -> Result<usize> {
+    use std::io::Write;
+    let file = std::fs::File::create(path).map_err(|e| Error::io(path, e))?;
+    let mut out = std::io::BufWriter::with_capacity(1 << 20, file);
+    let mut rng = Rng::new(spec.seed);
+    let end: i64 = 1_793_491_200; // 2026-11-01T00:00:00Z
+    let span = i64::from(spec.days.max(1)) * 86_400;
+    let big = "x".repeat(spec.big_data_bytes);
+    for n in 0..spec.items {
+        let job = job_id(n % spec.jobs.max(1));
+        let kind = usize::try_from(rng.below(MESSAGES.len() as u64)).unwrap_or(0);
+        let last = if spec.time_ordered {
+            let at = end - span + (n as i64 * span) / spec.items.max(1) as i64;
+            at + rng.below(600) as i64
+        } else {
+            end - rng.below(span as u64) as i64
+        };
+        let mut history = Vec::with_capacity(spec.attempts as usize);
+        let mut message = String::new();
+        for attempt in 1..=spec.attempts {
+            let at = last - i64::from(spec.attempts - attempt) * 600;
+            let time = chrono::DateTime::from_timestamp(at, rng.below(1_000_000_000) as u32)
+                .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true))
+                .unwrap_or_default();
+            message = if spec.signature_per_item {
+                format!(
+                    "{} in /work/src/module_{}/file_{n}.rs after {}s",
+                    MESSAGES[kind],
+                    n % 50,
+                    rng.below(900)
+                )
+            } else {
+                MESSAGES[kind].to_string()
+            };
+            let agent = if spec.agent_per_attempt {
+                format!("agent-{:016x}", rng.next_u64())
+            } else {
+                format!("agent-item_{}", n / spec.jobs.max(1))
+            };
+            history.push(serde_json::json!({
+                "attempt_number": attempt,
+                "timestamp": time,
+                "error_type": serde_json::from_str::<serde_json::Value>(ERROR_TYPES[kind])
+                    .unwrap_or_default(),
+                "error_message": message,
+                "stack_trace": format!("{message}\n    at agent_execution (src/cook/execution/mapreduce.rs:{})", rng.below(2000)),
+                "agent_id": agent,
+                "step_failed": "agent_execution",
+                "duration_ms": rng.below(600_000),
+                "json_log_location": format!("/home/u/.claude/projects/x/{:016x}.jsonl", rng.next_u64()),
+            }));
+        }
+        let first = history
+            .first()
+            .map(|h| h["timestamp"].clone())
+            .unwrap_or_default();
+        let last_time = history
+            .last()
+            .map(|h| h["timestamp"].clone())
+            .unwrap_or_default();
+        let mut data = serde_json::json!({
+            "path": format!("src/module_{}/file_{n}.rs", n % 50),
+            "priority": rng.below(10),
+        });
+        if spec
+            .big_data_every
+            .is_some_and(|every| n % every.max(1) == 0)
+        {
+            data["blob"] = big.clone().into();
+        }
+        let item = serde_json::json!({
+            "job_id": job,
+            "item_id": format!("item_{n}"),
+            "item_data": data,
+            "first_attempt": first,
+            "last_attempt": last_time,
+            "failure_count": spec.attempts,
+            "failure_history": history,
+            "error_signature": error_signature(&message),
+            "worktree_artifacts": {
+                "worktree_path": format!("/home/u/.prodigy/worktrees/repo/agent_{n}"),
+                "branch_name": format!("agent-item_{n}"),
+                "uncommitted_changes": null,
+                "error_logs": null
+            },
+            "reprocess_eligible": kind != 5,
+            "manual_review_required": kind == 5,
+        });
+        serde_json::to_writer(&mut out, &item)?;
+        out.write_all(b"\n").map_err(|e| Error::io(path, e))?;
+    }
+    out.flush().map_err(|e| Error::io(path, e))?;
+    Ok(spec.items)
+}

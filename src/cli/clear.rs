@@ -21,7 +21,7 @@ pub struct Args {
 
 pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
     let dlq = ctx.open_existing()?;
-    let stats = dlq.job_stats(&args.job_id)?;
+    let stats = dlq.job_head(&args.job_id)?;
     if !confirm(
         &format!(
             "remove all {} item(s) of {}?",

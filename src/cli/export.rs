@@ -67,7 +67,7 @@ pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
     let expression = parse_filter(args.filter.as_deref())?;
     let dlq = ctx.open_existing()?;
     if let Some(job) = &args.job_id {
-        dlq.job_stats(job)?;
+        dlq.require_job(job)?;
     }
     if format == "legacy" {
         if expression.is_some() {

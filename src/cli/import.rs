@@ -4,6 +4,7 @@ use super::output::{print_json, Table};
 use super::Context;
 use anyhow::Result;
 use dlqlite::import::{import, ImportOptions, ImportReport, Progress};
+use dlqlite::store::StatsPart;
 use dlqlite::Dlq;
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
@@ -103,19 +104,24 @@ fn print_summary(dlq: &Dlq, report: &ImportReport, dry_run: bool) -> Result<()> 
     }
     let mut table = Table::new(&["JOB", "ITEMS", "TOP ERROR SIGNATURES"]);
     for job_id in &report.job_ids {
-        let stats = dlq.job_stats(job_id)?;
-        let mut top: Vec<_> = stats.error_categories.iter().collect();
-        top.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
-        let top: Vec<String> = top
-            .iter()
-            .take(3)
-            .map(|(sig, n)| format!("{sig} ({n})"))
-            .collect();
-        table.row(vec![
-            job_id.clone(),
-            stats.total_items.to_string(),
-            top.join(", "),
-        ]);
+        // The three largest signatures, picked as they stream by (a job
+        // can have a signature per item).
+        let mut total = 0;
+        let mut top: Vec<(String, i64)> = Vec::with_capacity(4);
+        dlq.stats_stream(Some(job_id), false, |part| {
+            match part {
+                StatsPart::Head { head, .. } => total = head.total_items,
+                StatsPart::Signature(signature, n) => {
+                    top.push((signature.to_string(), n));
+                    top.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+                    top.truncate(3);
+                }
+                _ => {}
+            }
+            Ok(())
+        })?;
+        let top: Vec<String> = top.iter().map(|(sig, n)| format!("{sig} ({n})")).collect();
+        table.row(vec![job_id.clone(), total.to_string(), top.join(", ")]);
     }
     table.print()?;
     let mut out = std::io::stdout().lock();

@@ -73,7 +73,7 @@ pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
     };
     let dlq = ctx.open_existing()?;
     if let Some(job) = &args.job_id {
-        dlq.job_stats(job)?;
+        dlq.require_job(job)?;
     }
     let mut out = RowWriter::new(args.format, &COLUMNS)?.table_columns(TABLE_COLUMNS);
     let limit = if args.limit == 0 {

@@ -45,7 +45,7 @@ pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
     };
     let dlq = ctx.open_existing()?;
     if let Some(job) = &args.job_id {
-        dlq.job_stats(job)?;
+        dlq.require_job(job)?;
     }
     let preview = dlq.purge(args.older_than_days, &filter, true)?;
     let report = if args.dry_run {

@@ -33,7 +33,7 @@ pub struct Args {
 
 pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
     let dlq = ctx.open_existing()?;
-    dlq.job_stats(&args.job_id)?;
+    dlq.require_job(&args.job_id)?;
     let filter = ListFilter {
         job_id: Some(args.job_id.clone()),
         eligible: Some(true),

@@ -120,7 +120,7 @@ pub fn run(args: Args, ctx: &super::Context) -> Result<std::process::ExitCode> {
         }),
     };
     let dlq = ctx.open_existing()?;
-    dlq.job_stats(&job_id)?;
+    dlq.require_job(&job_id)?;
     if args.dry_run {
         return dry_run(&dlq, &options, args.json);
     }

@@ -1,9 +1,9 @@
 //! `dlq stats`: the legacy DLQ statistics, for one job or all.
 
-use super::output::{cell, print_json, Table};
+use super::output::{cell, Table};
 use super::Context;
 use anyhow::Result;
-use dlqlite::store::Stats;
+use dlqlite::store::{StatsHead, StatsPart};
 use std::io::Write;
 use std::process::ExitCode;
 
@@ -32,100 +32,291 @@ pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
     show(ctx, args.job_id.as_deref(), args.json)
 }
 
-/// Prints the statistics of one job or of all (shared with `dlq show`).
+/// Prints the statistics of one job or of all (shared with `dlq show`). Both
+/// forms are written as the store hands the figures over: nothing grows
+/// with the number of signatures but the table's top 20.
 pub fn show(ctx: &Context, job_id: Option<&str>, json: bool) -> Result<ExitCode> {
     let dlq = ctx.open_existing()?;
-    match job_id {
-        Some(job) => {
-            let stats = dlq.job_stats(job)?;
-            if json {
-                print_json(&stats)?;
-            } else {
-                print_stats(job, &stats)?;
-            }
+    if json {
+        let mut writer = JsonStats::new(std::io::BufWriter::new(std::io::stdout().lock()));
+        dlq.stats_stream(job_id, true, |part| {
+            writer
+                .part(part)
+                .map_err(|e| dlqlite::Error::io("stdout", e))
+        })?;
+        writer.finish()?;
+    } else {
+        let mut table = TableStats::default();
+        let mut jobs = 0;
+        dlq.stats_stream(job_id, false, |part| {
+            table.part(part);
+            Ok(())
+        })?;
+        if job_id.is_none() {
+            jobs = dlq.jobs()?.len();
         }
-        None => {
-            let (total, per_job) = dlq.stats()?;
-            if json {
-                print_json(&AllJobs {
-                    total: &total,
-                    jobs: &per_job,
-                })?;
-            } else {
-                print_stats(&format!("all jobs ({})", per_job.len()), &total)?;
-            }
-        }
+        let title = match job_id {
+            Some(job) => job.to_string(),
+            None => format!("all jobs ({jobs})"),
+        };
+        table.print(&title)?;
     }
     Ok(ExitCode::SUCCESS)
 }
 
-/// `dlq stats --json` without a job: the totals' keys, then `jobs`.
-/// Serialised as it stands: building a JSON value first doubled the time and
-/// memory when there are a million signatures.
-#[derive(serde::Serialize)]
-struct AllJobs<'a> {
-    #[serde(flatten)]
-    total: &'a Stats,
-    jobs: &'a std::collections::BTreeMap<String, Stats>,
+/// Writes [`StatsPart`]s as the pretty JSON of [`Stats`] (the same text
+/// serde_json's pretty printer gives the collected value), with `jobs`
+/// nested in the all-jobs object.
+struct JsonStats<W: Write> {
+    out: W,
+    /// Per open statistics object: its head, and which of its maps is open.
+    frames: Vec<(StatsHead, Section)>,
+    /// Per open JSON object: whether it has an entry yet.
+    objects: Vec<bool>,
+    /// Whether the outermost object is of all jobs (and so has `jobs`).
+    all_jobs: bool,
+}
+
+/// Where a statistics object is, in its key order.
+#[derive(Clone, Copy, PartialEq, PartialOrd)]
+enum Section {
+    Categories,
+    Types,
+    /// Past the average.
+    Done,
+    Jobs,
+}
+
+impl<W: Write> JsonStats<W> {
+    fn new(out: W) -> Self {
+        JsonStats {
+            out,
+            frames: Vec::new(),
+            objects: Vec::new(),
+            all_jobs: false,
+        }
+    }
+
+    /// Starts an entry of the innermost object: `"key": `.
+    fn key(&mut self, key: &str) -> std::io::Result<()> {
+        let depth = self.objects.len();
+        if let Some(has_entries) = self.objects.last_mut() {
+            self.out
+                .write_all(if *has_entries { b",\n" } else { b"\n" })?;
+            *has_entries = true;
+        }
+        for _ in 0..depth {
+            self.out.write_all(b"  ")?;
+        }
+        serde_json::to_writer(&mut self.out, key)?;
+        self.out.write_all(b": ")
+    }
+
+    fn field(&mut self, key: &str, value: &impl serde::Serialize) -> std::io::Result<()> {
+        self.key(key)?;
+        serde_json::to_writer(&mut self.out, value)?;
+        Ok(())
+    }
+
+    fn open(&mut self, key: Option<&str>) -> std::io::Result<()> {
+        if let Some(key) = key {
+            self.key(key)?;
+        }
+        self.objects.push(false);
+        self.out.write_all(b"{")
+    }
+
+    fn close(&mut self) -> std::io::Result<()> {
+        let had_entries = self.objects.pop().unwrap_or(false);
+        if had_entries {
+            self.out.write_all(b"\n")?;
+            for _ in 0..self.objects.len() {
+                self.out.write_all(b"  ")?;
+            }
+        }
+        self.out.write_all(b"}")
+    }
+
+    /// Moves the innermost statistics object on to `to`: from its
+    /// signatures to its error types, past them (writing the average), or
+    /// into its `jobs` object; a map it had no entry for is still written.
+    fn advance(&mut self, to: Section) -> std::io::Result<()> {
+        while let Some(&(_, section)) = self.frames.last() {
+            if section >= to {
+                return Ok(());
+            }
+            match section {
+                Section::Categories => {
+                    self.close()?;
+                    self.open(Some("error_types"))?;
+                    self.set_section(Section::Types);
+                }
+                Section::Types => {
+                    self.close()?;
+                    let average = self.frames.last().map(|f| f.0.average_failure_count);
+                    self.field("average_failure_count", &average.unwrap_or(0.0))?;
+                    self.set_section(Section::Done);
+                }
+                Section::Done => {
+                    self.open(Some("jobs"))?;
+                    self.set_section(Section::Jobs);
+                }
+                Section::Jobs => return Ok(()),
+            }
+        }
+        Ok(())
+    }
+
+    fn set_section(&mut self, section: Section) {
+        if let Some(frame) = self.frames.last_mut() {
+            frame.1 = section;
+        }
+    }
+
+    fn part(&mut self, part: StatsPart<'_>) -> std::io::Result<()> {
+        match part {
+            StatsPart::Head { job_id, head } => {
+                match job_id.filter(|_| !self.frames.is_empty()) {
+                    Some(job) => {
+                        self.advance(Section::Jobs)?;
+                        self.open(Some(job))?;
+                    }
+                    None => {
+                        self.all_jobs = job_id.is_none();
+                        self.open(None)?
+                    }
+                }
+                self.field("total_items", &head.total_items)?;
+                self.field("eligible_for_reprocess", &head.eligible_for_reprocess)?;
+                self.field("requiring_manual_review", &head.requiring_manual_review)?;
+                self.field("oldest_item", &head.oldest_item)?;
+                self.field("newest_item", &head.newest_item)?;
+                self.open(Some("error_categories"))?;
+                self.frames.push((head.clone(), Section::Categories));
+            }
+            StatsPart::Signature(key, n) => self.field(key, &n)?,
+            StatsPart::ErrorType(key, n) => {
+                self.advance(Section::Types)?;
+                self.field(key, &n)?;
+            }
+            StatsPart::Close => {
+                // The all-jobs object always has `jobs`, even with none.
+                let all_jobs = self.frames.len() == 1 && self.all_jobs;
+                self.advance(if all_jobs {
+                    Section::Jobs
+                } else {
+                    Section::Done
+                })?;
+                if all_jobs {
+                    self.close()?;
+                }
+                self.frames.pop();
+                self.close()?;
+            }
+        }
+        Ok(())
+    }
+
+    fn finish(mut self) -> std::io::Result<()> {
+        self.out.write_all(b"\n")?;
+        self.out.flush()
+    }
 }
 
 /// How many signatures the table lists (the JSON lists all).
 const TABLE_SIGNATURES: usize = 20;
 
-fn print_stats(title: &str, stats: &Stats) -> Result<()> {
-    let mut out = std::io::stdout().lock();
-    writeln!(out, "{title}")?;
-    writeln!(out, "  total items:             {}", stats.total_items)?;
-    writeln!(
-        out,
-        "  eligible for reprocess:  {}",
-        stats.eligible_for_reprocess
-    )?;
-    writeln!(
-        out,
-        "  requiring manual review: {}",
-        stats.requiring_manual_review
-    )?;
-    writeln!(
-        out,
-        "  oldest item:             {}",
-        cell(stats.oldest_item)
-    )?;
-    writeln!(
-        out,
-        "  newest item:             {}",
-        cell(stats.newest_item)
-    )?;
-    writeln!(
-        out,
-        "  average failure count:   {}",
-        stats.average_failure_count
-    )?;
-    if !stats.error_types.is_empty() {
-        let mut types: Vec<_> = stats.error_types.iter().collect();
-        types.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
-        let listed: Vec<String> = types.iter().map(|(t, n)| format!("{t} {n}")).collect();
-        writeln!(out, "  last error types:        {}", listed.join(", "))?;
-    }
-    if !stats.error_categories.is_empty() {
-        writeln!(out)?;
-        drop(out);
-        let mut categories: Vec<_> = stats.error_categories.iter().collect();
-        let order = |a: &(&String, &i64), b: &(&String, &i64)| b.1.cmp(a.1).then(a.0.cmp(b.0));
-        if categories.len() > TABLE_SIGNATURES {
-            categories.select_nth_unstable_by(TABLE_SIGNATURES - 1, order);
-        }
-        let more = categories.len().saturating_sub(TABLE_SIGNATURES);
-        categories.truncate(TABLE_SIGNATURES);
-        categories.sort_by(order);
-        let mut table = Table::new(&["ITEMS", "ERROR SIGNATURE"]);
-        for (signature, count) in categories {
-            table.row(vec![count.to_string(), signature.clone()]);
-        }
-        table.print()?;
-        if more > 0 {
-            println!("... and {more} more signature(s): `dlq stats --json` lists them all");
+/// The table form: the head, every last error type, and the 20 largest
+/// signatures with how many more there are.
+#[derive(Default)]
+struct TableStats {
+    head: StatsHead,
+    error_types: Vec<(String, i64)>,
+    /// The largest signatures so far (at most TABLE_SIGNATURES).
+    top: Vec<(String, i64)>,
+    signatures: usize,
+}
+
+impl TableStats {
+    fn part(&mut self, part: StatsPart<'_>) {
+        match part {
+            StatsPart::Head { head, .. } => self.head = head.clone(),
+            StatsPart::Signature(key, n) => {
+                self.signatures += 1;
+                // Keep the largest: a new one goes in when it beats the
+                // smallest kept (ties: the first by name, as the keys come
+                // in name order).
+                if self.top.len() < TABLE_SIGNATURES {
+                    self.top.push((key.to_string(), n));
+                } else if let Some(smallest) = self
+                    .top
+                    .iter_mut()
+                    .min_by(|a, b| a.1.cmp(&b.1).then_with(|| b.0.cmp(&a.0)))
+                {
+                    if n > smallest.1 {
+                        *smallest = (key.to_string(), n);
+                    }
+                }
+            }
+            StatsPart::ErrorType(key, n) => self.error_types.push((key.to_string(), n)),
+            StatsPart::Close => {}
         }
     }
-    Ok(())
+
+    fn print(mut self, title: &str) -> Result<()> {
+        let stats = &self.head;
+        let mut out = std::io::stdout().lock();
+        writeln!(out, "{title}")?;
+        writeln!(out, "  total items:             {}", stats.total_items)?;
+        writeln!(
+            out,
+            "  eligible for reprocess:  {}",
+            stats.eligible_for_reprocess
+        )?;
+        writeln!(
+            out,
+            "  requiring manual review: {}",
+            stats.requiring_manual_review
+        )?;
+        writeln!(
+            out,
+            "  oldest item:             {}",
+            cell(stats.oldest_item)
+        )?;
+        writeln!(
+            out,
+            "  newest item:             {}",
+            cell(stats.newest_item)
+        )?;
+        writeln!(
+            out,
+            "  average failure count:   {}",
+            stats.average_failure_count
+        )?;
+        if !self.error_types.is_empty() {
+            self.error_types
+                .sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+            let listed: Vec<String> = self
+                .error_types
+                .iter()
+                .map(|(t, n)| format!("{t} {n}"))
+                .collect();
+            writeln!(out, "  last error types:        {}", listed.join(", "))?;
+        }
+        if !self.top.is_empty() {
+            writeln!(out)?;
+            drop(out);
+            self.top.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+            let more = self.signatures - self.top.len();
+            let mut table = Table::new(&["ITEMS", "ERROR SIGNATURE"]);
+            for (signature, count) in self.top {
+                table.row(vec![count.to_string(), signature]);
+            }
+            table.print()?;
+            if more > 0 {
+                println!("... and {more} more signature(s): `dlq stats --json` lists them all");
+            }
+        }
+        Ok(())
+    }
 }

@@ -234,7 +234,7 @@ pub fn retry(
     mut progress: impl FnMut(&Progress),
 ) -> Result<RetrySummary> {
     let started = Instant::now();
-    dlq.job_stats(&options.job_id)?;
+    dlq.require_job(&options.job_id)?;
     let host = hostname();
     dlq.register_run(
         &options.run_id,

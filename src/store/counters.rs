@@ -133,8 +133,9 @@ impl InsertCounts {
     }
 }
 
-/// Subtracts the items listed in `temp.doomed_items` (see bulk.rs) from
-/// every counter, from one grouping of them (one sort instead of three).
+/// Subtracts the items whose keys are in `temp.doomed_ids` (see bulk.rs)
+/// from every counter, from one grouping of them (one sort instead of
+/// three), reading the rows in rowid order.
 /// The caller deletes the rows with the triggers dropped.
 pub(super) fn subtract_doomed(conn: &Connection) -> Result<()> {
     conn.execute_batch(
@@ -143,9 +144,9 @@ pub(super) fn subtract_doomed(conn: &Connection) -> Result<()> {
              n INTEGER, eligible INTEGER, manual INTEGER, failures INTEGER);
          DELETE FROM temp.doomed_groups;
          INSERT INTO temp.doomed_groups
-         SELECT job_id, error_signature, COALESCE(last_error_type, ''), COUNT(*),
-                SUM(reprocess_eligible), SUM(manual_review_required), SUM(failure_count)
-         FROM temp.doomed_items GROUP BY 1, 2, 3;
+         SELECT i.job_id, i.error_signature, COALESCE(i.last_error_type, ''), COUNT(*),
+                SUM(i.reprocess_eligible), SUM(i.manual_review_required), SUM(i.failure_count)
+         FROM temp.doomed_ids d CROSS JOIN items i ON i.id = d.id GROUP BY 1, 2, 3;
          UPDATE jobs SET
              item_count = item_count - x.n,
              eligible_count = eligible_count - x.eligible,

@@ -79,13 +79,13 @@ impl Slots {
         }
     }
 
-    fn into_iter(self) -> impl Iterator<Item = (i64, Best)> {
-        let first = self.first;
-        self.dense
-            .into_iter()
-            .enumerate()
-            .map(move |(offset, best)| (first + offset as i64, best))
-            .chain(self.sparse)
+    /// Renumbers the patterns (after their table was merged into another).
+    fn remap(&mut self, to: &[u32]) {
+        for best in self.dense.iter_mut().chain(self.sparse.values_mut()) {
+            if best.pattern != NONE {
+                best.pattern = to[best.pattern as usize];
+            }
+        }
     }
 }
 
@@ -108,9 +108,12 @@ impl Patterns {
     }
 }
 
-/// The last attempt of each item seen by one scanning thread.
+/// The last attempt of each item seen by one scanning thread (`slots`), and
+/// by the others merged in (`more`: each covers its own range of row keys
+/// densely, so they are kept side by side, not copied into one).
 pub(super) struct LastAttempts {
     slots: Slots,
+    more: Vec<Slots>,
     patterns: Patterns,
     /// Message hash -> pattern id.
     cache: HashMap<u64, u32, FxBuild>,
@@ -134,6 +137,7 @@ impl LastAttempts {
         };
         LastAttempts {
             slots,
+            more: Vec::new(),
             patterns: Patterns::default(),
             cache: HashMap::default(),
         }
@@ -180,21 +184,22 @@ impl LastAttempts {
             .into_iter()
             .map(|name| self.patterns.intern(name))
             .collect();
-        let mut take = |key: i64, best: Best| {
-            if best.pattern == NONE {
-                return;
-            }
-            let mine = self.slots.get_mut(key);
-            if mine.beaten_by(best.attempt, best.time) {
-                *mine = Best {
-                    pattern: remap[best.pattern as usize],
-                    ..best
-                };
-            }
-        };
-        for (key, best) in other.slots.into_iter() {
-            take(key, best);
+        for mut slots in std::iter::once(other.slots).chain(other.more) {
+            slots.remap(&remap);
+            self.more.push(slots);
         }
+    }
+
+    /// Item `key`'s last attempt over everything merged.
+    fn get(&self, key: i64) -> Best {
+        let mut best = self.slots.get(key);
+        for slots in &self.more {
+            let other = slots.get(key);
+            if other.pattern != NONE && best.beaten_by(other.attempt, other.time) {
+                best = other;
+            }
+        }
+        best
     }
 }
 
@@ -217,16 +222,13 @@ pub(super) const NO_ATTEMPTS: &str = "(no attempts)";
 pub(super) fn group_items(
     conn: &Connection,
     job_id: Option<&str>,
-    last: LastAttempts,
+    mut last: LastAttempts,
 ) -> Result<Vec<Group>> {
-    let LastAttempts {
-        slots,
-        mut patterns,
-        ..
-    } = last;
-    let no_attempts = patterns.intern(NO_ATTEMPTS.to_string());
+    let no_attempts = last.patterns.intern(NO_ATTEMPTS.to_string());
+    let mut names = std::mem::take(&mut last.patterns.names);
     let mut groups: Vec<Option<Group>> = Vec::new();
-    groups.resize_with(patterns.names.len(), || None);
+    groups.resize_with(names.len(), || None);
+    let _cache = crate::db::CacheSize::set(conn, "main", super::analysis::SCAN_CACHE_KIB)?;
     let mut stmt = match job_id {
         Some(_) => conn.prepare_cached(
             "SELECT error_signature, id FROM items INDEXED BY items_signature
@@ -250,12 +252,12 @@ pub(super) fn group_items(
             signature.extend_from_slice(this);
             seen.clear();
         }
-        let pattern = match slots.get(key).pattern {
+        let pattern = match last.get(key).pattern {
             NONE => no_attempts,
             id => id,
         };
         let group = groups[pattern as usize].get_or_insert_with(|| Group {
-            pattern: std::mem::take(&mut patterns.names[pattern as usize]),
+            pattern: std::mem::take(&mut names[pattern as usize]),
             items: 0,
             signatures: 0,
             sample_signatures: Vec::new(),
@@ -340,8 +342,8 @@ mod tests {
         last.offer(1, 2, t("2025-01-01T00:00:00Z").as_bytes(), b"second 2");
         last.offer(1, 1, t("2025-06-01T00:00:00Z").as_bytes(), b"first /a");
         last.offer(1, 2, t("2025-01-02T00:00:00Z").as_bytes(), b"later 7");
-        let best = last.slots.get(1);
+        let best = last.get(1);
         assert_eq!(last.patterns.names[best.pattern as usize], "later <n>");
-        assert_eq!(last.slots.get(2).pattern, NONE);
+        assert_eq!(last.get(2).pattern, NONE);
     }
 }

@@ -14,6 +14,7 @@ mod maintenance;
 mod message_groups;
 mod query;
 mod rows;
+mod stats;
 mod write;
 
 pub use analysis::{
@@ -25,9 +26,9 @@ pub use events::Event;
 pub use leases::{RunCounts, RunInfo};
 pub use maintenance::{CapacityInfo, MarkRequest, PurgeReport};
 pub use query::{
-    DbInfo, ItemIter, ItemSummary, JobInfo, JobItem, ListFilter, Page, PageCursor, Stats,
-    SummaryIter,
+    DbInfo, ItemIter, ItemSummary, JobInfo, JobItem, ListFilter, Page, PageCursor, SummaryIter,
 };
+pub use stats::{Stats, StatsHead, StatsPart};
 pub use write::{AddOutcome, AddReport, CapacityRaised, EvictedItem, Suspended, WriteTx};
 
 use crate::db::{self, DbPool};

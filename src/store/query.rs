@@ -7,9 +7,9 @@ use crate::error::{Error, Result};
 use crate::model::DeadLetteredItem;
 use crate::time::Timestamp;
 use rusqlite::types::Value;
-use rusqlite::{params, params_from_iter, Connection, OptionalExtension};
+use rusqlite::{params_from_iter, Connection};
 use serde::Serialize;
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::VecDeque;
 
 /// Which items a listing, export or purge takes. Empty means all.
 #[derive(Clone, Debug, Default)]
@@ -77,83 +77,6 @@ pub struct JobInfo {
     pub item_count: i64,
     pub eligible_count: i64,
     pub manual_review_count: i64,
-}
-
-/// The legacy DLQ statistics.
-#[derive(Clone, Debug, Default, Serialize, PartialEq)]
-pub struct Stats {
-    pub total_items: i64,
-    pub eligible_for_reprocess: i64,
-    pub requiring_manual_review: i64,
-    /// The earliest first_attempt.
-    pub oldest_item: Option<Timestamp>,
-    /// The latest last_attempt.
-    pub newest_item: Option<Timestamp>,
-    /// Items per error signature.
-    pub error_categories: BTreeMap<String, i64>,
-    /// Items per error type of their last attempt (not a legacy key).
-    pub error_types: BTreeMap<String, i64>,
-    /// Mean failure_count (not a legacy key).
-    pub average_failure_count: f64,
-    /// Sum of failure_count.
-    #[serde(skip)]
-    pub failure_count_sum: i64,
-}
-
-impl Stats {
-    /// The statistics of all the given jobs together.
-    fn sum<'a>(jobs: impl Iterator<Item = &'a Stats> + Clone) -> Stats {
-        let mut total = Stats::default();
-        for other in jobs.clone() {
-            total.total_items += other.total_items;
-            total.eligible_for_reprocess += other.eligible_for_reprocess;
-            total.requiring_manual_review += other.requiring_manual_review;
-            total.failure_count_sum += other.failure_count_sum;
-            total.oldest_item = min_opt(total.oldest_item, other.oldest_item);
-            total.newest_item = total.newest_item.max(other.newest_item);
-        }
-        total.average_failure_count = average(total.failure_count_sum, total.total_items);
-        total.error_categories = summed(jobs.clone().map(|job| &job.error_categories));
-        total.error_types = summed(jobs.map(|job| &job.error_types));
-        total
-    }
-}
-
-/// Per-key sums of several maps. Sorted once and built in one go: when every
-/// item has a signature of its own (the SHA-256 of a message naming a path
-/// or a duration), inserting a million keys one by one into one map was
-/// most of `dlq stats`.
-fn summed<'a>(maps: impl Iterator<Item = &'a BTreeMap<String, i64>>) -> BTreeMap<String, i64> {
-    let mut pairs: Vec<(&str, i64)> = maps
-        .flat_map(|map| map.iter().map(|(key, count)| (key.as_str(), *count)))
-        .collect();
-    pairs.sort_unstable_by(|a, b| a.0.cmp(b.0));
-    let mut merged: Vec<(String, i64)> = Vec::with_capacity(pairs.len());
-    for (key, count) in pairs {
-        match merged.last_mut() {
-            Some((last, sum)) if last.as_str() == key => *sum += count,
-            _ => merged.push((key.to_string(), count)),
-        }
-    }
-    // From sorted input a BTreeMap is built in one pass.
-    merged.into_iter().collect()
-}
-
-fn average(sum: i64, count: i64) -> f64 {
-    if count == 0 {
-        0.0
-    } else {
-        // Rounded to 3 places: a stable figure in JSON output.
-        (sum as f64 / count as f64 * 1000.0).round() / 1000.0
-    }
-}
-
-fn min_opt(a: Option<Timestamp>, b: Option<Timestamp>) -> Option<Timestamp> {
-    match (a, b) {
-        (Some(a), Some(b)) => Some(a.min(b)),
-        (a, None) => a,
-        (None, b) => b,
-    }
 }
 
 /// Facts about the database file (`dlq db`).
@@ -432,66 +355,6 @@ impl Dlq {
         Ok(jobs)
     }
 
-    /// Statistics of one job (an error if it does not exist).
-    pub fn job_stats(&self, job_id: &str) -> Result<Stats> {
-        let conn = self.conn()?;
-        job_stats(&conn, job_id)?.ok_or_else(|| Error::JobNotFound(job_id.to_string()))
-    }
-
-    /// Statistics over all jobs, and per job.
-    pub fn stats(&self) -> Result<(Stats, BTreeMap<String, Stats>)> {
-        let conn = self.conn()?;
-        // Four statements for all jobs, not four per job: with a thousand
-        // jobs the per-statement cost is what shows.
-        let mut per_job: BTreeMap<String, Stats> = conn
-            .prepare_cached(
-                "SELECT j.job_id, j.item_count, j.eligible_count, j.manual_review_count, j.failure_count_sum,
-                     (SELECT MIN(first_attempt) FROM items i WHERE i.job_id = j.job_id),
-                     (SELECT MAX(last_attempt) FROM items i WHERE i.job_id = j.job_id)
-                 FROM jobs j",
-            )?
-            .query_map([], |row| {
-                let total: i64 = row.get(1)?;
-                let failure_sum: i64 = row.get(4)?;
-                Ok((
-                    row.get::<_, String>(0)?,
-                    Stats {
-                        total_items: total,
-                        eligible_for_reprocess: row.get(2)?,
-                        requiring_manual_review: row.get(3)?,
-                        oldest_item: row.get(5)?,
-                        newest_item: row.get(6)?,
-                        error_categories: BTreeMap::new(),
-                        error_types: BTreeMap::new(),
-                        average_failure_count: average(failure_sum, total),
-                        failure_count_sum: failure_sum,
-                    },
-                ))
-            })?
-            .collect::<rusqlite::Result<_>>()?;
-        for (table, column) in [
-            ("signature_counts", "error_signature"),
-            ("error_type_counts", "error_type"),
-        ] {
-            // Fixed table and column names from the list above.
-            let sql = format!("SELECT job_id, {column}, item_count FROM {table}");
-            let mut stmt = conn.prepare_cached(&sql)?;
-            let mut rows = stmt.query([])?;
-            while let Some(row) = rows.next()? {
-                let job: String = row.get(0)?;
-                if let Some(stats) = per_job.get_mut(&job) {
-                    let map = if table == "signature_counts" {
-                        &mut stats.error_categories
-                    } else {
-                        &mut stats.error_types
-                    };
-                    map.insert(row.get(1)?, row.get(2)?);
-                }
-            }
-        }
-        Ok((Stats::sum(per_job.values()), per_job))
-    }
-
     /// Facts about the database.
     pub fn db_info(&self) -> Result<DbInfo> {
         let conn = self.conn()?;
@@ -542,52 +405,6 @@ pub(super) fn resolve_job(conn: &Connection, item_id: &str) -> Result<String> {
             jobs,
         }),
     }
-}
-
-fn job_stats(conn: &Connection, job_id: &str) -> Result<Option<Stats>> {
-    let counters: Option<(i64, i64, i64, i64)> = conn
-        .prepare_cached(
-            "SELECT item_count, eligible_count, manual_review_count, failure_count_sum
-             FROM jobs WHERE job_id = ?1",
-        )?
-        .query_row([job_id], |row| {
-            Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?))
-        })
-        .optional()?;
-    let Some((total, eligible, manual, failure_sum)) = counters else {
-        return Ok(None);
-    };
-    let oldest: Option<Timestamp> = conn
-        .prepare_cached("SELECT MIN(first_attempt) FROM items WHERE job_id = ?1")?
-        .query_row([job_id], |row| row.get(0))?;
-    let newest: Option<Timestamp> = conn
-        .prepare_cached("SELECT MAX(last_attempt) FROM items WHERE job_id = ?1")?
-        .query_row([job_id], |row| row.get(0))?;
-    let error_categories = conn
-        .prepare_cached(
-            "SELECT error_signature, item_count FROM signature_counts WHERE job_id = ?1",
-        )?
-        .query_map(params![job_id], |row| {
-            Ok((row.get::<_, String>(0)?, row.get::<_, i64>(1)?))
-        })?
-        .collect::<rusqlite::Result<BTreeMap<_, _>>>()?;
-    let error_types = conn
-        .prepare_cached("SELECT error_type, item_count FROM error_type_counts WHERE job_id = ?1")?
-        .query_map(params![job_id], |row| {
-            Ok((row.get::<_, String>(0)?, row.get::<_, i64>(1)?))
-        })?
-        .collect::<rusqlite::Result<BTreeMap<_, _>>>()?;
-    Ok(Some(Stats {
-        total_items: total,
-        eligible_for_reprocess: eligible,
-        requiring_manual_review: manual,
-        oldest_item: oldest,
-        newest_item: newest,
-        error_categories,
-        error_types,
-        average_failure_count: average(failure_sum, total),
-        failure_count_sum: failure_sum,
-    }))
 }
 
 /// Walks a filtered listing a page at a time.

@@ -888,3 +888,61 @@ fn analyze_groups_add_up_to_every_item() {
         "{table}"
     );
 }
+
+/// `dlq stats --json` is written piece by piece as the store streams it; it
+/// must be the same text serde_json gives the collected statistics, for all
+/// jobs (with a job that has no items, and `jobs` always present) and for
+/// one job, including on an empty database.
+#[test]
+fn streamed_stats_json_is_the_collected_statistics() {
+    let dir = TempDir::new("stats-stream");
+    let db = dir.join("dlq.db");
+    let check = |db: &Path| {
+        let dlq = dlqlite::Dlq::open(db).unwrap();
+        let (total, jobs) = dlq.stats().unwrap();
+        #[derive(serde::Serialize)]
+        struct AllJobs<'a> {
+            #[serde(flatten)]
+            total: &'a dlqlite::store::Stats,
+            jobs: &'a BTreeMap<String, dlqlite::store::Stats>,
+        }
+        let expected = serde_json::to_string_pretty(&AllJobs {
+            total: &total,
+            jobs: &jobs,
+        })
+        .unwrap();
+        let text = ok(&mut dlq_cmd_stats(db, None));
+        assert_eq!(text, expected + "\n");
+        for job in jobs.keys() {
+            let text = ok(&mut dlq_cmd_stats(db, Some(job)));
+            let one = dlq.job_stats(job).unwrap();
+            assert_eq!(text, serde_json::to_string_pretty(&one).unwrap() + "\n");
+        }
+    };
+    ok(dlq(&db).args(["capacity", "--set", "100"]));
+    check(&db);
+    add_lines(
+        &db,
+        "a",
+        (0..5).map(|i| {
+            item(
+                &format!("a{i}"),
+                1,
+                "2025-01-01T00:00:00Z",
+                &format!("m{}", i % 2),
+            )
+        }),
+    );
+    add_lines(&db, "b", [item("b0", 2, "2025-02-01T00:00:00Z", "other")]);
+    ok(dlq(&db).args(["clear", "b", "--yes"]));
+    check(&db);
+}
+
+fn dlq_cmd_stats(db: &Path, job: Option<&str>) -> std::process::Command {
+    let mut command = dlq(db);
+    command.args(["stats", "--json"]);
+    if let Some(job) = job {
+        command.args(["--job-id", job]);
+    }
+    command
+}

@@ -1,0 +1,313 @@
+//! The legacy statistics (`dlq stats`, `dlq show`): totals, eligibility,
+//! manual review, oldest and newest item, items per signature and per last
+//! error type, for one job or all. Everything comes from the counters (see
+//! counters.rs) and two index lookups per job.
+//!
+//! [`Dlq::stats_stream`] hands the figures over piece by piece in key order,
+//! so that `dlq stats --json` with a million signatures holds none of them:
+//! memory stays flat in the number of signatures and jobs. [`Dlq::stats`]
+//! and [`Dlq::job_stats`] collect the same pieces into [`Stats`].
+
+use super::Dlq;
+use crate::error::{Error, Result};
+use crate::time::Timestamp;
+use rusqlite::{params, Connection, OptionalExtension};
+use serde::Serialize;
+use std::collections::BTreeMap;
+
+/// The legacy DLQ statistics.
+#[derive(Clone, Debug, Default, Serialize, PartialEq)]
+pub struct Stats {
+    pub total_items: i64,
+    pub eligible_for_reprocess: i64,
+    pub requiring_manual_review: i64,
+    /// The earliest first_attempt.
+    pub oldest_item: Option<Timestamp>,
+    /// The latest last_attempt.
+    pub newest_item: Option<Timestamp>,
+    /// Items per error signature.
+    pub error_categories: BTreeMap<String, i64>,
+    /// Items per error type of their last attempt (not a legacy key).
+    pub error_types: BTreeMap<String, i64>,
+    /// Mean failure_count (not a legacy key).
+    pub average_failure_count: f64,
+    /// Sum of failure_count.
+    #[serde(skip)]
+    pub failure_count_sum: i64,
+}
+
+/// The figures of [`Stats`] that are not per signature or error type.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct StatsHead {
+    pub total_items: i64,
+    pub eligible_for_reprocess: i64,
+    pub requiring_manual_review: i64,
+    pub oldest_item: Option<Timestamp>,
+    pub newest_item: Option<Timestamp>,
+    pub average_failure_count: f64,
+    pub failure_count_sum: i64,
+}
+
+/// One piece of [`Dlq::stats_stream`], in this order for each statistics
+/// object: `Head`, its `Signature`s (by signature), its `ErrorType`s (by
+/// name), the nested objects of each job (all jobs only), `Close`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum StatsPart<'a> {
+    /// A statistics object begins: of all jobs (`None`) or of one.
+    Head {
+        job_id: Option<&'a str>,
+        head: &'a StatsHead,
+    },
+    /// Items with this error signature.
+    Signature(&'a str, i64),
+    /// Items whose last attempt has this error type.
+    ErrorType(&'a str, i64),
+    /// The object opened by the last unclosed `Head` ends.
+    Close,
+}
+
+fn average(sum: i64, count: i64) -> f64 {
+    if count == 0 {
+        0.0
+    } else {
+        // Rounded to 3 places: a stable figure in JSON output.
+        (sum as f64 / count as f64 * 1000.0).round() / 1000.0
+    }
+}
+
+fn head_of(
+    counts: (i64, i64, i64, i64),
+    oldest: Option<Timestamp>,
+    newest: Option<Timestamp>,
+) -> StatsHead {
+    let (total, eligible, manual, failures) = counts;
+    StatsHead {
+        total_items: total,
+        eligible_for_reprocess: eligible,
+        requiring_manual_review: manual,
+        oldest_item: oldest,
+        newest_item: newest,
+        average_failure_count: average(failures, total),
+        failure_count_sum: failures,
+    }
+}
+
+/// A job's head, or None when there is no such job.
+fn job_head(conn: &Connection, job_id: &str) -> Result<Option<StatsHead>> {
+    let row = conn
+        .prepare_cached(
+            "SELECT item_count, eligible_count, manual_review_count, failure_count_sum,
+                 (SELECT MIN(first_attempt) FROM items i WHERE i.job_id = j.job_id),
+                 (SELECT MAX(last_attempt) FROM items i WHERE i.job_id = j.job_id)
+             FROM jobs j WHERE job_id = ?1",
+        )?
+        .query_row([job_id], |row| {
+            Ok((
+                (row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?),
+                row.get(4)?,
+                row.get(5)?,
+            ))
+        })
+        .optional()?;
+    Ok(row.map(|(counts, oldest, newest)| head_of(counts, oldest, newest)))
+}
+
+/// Streams `(key, count)` rows of a fixed statement with parameters.
+fn each_count(
+    conn: &Connection,
+    sql: &str,
+    job_id: Option<&str>,
+    mut f: impl FnMut(&str, i64) -> Result<()>,
+) -> Result<()> {
+    let mut stmt = conn.prepare_cached(sql)?;
+    let mut rows = stmt.query(params![job_id])?;
+    while let Some(row) = rows.next()? {
+        let key = row.get_ref(0)?.as_str().unwrap_or("");
+        f(key, row.get(1)?)?;
+    }
+    Ok(())
+}
+
+/// One job's signatures and error types, in key order.
+fn job_counts(
+    conn: &Connection,
+    job_id: &str,
+    f: &mut impl FnMut(StatsPart<'_>) -> Result<()>,
+) -> Result<()> {
+    each_count(
+        conn,
+        "SELECT error_signature, item_count FROM signature_counts
+         WHERE job_id = ?1 ORDER BY error_signature",
+        Some(job_id),
+        |key, n| f(StatsPart::Signature(key, n)),
+    )?;
+    each_count(
+        conn,
+        "SELECT error_type, item_count FROM error_type_counts
+         WHERE job_id = ?1 ORDER BY error_type",
+        Some(job_id),
+        |key, n| f(StatsPart::ErrorType(key, n)),
+    )
+}
+
+impl Dlq {
+    /// Whether a job exists (it does from its first add or capacity set).
+    pub fn job_exists(&self, job_id: &str) -> Result<bool> {
+        Ok(self
+            .conn()?
+            .prepare_cached("SELECT EXISTS (SELECT 1 FROM jobs WHERE job_id = ?1)")?
+            .query_row([job_id], |row| row.get(0))?)
+    }
+
+    /// [`Error::JobNotFound`] unless the job exists.
+    pub fn require_job(&self, job_id: &str) -> Result<()> {
+        if self.job_exists(job_id)? {
+            Ok(())
+        } else {
+            Err(Error::JobNotFound(job_id.to_string()))
+        }
+    }
+
+    /// The statistics of one job without its signatures and error types
+    /// (an error if it does not exist).
+    pub fn job_head(&self, job_id: &str) -> Result<StatsHead> {
+        let conn = self.conn()?;
+        job_head(&conn, job_id)?.ok_or_else(|| Error::JobNotFound(job_id.to_string()))
+    }
+
+    /// Hands the statistics of one job, or of all jobs (then, with
+    /// `with_jobs`, each job's own nested inside), to `f` piece by piece
+    /// (see [`StatsPart`] for the order). Nothing is collected: a million
+    /// signatures cost no memory here. An unknown job is
+    /// [`Error::JobNotFound`].
+    pub fn stats_stream(
+        &self,
+        job_id: Option<&str>,
+        with_jobs: bool,
+        mut f: impl FnMut(StatsPart<'_>) -> Result<()>,
+    ) -> Result<()> {
+        let conn = self.conn()?;
+        if let Some(job) = job_id {
+            let head = job_head(&conn, job)?.ok_or_else(|| Error::JobNotFound(job.to_string()))?;
+            f(StatsPart::Head {
+                job_id: Some(job),
+                head: &head,
+            })?;
+            job_counts(&conn, job, &mut f)?;
+            return f(StatsPart::Close);
+        }
+        // The totals: counters summed, and the earliest and latest attempts
+        // from two index lookups per job.
+        let (counts, oldest, newest) = conn.query_row(
+            "SELECT COALESCE(SUM(item_count), 0), COALESCE(SUM(eligible_count), 0),
+                 COALESCE(SUM(manual_review_count), 0), COALESCE(SUM(failure_count_sum), 0),
+                 MIN((SELECT MIN(first_attempt) FROM items i WHERE i.job_id = j.job_id)),
+                 MAX((SELECT MAX(last_attempt) FROM items i WHERE i.job_id = j.job_id))
+             FROM jobs j",
+            [],
+            |row| {
+                Ok((
+                    (row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?),
+                    row.get(4)?,
+                    row.get(5)?,
+                ))
+            },
+        )?;
+        let head = head_of(counts, oldest, newest);
+        f(StatsPart::Head {
+            job_id: None,
+            head: &head,
+        })?;
+        // Summed over jobs by SQLite's sorter, which spills to disk past
+        // its cache instead of growing.
+        each_count(
+            &conn,
+            "SELECT error_signature, SUM(item_count) FROM signature_counts
+             WHERE ?1 IS NULL GROUP BY error_signature ORDER BY error_signature",
+            None,
+            |key, n| f(StatsPart::Signature(key, n)),
+        )?;
+        each_count(
+            &conn,
+            "SELECT error_type, SUM(item_count) FROM error_type_counts
+             WHERE ?1 IS NULL GROUP BY error_type ORDER BY error_type",
+            None,
+            |key, n| f(StatsPart::ErrorType(key, n)),
+        )?;
+        if with_jobs {
+            let mut jobs = conn.prepare_cached("SELECT job_id FROM jobs ORDER BY job_id")?;
+            let mut rows = jobs.query([])?;
+            while let Some(row) = rows.next()? {
+                let job: String = row.get(0)?;
+                // A job removed meanwhile is left out, not an error.
+                if let Some(head) = job_head(&conn, &job)? {
+                    f(StatsPart::Head {
+                        job_id: Some(&job),
+                        head: &head,
+                    })?;
+                    job_counts(&conn, &job, &mut f)?;
+                    f(StatsPart::Close)?;
+                }
+            }
+        }
+        f(StatsPart::Close)
+    }
+
+    /// Statistics of one job (an error if it does not exist), collected.
+    pub fn job_stats(&self, job_id: &str) -> Result<Stats> {
+        let mut stats = Stats::default();
+        self.stats_stream(Some(job_id), false, |part| {
+            collect(&mut stats, part);
+            Ok(())
+        })?;
+        Ok(stats)
+    }
+
+    /// Statistics over all jobs, and per job, collected (with a signature
+    /// per item that is every signature twice in memory:
+    /// [`Dlq::stats_stream`] holds none).
+    pub fn stats(&self) -> Result<(Stats, BTreeMap<String, Stats>)> {
+        let mut total = Stats::default();
+        let mut jobs: BTreeMap<String, Stats> = BTreeMap::new();
+        let mut current: Option<String> = None;
+        self.stats_stream(None, true, |part| {
+            match (part, &current) {
+                (
+                    StatsPart::Head {
+                        job_id: Some(job), ..
+                    },
+                    _,
+                ) => {
+                    current = Some(job.to_string());
+                    collect(jobs.entry(job.to_string()).or_default(), part);
+                }
+                (StatsPart::Close, Some(_)) => current = None,
+                (_, Some(job)) => collect(jobs.entry(job.clone()).or_default(), part),
+                (_, None) => collect(&mut total, part),
+            }
+            Ok(())
+        })?;
+        Ok((total, jobs))
+    }
+}
+
+fn collect(stats: &mut Stats, part: StatsPart<'_>) {
+    match part {
+        StatsPart::Head { head, .. } => {
+            stats.total_items = head.total_items;
+            stats.eligible_for_reprocess = head.eligible_for_reprocess;
+            stats.requiring_manual_review = head.requiring_manual_review;
+            stats.oldest_item = head.oldest_item;
+            stats.newest_item = head.newest_item;
+            stats.average_failure_count = head.average_failure_count;
+            stats.failure_count_sum = head.failure_count_sum;
+        }
+        StatsPart::Signature(key, n) => {
+            stats.error_categories.insert(key.to_string(), n);
+        }
+        StatsPart::ErrorType(key, n) => {
+            stats.error_types.insert(key.to_string(), n);
+        }
+        StatsPart::Close => {}
+    }
+}
