@@ -69,6 +69,7 @@ pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
             summary.items_evicted += report.evicted.len();
             Ok(())
         })?;
+        summary.items_evicted += tx.settle_evictions()?.len();
         Ok(summary)
     })?;
     if args.json {

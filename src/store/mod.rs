@@ -178,6 +178,7 @@ impl Dlq {
             let value = {
                 let mut writer = WriteTx::new(&tx, self.now())?;
                 let value = f(&mut writer)?;
+                writer.settle_evictions()?;
                 writer.flush_counts()?;
                 value
             };
@@ -201,7 +202,11 @@ impl Dlq {
     /// Adds one item to a job: inserts it, or merges it into the copy already
     /// there. Capacity is enforced in the same transaction.
     pub fn add(&self, job_id: &str, item: &crate::model::DeadLetteredItem) -> Result<AddReport> {
-        self.write(|tx| tx.add(job_id, None, item))
+        self.write(|tx| {
+            let mut report = tx.add(job_id, None, item)?;
+            report.evicted.extend(tx.settle_evictions()?);
+            Ok(report)
+        })
     }
 
     /// Whether two connections can be out at once (not for an in-memory

@@ -507,3 +507,34 @@ fn random_sequences_of_writes_keep_the_counters_equal_to_the_rows() {
         .tests(60)
         .quickcheck(property as fn(Vec<Op>) -> quickcheck::TestResult);
 }
+
+/// One `dlq add` far past the cap evicts in batches as it goes and settles
+/// the rest before committing: the newest `cap` items stay, every eviction
+/// has its event, and the counters agree with the rows.
+#[test]
+fn a_large_add_past_the_cap_keeps_the_newest() {
+    let dir = TempDir::new("evict-batches");
+    let db = dir.join("dlq.db");
+    ok(dlq(&db).args(["capacity", "--set", "100"]));
+    // Item n fails on day n % 700 of a 700-day span, in a shuffled order.
+    let items: Vec<serde_json::Value> = (0..700)
+        .map(|i| (i * 379) % 700)
+        .map(|n| {
+            let at = dlqlite::Timestamp::parse("2024-01-01T00:00:00Z")
+                .unwrap()
+                .minus_seconds(-(n as i64) * 86_400)
+                .to_string();
+            item_with(&format!("n{n:03}"), &[(1, &at, "Timeout")], true)
+        })
+        .collect();
+    let summary = add_jsonl(&db, "j", &items);
+    assert_eq!(summary["items_evicted"], 600, "{summary}");
+    let kept = strings(&db, "SELECT item_id FROM items ORDER BY item_id");
+    let newest: Vec<String> = (600..700).map(|n| format!("n{n:03}")).collect();
+    assert_eq!(kept, newest);
+    assert_eq!(
+        count(&db, "SELECT COUNT(*) FROM events WHERE kind = 'evicted'"),
+        600
+    );
+    assert_no_drift(&db, "an add of 700 items into a job capped at 100");
+}
