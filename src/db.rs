@@ -18,11 +18,13 @@ pub type DbPool = Pool<SqliteConnectionManager>;
 
 /// How long a connection waits for another writer before giving up.
 /// `DLQ_BUSY_TIMEOUT_MS` overrides it (tests use a short one).
+/// A value SQLite cannot take (over 2^31-1 ms) is cut to the most it can;
+/// one that is not a number is ignored (`dlq` refuses both at start).
 pub fn busy_timeout() -> Duration {
     std::env::var("DLQ_BUSY_TIMEOUT_MS")
         .ok()
-        .and_then(|ms| ms.parse().ok())
-        .map(Duration::from_millis)
+        .and_then(|ms| ms.trim().parse::<u64>().ok())
+        .map(|ms| Duration::from_millis(ms.min(i32::MAX as u64)))
         .unwrap_or(Duration::from_secs(30))
 }
 

@@ -326,6 +326,11 @@ fn lex(input: &str) -> Result<Vec<Lexed>, FilterError> {
 
 struct Parser {
     tokens: Vec<Lexed>,
+    /// How deep `!` and `(` nest at this point.
+    depth: usize,
+    /// Tests parsed so far (`&&` and `||` chains are as deep as they are
+    /// long in the tree).
+    tests: usize,
     position: usize,
     end_column: usize,
 }
@@ -393,6 +398,20 @@ impl Parser {
     }
 
     fn unary(&mut self) -> Result<Expr, FilterError> {
+        // Each `!` and `(` is a level of recursion here and in everything
+        // that walks the tree: 20,000 of them overflowed the stack.
+        self.depth += 1;
+        if self.depth > MAX_DEPTH {
+            return self.error(format!(
+                "nested more than {MAX_DEPTH} levels deep ('!' and '(')"
+            ));
+        }
+        let result = self.unary_inner();
+        self.depth -= 1;
+        result
+    }
+
+    fn unary_inner(&mut self) -> Result<Expr, FilterError> {
         match self.peek() {
             Some(Token::Not) => {
                 self.next();
@@ -416,6 +435,10 @@ impl Parser {
 
     fn test(&mut self) -> Result<Expr, FilterError> {
         let column = self.column();
+        self.tests += 1;
+        if self.tests > MAX_TESTS {
+            return self.error(format!("more than {MAX_TESTS} tests in one filter"));
+        }
         let name = match self.peek() {
             Some(Token::Name(name)) => name.clone(),
             other => {
@@ -438,9 +461,38 @@ impl Parser {
             }
         };
         self.next();
+        let value_column = self.column();
         let value = self.value()?;
         if op == Op::Contains && !matches!(value, Literal::Text(_)) {
             return self.error_at(column, "'contains' needs a string");
+        }
+        let time_field = matches!(&field, Field::Column(c) if c.is_time());
+        match (&value, time_field) {
+            // A time field compared with text that is not a time would be
+            // compared as text: `last_attempt < "yesterday"` matched every
+            // item, and `retry`, `purge` and `requeue --take` act on what
+            // matches.
+            (Literal::Text(text), true) => {
+                if let Err(e) = Timestamp::parse(text) {
+                    return self.error_at(
+                        value_column,
+                        &format!("{name} compares with an RFC 3339 time or `now - N`: {e}"),
+                    );
+                }
+            }
+            (Literal::Integer(_) | Literal::Real(_) | Literal::Bool(_), true) => {
+                return self.error_at(
+                    value_column,
+                    &format!("{name} compares with an RFC 3339 time (quoted) or `now - N`"),
+                );
+            }
+            (Literal::Now(_), false) => {
+                return self.error_at(
+                    value_column,
+                    "`now` compares with first_attempt or last_attempt only",
+                );
+            }
+            _ => {}
         }
         Ok(Expr::Compare { field, op, value })
     }
@@ -557,6 +609,12 @@ fn resolve_field(name: &str) -> Result<Field, String> {
     ))
 }
 
+/// How deep `!` and parentheses may nest. With [`MAX_TESTS`] this keeps the
+/// compiled SQL well inside SQLite's expression depth limit (1,000).
+pub const MAX_DEPTH: usize = 50;
+/// How many tests (`field op value`) one filter may hold.
+pub const MAX_TESTS: usize = 200;
+
 /// Parses a filter expression.
 pub fn parse(input: &str) -> Result<Expr, FilterError> {
     let tokens = lex(input)?;
@@ -568,6 +626,8 @@ pub fn parse(input: &str) -> Result<Expr, FilterError> {
     }
     let mut parser = Parser {
         tokens,
+        depth: 0,
+        tests: 0,
         position: 0,
         end_column: input.chars().count() + 1,
     };

@@ -31,6 +31,17 @@ pub fn read_raw_items<R: Read>(
     source: &str,
     mut parse_and_sink: impl FnMut(usize, &RawValue) -> Result<()>,
 ) -> Result<usize> {
+    // Bytes read since the last item was handed over: one item may not
+    // take more than MAX_ITEM_BYTES (a 300 MB item took 2.1 GB of memory).
+    let since_item = std::rc::Rc::new(std::cell::Cell::new(0u64));
+    let reader = Limited {
+        inner: reader,
+        since_item: std::rc::Rc::clone(&since_item),
+    };
+    let mut parse_and_sink = |position: usize, raw: &RawValue| {
+        since_item.set(0);
+        parse_and_sink(position, raw)
+    };
     let mut reader = BufReader::with_capacity(1 << 16, reader);
     let first = first_significant_byte(&mut reader).map_err(|e| Error::io(source, e))?;
     match first {
@@ -70,6 +81,31 @@ pub fn read_raw_items<R: Read>(
             }
             Ok(count)
         }
+    }
+}
+
+/// The most one item may take in a stream, as for an item file on import.
+pub const MAX_ITEM_BYTES: u64 = 64 << 20;
+
+/// A reader that fails once more than [`MAX_ITEM_BYTES`] were read since
+/// the counter was last reset (when an item was handed over).
+struct Limited<R> {
+    inner: R,
+    since_item: std::rc::Rc<std::cell::Cell<u64>>,
+}
+
+impl<R: Read> Read for Limited<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        let total = self.since_item.get() + n as u64;
+        self.since_item.set(total);
+        if total > MAX_ITEM_BYTES + (1 << 16) {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                format!("an item is larger than {} MiB", MAX_ITEM_BYTES >> 20),
+            ));
+        }
+        Ok(n)
     }
 }
 

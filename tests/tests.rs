@@ -11,6 +11,8 @@ mod common;
 mod counters;
 #[path = "tests/engine.rs"]
 mod engine;
+#[path = "tests/hostile.rs"]
+mod hostile;
 #[path = "tests/import.rs"]
 mod import;
 #[path = "tests/properties.rs"]

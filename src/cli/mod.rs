@@ -40,6 +40,11 @@ pub struct Cli {
     #[arg(long, global = true, env = "DLQ_DB", value_name = "PATH")]
     db: Option<PathBuf>,
 
+    /// How long to wait for another writer, in milliseconds [default: 30000]
+    #[arg(long, global = true, env = "DLQ_BUSY_TIMEOUT_MS", value_name = "MS",
+          value_parser = clap::value_parser!(u32).range(0..=i32::MAX as i64))]
+    busy_timeout_ms: Option<u32>,
+
     #[command(subcommand)]
     command: Command,
 }
@@ -119,11 +124,25 @@ pub fn prodigy_home() -> Result<PathBuf> {
     let home = std::env::var_os("HOME")
         .filter(|h| !h.is_empty())
         .context("cannot find the home directory: set HOME, PRODIGY_HOME or --db")?;
-    Ok(PathBuf::from(home).join(".prodigy"))
+    let home = PathBuf::from(home);
+    // A relative HOME would put the database under whatever directory dlq
+    // runs in.
+    if !home.is_absolute() {
+        anyhow::bail!(
+            "HOME ({}) is not an absolute path: set HOME, PRODIGY_HOME or --db",
+            home.display()
+        );
+    }
+    Ok(home.join(".prodigy"))
 }
 
 /// Runs the parsed command line.
 pub fn run(cli: Cli) -> Result<ExitCode> {
+    if let Some(ms) = cli.busy_timeout_ms {
+        // The store reads the variable (a library user sets it in code);
+        // clap has checked it. Set before any thread exists.
+        std::env::set_var("DLQ_BUSY_TIMEOUT_MS", ms.to_string());
+    }
     let db_path = match cli.db {
         Some(path) => path,
         None => prodigy_home()?.join("dlq.db"),

@@ -236,8 +236,11 @@ pub fn confirm(question: &str, yes: bool) -> Result<bool> {
 pub fn parse_filter(text: Option<&str>) -> Result<Option<dlqlite::filter::Expr>> {
     match text {
         None => Ok(None),
-        Some(text) => dlqlite::filter::parse(text)
-            .map(Some)
-            .map_err(|e| anyhow::anyhow!("invalid --filter {text:?}: {e}")),
+        Some(text) => dlqlite::filter::parse(text).map(Some).map_err(|e| {
+            // A long filter is quoted by its start: the column says where.
+            let shown: String = text.chars().take(80).collect();
+            let more = if shown.len() < text.len() { "..." } else { "" };
+            anyhow::anyhow!("invalid --filter {shown:?}{more}: {e}")
+        }),
     }
 }

@@ -39,14 +39,14 @@ use std::time::Duration;
 pub struct Args {
     /// The job (with --status: only its runs)
     job_id: Option<String>,
-    /// The command, run with `sh -c`
-    #[arg(long, value_name = "CMD")]
+    /// The command, run with `/bin/sh -c` (not empty)
+    #[arg(long, value_name = "CMD", value_parser = non_blank_command)]
     exec: Option<String>,
     /// Commands at once
     #[arg(long, visible_alias = "max-parallel", default_value_t = 10)]
     parallel: usize,
-    /// Attempts per item in this run
-    #[arg(long, default_value_t = 3)]
+    /// Attempts per item in this run (at least 1)
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=1000))]
     max_retries: u32,
     /// Only items matching this expression (see `dlq list --help`)
     #[arg(long, value_name = "EXPR")]
@@ -57,17 +57,19 @@ pub struct Args {
     /// List what would run; change nothing
     #[arg(long)]
     dry_run: bool,
-    /// Seconds an attempt may run before its process group is killed
-    #[arg(long, value_name = "SECS")]
+    /// Seconds an attempt may run before its process group is killed (up to
+    /// 30 days)
+    #[arg(long, value_name = "SECS", value_parser = seconds_up_to_30_days)]
     timeout: Option<f64>,
     /// At most this many command starts per second
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = positive_rate)]
     rate: Option<f64>,
     /// Backoff between attempts of one item: BASE ms, doubling, capped at 30 s
     #[arg(long, value_name = "BASE", default_value_t = 200)]
     backoff_ms: u64,
     /// Seconds a claim lasts unless renewed (renewed every third of it)
-    #[arg(long, value_name = "SECS", default_value_t = 60)]
+    #[arg(long, value_name = "SECS", default_value_t = 60,
+          value_parser = clap::value_parser!(u64).range(1..=30 * 86_400))]
     lease: u64,
     /// Print the summary as JSON
     #[arg(long)]
@@ -75,6 +77,37 @@ pub struct Args {
     /// List recent runs instead (running, finished, interrupted, crashed)
     #[arg(long)]
     status: bool,
+}
+
+/// `--exec`: an empty command would "succeed" for every item and remove
+/// them all.
+fn non_blank_command(text: &str) -> std::result::Result<String, String> {
+    if text.trim().is_empty() {
+        Err("the command is empty (an empty command would succeed and remove every item)".into())
+    } else {
+        Ok(text.to_string())
+    }
+}
+
+/// `--timeout`: a positive number of seconds a Duration can hold.
+fn seconds_up_to_30_days(text: &str) -> std::result::Result<f64, String> {
+    let seconds: f64 = text
+        .trim()
+        .parse()
+        .map_err(|_| format!("{text:?} is not a number of seconds"))?;
+    if seconds.is_finite() && seconds > 0.0 && seconds <= 30.0 * 86_400.0 {
+        Ok(seconds)
+    } else {
+        Err(format!("{text} is not between 0 and 30 days (2592000 s)"))
+    }
+}
+
+/// `--rate`: a positive number of starts per second.
+fn positive_rate(text: &str) -> std::result::Result<f64, String> {
+    match text.trim().parse::<f64>() {
+        Ok(rate) if rate.is_finite() && rate > 0.0 && rate <= 1e6 => Ok(rate),
+        _ => Err(format!("{text:?} is not a positive number up to 1000000")),
+    }
 }
 
 pub fn run(args: Args, ctx: &super::Context) -> Result<std::process::ExitCode> {
@@ -87,25 +120,15 @@ pub fn run(args: Args, ctx: &super::Context) -> Result<std::process::ExitCode> {
     if args.parallel == 0 {
         bail!("--parallel must be at least 1");
     }
-    if let Some(t) = args.timeout {
-        if !(t.is_finite() && t > 0.0) {
-            bail!("--timeout must be a positive number of seconds");
-        }
-    }
-    if let Some(r) = args.rate {
-        if !(r.is_finite() && r > 0.0) {
-            bail!("--rate must be a positive number");
-        }
-    }
     let options = RetryOptions {
         job_id: job_id.clone(),
         filter: parse_filter(args.filter.as_deref())?,
         force: args.force,
         parallel: args.parallel,
-        max_retries: args.max_retries.max(1),
+        max_retries: args.max_retries,
         rate: args.rate,
         backoff_base: Duration::from_millis(args.backoff_ms),
-        lease: Duration::from_secs(args.lease.max(1)),
+        lease: Duration::from_secs(args.lease),
         run_id: new_run_id(),
         parameters: serde_json::json!({
             "exec": args.exec,
@@ -127,11 +150,11 @@ pub fn run(args: Args, ctx: &super::Context) -> Result<std::process::ExitCode> {
     let Some(exec) = args.exec.clone() else {
         bail!("what to run? pass --exec CMD");
     };
-    let handler = CommandHandler {
-        command: exec,
-        timeout: args.timeout.map(Duration::from_secs_f64),
-        scratch_dir: std::env::temp_dir(),
-    };
+    let handler = CommandHandler::new(
+        &exec,
+        args.timeout.map(Duration::from_secs_f64),
+        &std::env::temp_dir(),
+    )?;
     let control = Arc::new(RunControl::default());
     let presses = Arc::new(AtomicUsize::new(0));
     {

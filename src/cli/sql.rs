@@ -39,8 +39,17 @@ pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
                 if let Err(e) = w.row(row) {
                     // Keep the kind, so a closed pipe still ends quietly.
                     let kind = e
-                        .downcast_ref::<std::io::Error>()
-                        .map(std::io::Error::kind)
+                        .chain()
+                        .find_map(|cause| {
+                            cause
+                                .downcast_ref::<std::io::Error>()
+                                .map(std::io::Error::kind)
+                                .or_else(|| {
+                                    cause
+                                        .downcast_ref::<serde_json::Error>()
+                                        .and_then(serde_json::Error::io_error_kind)
+                                })
+                        })
                         .unwrap_or(std::io::ErrorKind::Other);
                     return Err(dlqlite::Error::io(
                         "stdout",

@@ -166,6 +166,11 @@ impl Walker {
         } else if meta.is_file() {
             Entry::File(path.to_path_buf())
         } else {
+            // A fifo would hang the read, a device never end; neither is a
+            // legacy file, and a person should hear it was passed over.
+            if path.extension().is_some_and(|ext| ext == "json") {
+                self.skip(path, "not a regular file (a fifo, socket or device)");
+            }
             Entry::Other
         }
     }

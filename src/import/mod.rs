@@ -438,10 +438,12 @@ pub fn import(
     mut progress: impl FnMut(&Progress),
 ) -> Result<ImportReport> {
     for root in roots {
-        if !root.exists() {
-            return Err(Error::io(
-                root,
-                std::io::Error::new(std::io::ErrorKind::NotFound, "no such file or directory"),
+        let meta = std::fs::metadata(root).map_err(|e| Error::io(root, e))?;
+        if !meta.is_dir() && !meta.is_file() {
+            // /dev/zero never ends and a fifo may never open.
+            return Err(Error::invalid_argument(
+                format!("import path {}", root.display()),
+                "not a directory or a regular file (a fifo, socket or device)",
             ));
         }
     }

@@ -298,6 +298,58 @@ pub fn compact_json(text: &str) -> String {
     out
 }
 
+/// How deep JSON inside an item may nest. SQLite's JSON functions, which
+/// the schema's CHECK constraints use, refuse 1,000 levels: deeper data
+/// would parse here and then fail the whole transaction.
+pub const MAX_JSON_DEPTH: usize = 900;
+
+/// Refuses an item whose JSON nests deeper than [`MAX_JSON_DEPTH`], naming
+/// the top-level field it happens in.
+fn check_depth(text: &str) -> std::result::Result<(), String> {
+    let bytes = text.as_bytes();
+    let mut depth = 0usize;
+    let mut in_string = false;
+    let mut escaped = false;
+    let mut string_start = 0;
+    let mut last_key: Option<(usize, usize)> = None;
+    for (i, &b) in bytes.iter().enumerate() {
+        if in_string {
+            if escaped {
+                escaped = false;
+            } else if b == b'\\' {
+                escaped = true;
+            } else if b == b'"' {
+                in_string = false;
+                if depth == 1 {
+                    last_key = Some((string_start, i));
+                }
+            }
+            continue;
+        }
+        match b {
+            b'"' => {
+                in_string = true;
+                string_start = i + 1;
+            }
+            b'{' | b'[' => {
+                depth += 1;
+                if depth > MAX_JSON_DEPTH {
+                    let field = last_key
+                        .and_then(|(start, end)| text.get(start..end))
+                        .unwrap_or("item");
+                    return Err(format!(
+                        "field {field}: nested more than {MAX_JSON_DEPTH} levels deep \
+                         (the database's JSON functions stop at 1000)"
+                    ));
+                }
+            }
+            b'}' | b']' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
 /// Compact raw JSON text as a boxed raw value.
 pub fn compact_raw(text: &str) -> std::result::Result<Box<RawValue>, serde_json::Error> {
     RawValue::from_string(compact_json(text))
@@ -414,6 +466,7 @@ impl DeadLetteredItem {
         if text.trim().is_empty() {
             return Err(Error::invalid_item("item", "empty file"));
         }
+        check_depth(text).map_err(|reason| Error::invalid_item("item", reason))?;
         if let Some(item) = fast::parse(text) {
             return Ok(item);
         }
@@ -425,6 +478,7 @@ impl DeadLetteredItem {
     /// Parses one item from a raw JSON value; the error is one line naming
     /// the offending field.
     pub fn from_raw(raw: &RawValue) -> std::result::Result<Self, String> {
+        check_depth(raw.get())?;
         if let Some(item) = fast::parse(raw.get()) {
             return Ok(item);
         }

@@ -22,10 +22,198 @@ const MESSAGE_LINES: usize = 3;
 
 /// Runs a shell command per attempt.
 pub struct CommandHandler {
-    pub command: String,
-    pub timeout: Option<Duration>,
-    /// Where DLQ_ITEM_FILE files are written.
-    pub scratch_dir: std::path::PathBuf,
+    command: String,
+    timeout: Option<Duration>,
+    /// Where DLQ_ITEM_FILE files are written: a directory of this run's
+    /// own (mode 0700), removed when the handler is dropped.
+    scratch: ScratchDir,
+    /// Kills the commands' process groups if this process dies.
+    guard: GroupGuard,
+}
+
+impl CommandHandler {
+    /// A handler for `command` (refused when empty: it would succeed for
+    /// every item and remove them all) with an optional timeout. Creates
+    /// the run's private scratch directory under `tmp` (the system's temp
+    /// directory normally), after removing those of runs that died.
+    pub fn new(
+        command: &str,
+        timeout: Option<Duration>,
+        tmp: &std::path::Path,
+    ) -> crate::error::Result<Self> {
+        if command.trim().is_empty() {
+            return Err(crate::error::Error::invalid_argument(
+                "command",
+                "it is empty (an empty command would succeed and remove every item)",
+            ));
+        }
+        Ok(CommandHandler {
+            command: command.to_string(),
+            timeout,
+            scratch: ScratchDir::create(tmp)?,
+            guard: GroupGuard::start().map_err(|e| crate::error::Error::io("/bin/sh", e))?,
+        })
+    }
+}
+
+/// A small `/bin/sh` process, in a process group of its own, told on a pipe
+/// which process groups the running commands have (`+PGID`, `-PGID` when
+/// one ends). When the pipe closes (dlq ended, even by SIGKILL) it sends
+/// SIGTERM, then SIGKILL, to every group still listed. PR_SET_PDEATHSIG on
+/// each shell reaches only the shell: the commands it started (and theirs)
+/// would run on, without a lease, while a resumed run starts them again.
+/// A process that leaves its group (setsid) escapes this; see the README.
+struct GroupGuard {
+    pipe: Mutex<Option<std::process::ChildStdin>>,
+    child: std::process::Child,
+}
+
+const GUARD_SCRIPT: &str = r#"
+groups=""
+while read -r line; do
+  case "$line" in
+    +*) groups="$groups ${line#+}" ;;
+    -*) gone=${line#-}; kept=""
+        for g in $groups; do [ "$g" = "$gone" ] || kept="$kept $g"; done
+        groups=$kept ;;
+  esac
+done
+[ -z "$groups" ] && exit 0
+for g in $groups; do kill -s TERM -- "-$g" 2>/dev/null; done
+sleep 2
+for g in $groups; do kill -s KILL -- "-$g" 2>/dev/null; done
+exit 0
+"#;
+
+impl GroupGuard {
+    fn start() -> std::io::Result<Self> {
+        let mut child = Command::new("/bin/sh")
+            .arg("-c")
+            .arg(GUARD_SCRIPT)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            // Its own group: Ctrl-C at the terminal must not end it first.
+            .process_group(0)
+            .spawn()?;
+        Ok(GroupGuard {
+            pipe: Mutex::new(child.stdin.take()),
+            child,
+        })
+    }
+
+    fn tell(&self, line: String) {
+        let mut pipe = match self.pipe.lock() {
+            Ok(pipe) => pipe,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        if let Some(writer) = pipe.as_mut() {
+            let _ = writer.write_all(line.as_bytes());
+        }
+    }
+}
+
+impl Drop for GroupGuard {
+    fn drop(&mut self) {
+        match self.pipe.lock() {
+            Ok(mut pipe) => drop(pipe.take()),
+            Err(poisoned) => drop(poisoned.into_inner().take()),
+        }
+        let _ = self.child.wait();
+    }
+}
+
+/// A directory only this process can enter (created with mkdir, 0700, so
+/// an existing name or a planted symlink makes the creation fail, not get
+/// followed), removed with its files when dropped. Stale ones of dead
+/// processes are swept at creation.
+struct ScratchDir(std::path::PathBuf);
+
+const SCRATCH_PREFIX: &str = "dlq-retry-";
+
+impl ScratchDir {
+    fn create(tmp: &std::path::Path) -> crate::error::Result<Self> {
+        use std::os::unix::fs::DirBuilderExt;
+        sweep_stale(tmp);
+        let pid = std::process::id();
+        for attempt in 0..100u32 {
+            let nanos = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.subsec_nanos())
+                .unwrap_or(0);
+            let path = tmp.join(format!(
+                "{SCRATCH_PREFIX}{pid}-{:08x}",
+                nanos ^ attempt.wrapping_mul(0x9e37_79b9)
+            ));
+            match std::fs::DirBuilder::new().mode(0o700).create(&path) {
+                Ok(()) => return Ok(ScratchDir(path)),
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+                Err(e) => return Err(crate::error::Error::io(&path, e)),
+            }
+        }
+        Err(crate::error::Error::io(
+            tmp,
+            std::io::Error::new(
+                std::io::ErrorKind::AlreadyExists,
+                "no free name for a scratch directory",
+            ),
+        ))
+    }
+
+    /// Writes `contents` to a new file `name` in the directory: created
+    /// exclusively, never through a symlink, mode 0600.
+    fn write_new(&self, name: &str, contents: &[u8]) -> std::io::Result<std::path::PathBuf> {
+        use std::os::unix::fs::OpenOptionsExt;
+        let path = self.0.join(name);
+        let mut file = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(&path)?;
+        file.write_all(contents)?;
+        Ok(path)
+    }
+}
+
+impl Drop for ScratchDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Removes the scratch directories of `dlq retry` runs whose process is
+/// gone (killed before they could clean up). Only directories owned by this
+/// user, never through a symlink.
+fn sweep_stale(tmp: &std::path::Path) {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(entries) = std::fs::read_dir(tmp) else {
+        return;
+    };
+    // SAFETY: geteuid(2) has no preconditions and cannot fail.
+    let me = unsafe { libc::geteuid() };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(rest) = name.to_str().and_then(|n| n.strip_prefix(SCRATCH_PREFIX)) else {
+            continue;
+        };
+        let Some(pid) = rest.split('-').next().and_then(|p| p.parse::<i32>().ok()) else {
+            continue;
+        };
+        let Ok(meta) = std::fs::symlink_metadata(entry.path()) else {
+            continue;
+        };
+        if !meta.is_dir() || meta.uid() != me {
+            continue;
+        }
+        // SAFETY: kill(2) with signal 0 only checks whether the process
+        // exists.
+        let alive = unsafe { libc::kill(pid, 0) } == 0
+            || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM);
+        if !alive {
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
+    }
 }
 
 /// Kills every running command's process group.
@@ -45,6 +233,27 @@ fn kill_group(group: i32) {
     unsafe {
         libc::kill(-group, libc::SIGKILL);
     }
+}
+
+/// Ends what is left of a process group: SIGTERM, up to two seconds to
+/// go, then SIGKILL.
+fn terminate_group(group: i32) {
+    if group <= 0 {
+        return;
+    }
+    // SAFETY: kill(2) on a process group; no memory effects here.
+    let alive = || unsafe { libc::kill(-group, 0) } == 0;
+    if !alive() {
+        return;
+    }
+    unsafe {
+        libc::kill(-group, libc::SIGTERM);
+    }
+    let deadline = std::time::Instant::now() + Duration::from_secs(2);
+    while alive() && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    kill_group(group);
 }
 
 /// Keeps the tail of a stream.
@@ -85,19 +294,16 @@ impl CommandHandler {
     fn run(&self, attempt: &Attempt<'_>) -> std::io::Result<Outcome> {
         let step = format!("exec: {}", self.command);
         let item = &attempt.item.item;
-        let item_file = self.scratch_dir.join(format!(
-            "dlq-item-{}-{:x}.json",
-            std::process::id(),
-            rand_suffix()
-        ));
-        std::fs::write(
-            &item_file,
+        let item_file = self.scratch.write_new(
+            &format!("item-{:x}.json", rand_suffix()),
             item.to_legacy_json_pretty()
-                .map_err(std::io::Error::other)?,
+                .map_err(std::io::Error::other)?
+                .as_bytes(),
         )?;
         let _cleanup = RemoveOnDrop(&item_file);
 
-        let mut command = Command::new("sh");
+        // /bin/sh, not whatever `sh` a PATH finds first.
+        let mut command = Command::new("/bin/sh");
         command
             .arg("-c")
             .arg(&self.command)
@@ -121,6 +327,7 @@ impl CommandHandler {
         }
         let mut child = command.spawn()?;
         let group = i32::try_from(child.id()).unwrap_or(0);
+        self.guard.tell(format!("+{group}\n"));
         if let Ok(mut running) = attempt.control.running.lock() {
             running.push(group);
         }
@@ -146,7 +353,11 @@ impl CommandHandler {
                     let _ = pipe.write_all(data);
                 });
             }
-            let reader = scope.spawn(move || stderr.map(read_tail).unwrap_or_default());
+            let (tail_sender, tail_receiver) = std::sync::mpsc::channel();
+            let reader = scope.spawn(move || {
+                let _ = tail_sender.send(stderr.map(read_tail).unwrap_or_default());
+            });
+            let started = std::time::Instant::now();
             let finished_ref = &finished;
             let watchdog = self.timeout.map(|timeout| {
                 scope.spawn(move || {
@@ -178,13 +389,31 @@ impl CommandHandler {
                 *done = true;
                 finished.1.notify_all();
             }
-            let timed_out = watchdog.map(|w| w.join().unwrap_or(false)).unwrap_or(false);
-            // The group may still hold the stderr pipe open (a background
-            // child); make sure nothing of it survives the attempt.
+            let mut timed_out = watchdog.map(|w| w.join().unwrap_or(false)).unwrap_or(false);
             if timed_out || attempt.control.killing() {
                 kill_group(group);
             }
-            let tail = reader.join().unwrap_or_default();
+            // The shell is gone, but what it started in the background may
+            // still hold stderr open: the timeout covers that too.
+            let tail = match self.timeout {
+                Some(timeout) if !timed_out => {
+                    let left = timeout.saturating_sub(started.elapsed());
+                    match tail_receiver.recv_timeout(left) {
+                        Ok(tail) => tail,
+                        Err(_) => {
+                            timed_out = true;
+                            terminate_group(group);
+                            tail_receiver.recv().unwrap_or_default()
+                        }
+                    }
+                }
+                _ => tail_receiver.recv().unwrap_or_default(),
+            };
+            let _ = reader.join();
+            // Nothing of the attempt outlives it: a leftover would run on
+            // without a lease.
+            terminate_group(group);
+            self.guard.tell(format!("-{group}\n"));
             (status, tail, timed_out)
         });
         if let Ok(mut running) = attempt.control.running.lock() {

@@ -14,6 +14,12 @@ pub fn query_read_only(
     mut columns: impl FnMut(&[String]) -> Result<()>,
     mut row: impl FnMut(Vec<serde_json::Value>) -> Result<()>,
 ) -> Result<usize> {
+    if sql.trim().is_empty() {
+        return Err(Error::invalid_argument(
+            "query",
+            "it is empty: give one SQL statement",
+        ));
+    }
     let conn = crate::db::open_read_only(path)?;
     let mut stmt = conn
         .prepare(sql)

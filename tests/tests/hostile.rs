@@ -1,0 +1,389 @@
+//! The reproductions of the hostile-input review, each run against the real
+//! binary: careless or malicious commands, filters, files and environments
+//! get one clear error and no damage.
+
+use crate::common::*;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A database with `n` items in job "j".
+fn job(label: &str, n: usize) -> (TempDir, PathBuf) {
+    let dir = TempDir::new(label);
+    let db = dir.join("dlq.db");
+    add_lines(
+        &db,
+        "j",
+        (0..n).map(|i| item(&format!("i{i:02}"), 1, "2025-01-01T00:00:00Z", "boom")),
+    );
+    (dir, db)
+}
+
+/// The exit code and stderr of a command that must fail.
+fn refused(command: &mut Command) -> (i32, String) {
+    let output = run(command);
+    assert!(!output.status.success(), "{command:?} succeeded");
+    (
+        output.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+fn alive(pattern: &str) -> usize {
+    let output = Command::new("pgrep")
+        .args(["-f", pattern])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&output.stdout).lines().count()
+}
+
+#[test]
+fn an_empty_command_is_a_usage_error_and_removes_nothing() {
+    let (_dir, db) = job("empty-exec", 3);
+    for exec in ["", "   ", "\t\n"] {
+        let (code, err) = refused(dlq(&db).args(["retry", "j", "--exec", exec]));
+        assert_eq!(code, 2, "{err}");
+        assert!(err.contains("--exec") && err.contains("empty"), "{err}");
+    }
+    assert_eq!(count(&db, "SELECT COUNT(*) FROM items"), 3);
+    // The library refuses it too.
+    let tmp = std::env::temp_dir();
+    assert!(dlqlite::retry::command::CommandHandler::new(" ", None, &tmp).is_err());
+}
+
+#[test]
+fn out_of_range_numbers_are_usage_errors_naming_the_flag_or_variable() {
+    let (_dir, db) = job("ranges", 1);
+    for (args, env, named) in [
+        (
+            vec!["retry", "j", "--exec", "true", "--timeout", "2e19"],
+            None,
+            "--timeout",
+        ),
+        (
+            vec!["retry", "j", "--exec", "true", "--timeout=-1"],
+            None,
+            "--timeout",
+        ),
+        (
+            vec!["retry", "j", "--exec", "true", "--max-retries", "0"],
+            None,
+            "--max-retries",
+        ),
+        (
+            vec!["retry", "j", "--exec", "true", "--rate", "nan"],
+            None,
+            "--rate",
+        ),
+        (vec!["stats"], Some("2147483648"), "busy-timeout-ms"),
+        (vec!["stats"], Some("soon"), "busy-timeout-ms"),
+    ] {
+        let mut command = dlq(&db);
+        command.args(&args);
+        if let Some(value) = env {
+            command.env("DLQ_BUSY_TIMEOUT_MS", value);
+        }
+        let (code, err) = refused(&mut command);
+        assert_eq!(code, 2, "{args:?}: {err}");
+        assert!(err.contains(named), "{args:?}: {err}");
+        assert!(!err.contains("panicked"), "{err}");
+    }
+    assert_eq!(count(&db, "SELECT COUNT(*) FROM items"), 1);
+}
+
+#[test]
+fn time_fields_compare_only_with_times() {
+    let (_dir, db) = job("time-text", 4);
+    for filter in [
+        "last_attempt < \"yesterday\"",
+        "last_attempt < \"2025-01-01T00:00:00+25:00\"",
+        "first_attempt > 5",
+        "failure_count > now - 1d",
+    ] {
+        for args in [
+            vec!["list", "--filter", filter],
+            vec![
+                "purge",
+                "--older-than-days",
+                "0",
+                "--yes",
+                "--filter",
+                filter,
+            ],
+            vec!["retry", "j", "--exec", "true", "--filter", filter],
+        ] {
+            let (code, err) = refused(dlq(&db).args(&args));
+            assert_eq!(code, 1, "{args:?}: {err}");
+            assert!(err.contains("filter column"), "{args:?}: {err}");
+            assert_eq!(err.lines().count(), 1, "{err}");
+        }
+    }
+    assert_eq!(count(&db, "SELECT COUNT(*) FROM items"), 4);
+    // Real times and `now` still work.
+    let listed = ok(dlq(&db).args([
+        "list",
+        "--format",
+        "jsonl",
+        "--filter",
+        "last_attempt < \"2025-06-01T00:00:00+02:00\" && first_attempt > now - 100000d",
+    ]));
+    assert_eq!(listed.lines().count(), 4);
+}
+
+#[test]
+fn deep_filters_are_parse_errors_not_crashes() {
+    let (_dir, db) = job("deep-filter", 1);
+    for filter in [
+        format!("{}item_id == \"x\"", "!".repeat(20_000)),
+        format!("{}item_id == \"x\"{}", "(".repeat(5_000), ")".repeat(5_000)),
+        vec!["item_id != \"x\""; 5_000].join(" && "),
+    ] {
+        let (code, err) = refused(dlq(&db).args(["list", "--filter", &filter]));
+        assert_eq!(code, 1, "{err}");
+        assert!(err.contains("filter column"), "{err}");
+        assert!(err.len() < 400, "the filter is not echoed whole: {err}");
+    }
+    // At the limits, a filter still runs.
+    let nested = format!("{}item_id != \"x\"{}", "(".repeat(40), ")".repeat(40));
+    let chain = vec!["item_id != \"x\""; 200].join(" && ");
+    for filter in [nested, chain] {
+        let out = ok(dlq(&db).args(["list", "--format", "jsonl", "--filter", &filter]));
+        assert_eq!(out.lines().count(), 1);
+    }
+}
+
+fn nested_item(id: &str, depth: usize) -> String {
+    let data = format!("{}{}", "[".repeat(depth), "]".repeat(depth));
+    item(id, 1, "2025-01-01T00:00:00Z", "deep")
+        .to_string()
+        .replace(
+            &format!("{{\"path\":\"src/{id}.rs\",\"priority\":1}}"),
+            &data,
+        )
+}
+
+#[test]
+fn deeply_nested_item_data_is_refused_before_it_reaches_the_database() {
+    let dir = TempDir::new("deep-data");
+    let db = dir.join("dlq.db");
+    let deep = nested_item("deep", 1_500);
+    assert!(deep.contains("[[[["), "the template changed: {deep}");
+    let lines = format!("{}\n{deep}\n", item("fine", 1, "2025-01-01T00:00:00Z", "x"));
+    let output = with_stdin(dlq(&db).args(["add", "--job-id", "j"]), &lines);
+    assert!(!output.status.success());
+    let err = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        err.contains("item 2") && err.contains("item_data") && err.contains("nested"),
+        "{err}"
+    );
+    // One transaction: nothing added.
+    assert_eq!(count(&db, "SELECT COUNT(*) FROM items"), 0);
+
+    // Import: that file is rejected with its path and reason, the rest
+    // import, into an empty database (one transaction) too.
+    let tree = dir.join("tree/mapreduce/dlq/j/items");
+    std::fs::create_dir_all(&tree).unwrap();
+    std::fs::write(tree.join("deep.json"), &deep).unwrap();
+    std::fs::write(tree.join("almost.json"), nested_item("almost", 800)).unwrap();
+    write_json(
+        &tree,
+        "fine.json",
+        &item("fine", 1, "2025-01-01T00:00:00Z", "x"),
+    );
+    let db2 = dir.join("import.db");
+    let output = run(dlq(&db2).args(["import", "--json"]).arg(dir.join("tree")));
+    assert_eq!(output.status.code(), Some(1));
+    let report = json(&String::from_utf8_lossy(&output.stdout));
+    assert_eq!(report["items_new"], 2, "{report}");
+    let rejected = report["files_rejected"].as_array().unwrap();
+    assert_eq!(rejected.len(), 1);
+    assert!(rejected[0]["path"].as_str().unwrap().ends_with("deep.json"));
+    assert!(rejected[0]["error"].as_str().unwrap().contains("item_data"));
+}
+
+#[test]
+fn a_background_child_holding_stderr_does_not_outlive_the_timeout() {
+    let (_dir, db) = job("bg-child", 2);
+    let started = Instant::now();
+    let output = run(dlq(&db).args([
+        "retry",
+        "j",
+        "--exec",
+        "(trap '' TERM; sleep 301) & sleep 302 & exit 1",
+        "--timeout",
+        "1",
+        "--max-retries",
+        "1",
+        "--json",
+    ]));
+    let elapsed = started.elapsed();
+    assert_eq!(output.status.code(), Some(1));
+    // The timeout (1 s) plus the TERM grace (2 s) and start-up, not 300 s.
+    assert!(elapsed < Duration::from_secs(60), "{elapsed:?}");
+    assert_eq!(
+        strings(
+            &db,
+            "SELECT error_type FROM failure_history WHERE attempt_number = 2"
+        ),
+        ["Timeout", "Timeout"]
+    );
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while alive("sleep 30[12]") > 0 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(alive("sleep 30[12]"), 0, "background children survived");
+}
+
+#[test]
+fn kill_9_of_retry_takes_the_commands_grandchildren_with_it() {
+    let (dir, db) = job("kill-grandchildren", 3);
+    let marker = dir.join("started");
+    let script = format!(
+        "echo x >> {}; sleep 311 & sleep 312; true",
+        marker.display()
+    );
+    let mut child = dlq(&db)
+        .args(["retry", "j", "--parallel", "3", "--exec", &script])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while std::fs::read_to_string(&marker)
+        .map(|t| t.lines().count())
+        .unwrap_or(0)
+        < 3
+        && Instant::now() < deadline
+    {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(alive("sleep 31[12]") >= 6, "the commands did not start");
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while alive("sleep 31[12]") > 0 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(alive("sleep 31[12]"), 0, "grandchildren outlived dlq");
+}
+
+#[cfg(unix)]
+#[test]
+fn the_item_file_is_private_and_never_a_planted_link() {
+    let (dir, db) = job("item-file", 2);
+    let tmp = dir.join("tmp");
+    std::fs::create_dir_all(&tmp).unwrap();
+    // The old, predictable names, planted as links to a victim.
+    let victim = dir.join("victim");
+    std::fs::write(&victim, "precious").unwrap();
+    for n in 0..4 {
+        let _ = std::os::unix::fs::symlink(&victim, tmp.join(format!("dlq-item-1-{n}.json")));
+    }
+    // A stale scratch directory of a process that is gone.
+    let stale = tmp.join("dlq-retry-999999999-00000000");
+    std::fs::create_dir_all(&stale).unwrap();
+    let seen = dir.join("seen");
+    let script = format!(
+        "stat -c '%a %n' \"$DLQ_ITEM_FILE\" \"$(dirname \"$DLQ_ITEM_FILE\")\" >> {}; \
+         jq -e .item_id \"$DLQ_ITEM_FILE\" >/dev/null 2>&1 || grep -q item_id \"$DLQ_ITEM_FILE\"",
+        seen.display()
+    );
+    ok(dlq(&db)
+        .env("TMPDIR", &tmp)
+        .args(["retry", "j", "--exec", &script]));
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious");
+    let seen = std::fs::read_to_string(&seen).unwrap();
+    let lines: Vec<&str> = seen.lines().collect();
+    assert_eq!(lines.len(), 4, "{seen}");
+    for pair in lines.chunks(2) {
+        assert!(pair[0].starts_with("600 "), "{seen}");
+        assert!(pair[1].starts_with("700 "), "{seen}");
+        assert!(pair[1].contains("/dlq-retry-"), "{seen}");
+    }
+    // Nothing left behind, and the dead run's directory swept.
+    let left: Vec<String> = std::fs::read_dir(&tmp)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|name| name.starts_with("dlq-retry-"))
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+}
+
+#[test]
+fn a_closed_pipe_is_quiet_for_every_sql_format() {
+    let (_dir, db) = job("sql-pipe", 1);
+    let query = "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c LIMIT 2000000) SELECT x FROM c";
+    for format in ["jsonl", "json", "csv", "table"] {
+        let output = Command::new("sh")
+            .arg("-c")
+            .arg(format!(
+                "\"$0\" --db \"$1\" sql --format {format} \"$2\" | head -1 >/dev/null; echo ${{PIPESTATUS:-}}"
+            ))
+            .arg(env!("CARGO_BIN_EXE_dlq"))
+            .arg(&db)
+            .arg(query)
+            .stderr(Stdio::piped())
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&output.stderr);
+        assert!(err.is_empty(), "{format}: {err}");
+    }
+}
+
+#[test]
+fn odd_paths_and_inputs_are_one_clear_error() {
+    let (dir, db) = job("odd-inputs", 1);
+    // An empty query.
+    let (code, err) = refused(dlq(&db).args(["sql", "  "]));
+    assert_eq!(code, 1);
+    assert!(err.contains("empty"), "{err}");
+    // Devices and fifos are not trees or export files.
+    let fifo = dir.join("fifo");
+    assert!(Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap()
+        .success());
+    for path in [Path::new("/dev/zero"), fifo.as_path()] {
+        let (code, err) = refused(dlq(&db).arg("import").arg(path));
+        assert_eq!(code, 1);
+        assert!(err.contains("not a directory or a regular file"), "{err}");
+    }
+    // A fifo inside items/ is reported, not silently passed over (nor read).
+    let items = dir.join("tree/mapreduce/dlq/j/items");
+    std::fs::create_dir_all(&items).unwrap();
+    assert!(Command::new("mkfifo")
+        .arg(items.join("stuck.json"))
+        .status()
+        .unwrap()
+        .success());
+    let output = run(dlq(&db).args(["import", "--json"]).arg(dir.join("tree")));
+    let report = json(&String::from_utf8_lossy(&output.stdout));
+    let skipped = report["paths_skipped"].as_array().unwrap();
+    assert!(
+        skipped
+            .iter()
+            .any(|s| s["path"].as_str().unwrap().ends_with("stuck.json")),
+        "{report}"
+    );
+    // An item over 64 MiB is refused, naming its position.
+    let mut huge = item("huge", 1, "2025-01-01T00:00:00Z", "x");
+    huge["item_data"]["blob"] = "y".repeat(65 << 20).into();
+    let path = dir.join("huge.json");
+    std::fs::write(&path, huge.to_string()).unwrap();
+    let (code, err) = refused(dlq(&db).args(["add", "--job-id", "j"]).arg(&path));
+    assert_eq!(code, 1);
+    assert!(err.contains("item 1") && err.contains("64 MiB"), "{err}");
+    // A relative HOME is refused, not used below the working directory.
+    let (code, err) = refused(
+        Command::new(env!("CARGO_BIN_EXE_dlq"))
+            .current_dir(dir.path())
+            .env_remove("DLQ_DB")
+            .env_remove("PRODIGY_HOME")
+            .env("HOME", "relative-home")
+            .arg("stats"),
+    );
+    assert_eq!(code, 1);
+    assert!(err.contains("HOME"), "{err}");
+    assert!(!dir.join("relative-home").exists());
+}
