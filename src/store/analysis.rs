@@ -18,6 +18,10 @@ use std::hash::{BuildHasherDefault, Hasher};
 /// made analyze's peak RSS 150 MB at 1,000,000 items).
 pub(super) const SCAN_CACHE_KIB: i64 = 2_048;
 
+/// Distinct agents (or steps) counted in memory during the scan; past this
+/// they are counted by SQLite after it, whose sorter spills to disk.
+const MAX_TALLY_KEYS: usize = 100_000;
+
 /// How many agents and steps are listed, and pattern and message groups
 /// unless [`AnalyzeOptions::top`] says otherwise.
 const TOP: usize = 20;
@@ -349,12 +353,14 @@ impl Dlq {
         // parallel parts need two at once, and an in-memory database has a
         // pool of one (holding one here made them wait out the pool's
         // timeout and fail).
-        let (signatures, last_attempts) = {
+        let (item_count, last_attempts) = {
             let conn = self.conn()?;
-            (
-                signature_counts(&conn, job_id, top)?,
-                last_error_types(&conn, job_id)?,
-            )
+            let items: i64 = conn
+                .prepare_cached(
+                    "SELECT COALESCE(SUM(item_count), 0) FROM jobs WHERE ?1 IS NULL OR job_id = ?1",
+                )?
+                .query_row(params![job_id], |row| row.get(0))?;
+            (items, last_error_types(&conn, job_id)?)
         };
         let mut failure_categories: BTreeMap<String, i64> = BTreeMap::new();
         for (error_type, count) in &last_attempts {
@@ -363,7 +369,14 @@ impl Dlq {
                 .or_insert(0) += count;
         }
 
-        let scan = scan_attempts_parallel(self, job_id, signatures.total)?;
+        let mut scan = scan_attempts_parallel(self, job_id, item_count)?;
+        let last = std::mem::replace(&mut scan.last, LastAttempts::new(0, -1, 0));
+        // One pass over the items in signature order: the message groups,
+        // and the signatures' counts (the largest kept, the rest counted).
+        let (mut groups, signatures) = {
+            let conn = self.conn()?;
+            super::message_groups::group_items(&conn, job_id, last, top)?
+        };
 
         let samples = samples(self, job_id, &signatures.largest)?;
         let mut pattern_groups = Vec::with_capacity(signatures.largest.len());
@@ -385,7 +398,6 @@ impl Dlq {
 
         let (message_groups, message_groups_omitted) = {
             let conn = self.conn()?;
-            let mut groups = super::message_groups::group_items(&conn, job_id, scan.last)?;
             let all = groups.len();
             let items: i64 = groups.iter().map(|g| g.items).sum();
             let order = |a: &super::message_groups::Group, b: &super::message_groups::Group| {
@@ -430,10 +442,46 @@ impl Dlq {
             },
             temporal_distribution: scan.temporal,
             failure_categories,
-            top_agents: top_ranked(scan.agents),
-            top_failing_steps: top_ranked(scan.steps),
+            top_agents: if scan.agents_overflow {
+                top_by_sql(self, job_id, "agent_id")?
+            } else {
+                top_ranked(scan.agents)
+            },
+            top_failing_steps: if scan.steps_overflow {
+                top_by_sql(self, job_id, "step_failed")?
+            } else {
+                top_ranked(scan.steps)
+            },
         })
     }
+}
+
+/// The `TOP` values of an attempt column that fail most, counted by SQLite
+/// (grouped in its sorter, which spills to disk) when there were too many
+/// to count in memory. `column` is one of the fixed names above.
+fn top_by_sql(dlq: &Dlq, job_id: Option<&str>, column: &str) -> Result<Vec<Ranked>> {
+    let conn = dlq.conn()?;
+    let _cache = crate::db::CacheSize::set(&conn, "main", SCAN_CACHE_KIB)?;
+    let sql = if job_id.is_some() {
+        format!(
+            "SELECT {column}, COUNT(*) FROM failure_history
+             WHERE item_key IN (SELECT id FROM items WHERE job_id = ?1) GROUP BY {column}"
+        )
+    } else {
+        format!("SELECT {column}, COUNT(*) FROM failure_history WHERE ?1 IS NULL GROUP BY {column}")
+    };
+    let mut stmt = conn.prepare(&sql)?;
+    let mut rows = stmt.query(params![job_id])?;
+    let mut largest = super::message_groups::Largest::new(TOP);
+    while let Some(row) = rows.next()? {
+        largest.offer(row.get_ref(0)?.as_bytes().unwrap_or(b""), row.get(1)?);
+    }
+    Ok(largest
+        .finish()
+        .largest
+        .into_iter()
+        .map(|(name, failures)| Ranked { name, failures })
+        .collect())
 }
 
 /// The message of an item's last attempt ('' when it has none).
@@ -446,54 +494,6 @@ fn last_message(conn: &Connection, item_key: i64) -> Result<String> {
         .prepare_cached(&sql)?
         .query_row([item_key], |row| row.get(0))?;
     Ok(message.unwrap_or_default())
-}
-
-/// The signatures of one job or all: how many items they hold, how many
-/// there are, and the largest (most first).
-struct SignatureCounts {
-    total: i64,
-    distinct: usize,
-    largest: Vec<(String, i64)>,
-}
-
-/// Items per signature: their total, how many signatures, and the `top`
-/// largest, most first. Summed here, not by SQL's GROUP BY and ORDER BY: with a signature
-/// per item those sorted a million rows twice, spilling to temporary files
-/// (1 s of a 2.2 s analyze).
-fn signature_counts(
-    conn: &Connection,
-    job_id: Option<&str>,
-    top: usize,
-) -> Result<SignatureCounts> {
-    // Two statements: with `?1 IS NULL OR job_id = ?1` SQLite cannot use the
-    // key to read one job's rows only.
-    let mut stmt = match job_id {
-        Some(_) => conn.prepare_cached(
-            "SELECT error_signature, item_count FROM signature_counts WHERE job_id = ?1",
-        )?,
-        None => conn.prepare_cached(
-            "SELECT error_signature, item_count FROM signature_counts WHERE ?1 IS NULL",
-        )?,
-    };
-    let mut rows = stmt.query(params![job_id])?;
-    let mut sums: HashMap<String, i64, BuildHasherDefault<FxHasher>> = HashMap::default();
-    let mut total = 0;
-    while let Some(row) = rows.next()? {
-        let count: i64 = row.get(1)?;
-        total += count;
-        let signature = text(row, 0)?;
-        match sums.get_mut(signature) {
-            Some(sum) => *sum += count,
-            None => {
-                sums.insert(signature.to_string(), count);
-            }
-        }
-    }
-    Ok(SignatureCounts {
-        total,
-        distinct: sums.len(),
-        largest: most(sums.into_iter().collect(), top),
-    })
 }
 
 fn last_error_types(conn: &Connection, job_id: Option<&str>) -> Result<BTreeMap<String, i64>> {
@@ -628,6 +628,8 @@ fn text<'row>(row: &'row rusqlite::Row<'_>, index: usize) -> rusqlite::Result<&'
 }
 
 struct AttemptScan {
+    agents_overflow: bool,
+    steps_overflow: bool,
     last: LastAttempts,
     attempts: i64,
     error_types: Tally,
@@ -713,6 +715,10 @@ struct AttemptCounts {
     error_types: Tally,
     agents: Tally,
     steps: Tally,
+    /// The agents or steps outgrew [`MAX_TALLY_KEYS`]: they are counted by
+    /// SQL after the scan instead.
+    agents_overflow: bool,
+    steps_overflow: bool,
     /// Attempts per `YYYY-MM-DDTHH` prefix of their timestamp.
     hours: Tally,
     /// Each item's last attempt and its message's pattern.
@@ -726,13 +732,35 @@ impl AttemptCounts {
             error_types: Tally::default(),
             agents: Tally::default(),
             steps: Tally::default(),
+            agents_overflow: false,
+            steps_overflow: false,
             hours: Tally::default(),
             last,
         }
     }
 
-    fn merge(&mut self, other: AttemptCounts) {
+    fn merge(&mut self, mut other: AttemptCounts) {
         self.attempts += other.attempts;
+        for (overflow, mine, theirs, their_overflow) in [
+            (
+                &mut self.agents_overflow,
+                &mut self.agents,
+                &mut other.agents,
+                other.agents_overflow,
+            ),
+            (
+                &mut self.steps_overflow,
+                &mut self.steps,
+                &mut other.steps,
+                other.steps_overflow,
+            ),
+        ] {
+            *overflow |= their_overflow;
+            if *overflow {
+                *mine = Tally::default();
+                *theirs = Tally::default();
+            }
+        }
         self.last.merge(other.last);
         for (into, from) in [
             (&mut self.error_types, other.error_types),
@@ -780,11 +808,21 @@ fn scan_range(
             &mut counts.error_types,
             row.get_ref(1)?.as_bytes().unwrap_or(b""),
         );
-        bump(
-            &mut counts.agents,
-            row.get_ref(2)?.as_bytes().unwrap_or(b""),
-        );
-        bump(&mut counts.steps, row.get_ref(3)?.as_bytes().unwrap_or(b""));
+        for (tally, overflow, column) in [
+            (&mut counts.agents, &mut counts.agents_overflow, 2),
+            (&mut counts.steps, &mut counts.steps_overflow, 3),
+        ] {
+            if *overflow {
+                continue;
+            }
+            bump(tally, row.get_ref(column)?.as_bytes().unwrap_or(b""));
+            if tally.len() > MAX_TALLY_KEYS {
+                // A distinct agent id per attempt (the legacy writer uses
+                // agent-<item_id>): a million keys here were 250 MB.
+                *overflow = true;
+                *tally = Tally::default();
+            }
+        }
         counts.last.offer(
             row.get(4)?,
             row.get(5)?,
@@ -827,6 +865,8 @@ fn finish_scan(counts: AttemptCounts) -> AttemptScan {
         }
     };
     AttemptScan {
+        agents_overflow: counts.agents_overflow,
+        steps_overflow: counts.steps_overflow,
         last: counts.last,
         attempts: counts.attempts,
         error_types: counts.error_types,
@@ -896,6 +936,49 @@ mod tests {
             normalise_message("merge conflict"),
             normalise_message("permission denied")
         );
+    }
+
+    /// The SQL count used past MAX_TALLY_KEYS agrees with the scan's tally.
+    #[test]
+    fn agents_counted_by_sql_equal_the_scan() {
+        let dlq = Dlq::open_in_memory().unwrap();
+        dlq.write(|tx| {
+            for n in 0..300 {
+                // Agent k fails k % 37 + 1 times over the items.
+                let agent = format!("agent-{}", n % 37 + (n % 5) * 100);
+                let item = crate::model::DeadLetteredItem::from_json_str(&format!(
+                    r#"{{"item_id": "i{n}", "item_data": {{}}, "first_attempt": "2025-01-01T00:00:00Z",
+                        "last_attempt": "2025-01-01T00:00:00Z", "failure_count": 1,
+                        "failure_history": [{{"attempt_number": 1, "timestamp": "2025-01-01T00:00:00Z",
+                          "error_type": "Timeout", "error_message": "m", "agent_id": "{agent}",
+                          "step_failed": "s{}", "duration_ms": 1}}],
+                        "error_signature": "s", "worktree_artifacts": null,
+                        "reprocess_eligible": true, "manual_review_required": false}}"#,
+                    n % 3
+                ))?;
+                tx.add(if n % 2 == 0 { "a" } else { "b" }, None, &item)?;
+            }
+            Ok(())
+        })
+        .unwrap();
+        let names = |ranked: &[Ranked]| -> Vec<(String, i64)> {
+            ranked
+                .iter()
+                .map(|r| (r.name.clone(), r.failures))
+                .collect()
+        };
+        for job in [None, Some("a")] {
+            let analysis = dlq.analyze(job).unwrap();
+            assert_eq!(
+                names(&top_by_sql(&dlq, job, "agent_id").unwrap()),
+                names(&analysis.top_agents)
+            );
+            assert_eq!(
+                names(&top_by_sql(&dlq, job, "step_failed").unwrap()),
+                names(&analysis.top_failing_steps)
+            );
+            assert_eq!(analysis.top_agents.len(), TOP);
+        }
     }
 
     #[test]

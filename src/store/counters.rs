@@ -61,7 +61,14 @@ pub struct InsertCounts {
     /// Per job: items, eligible, manual review, failure_count sum, and the
     /// items per signature and per last error type.
     jobs: HashMap<String, JobCounts>,
+    /// Keys held in all the maps above.
+    keys: usize,
 }
+
+/// Pending keys past which the counts are written out: with a signature
+/// per item, a bulk import held one entry per item until its commit
+/// (153 MB at 1,000,000 items).
+pub const MAX_PENDING_KEYS: usize = 50_000;
 
 #[derive(Default)]
 struct JobCounts {
@@ -70,11 +77,16 @@ struct JobCounts {
     error_types: HashMap<String, i64>,
 }
 
-fn bump(map: &mut HashMap<String, i64>, key: &str) {
+/// Counts one for `key`; true when the key is new.
+fn bump(map: &mut HashMap<String, i64>, key: &str) -> bool {
     match map.get_mut(key) {
-        Some(count) => *count += 1,
+        Some(count) => {
+            *count += 1;
+            false
+        }
         None => {
             map.insert(key.to_string(), 1);
+            true
         }
     }
 }
@@ -92,11 +104,16 @@ impl InsertCounts {
         job.totals[1] += i64::from(item.reprocess_eligible);
         job.totals[2] += i64::from(item.manual_review_required);
         job.totals[3] += i64::from(item.failure_count);
-        bump(&mut job.signatures, &item.error_signature);
-        bump(
+        self.keys += usize::from(bump(&mut job.signatures, &item.error_signature));
+        self.keys += usize::from(bump(
             &mut job.error_types,
             super::rows::last_error_type(item).unwrap_or(""),
-        );
+        ));
+    }
+
+    /// Whether enough is pending to write it out now.
+    pub fn is_full(&self) -> bool {
+        self.keys >= MAX_PENDING_KEYS
     }
 
     /// Writes the counts and starts again from zero.
@@ -119,6 +136,7 @@ impl InsertCounts {
             "INSERT INTO error_type_counts (job_id, error_type, item_count) VALUES (?1, ?2, ?3)
              ON CONFLICT (job_id, error_type) DO UPDATE SET item_count = item_count + excluded.item_count",
         )?;
+        self.keys = 0;
         for (job_id, job) in self.jobs.drain() {
             let [items, eligible, manual, failures] = job.totals;
             jobs.execute(params![job_id, items, eligible, manual, failures])?;

@@ -10,7 +10,8 @@
 //!    its pattern is cached by the message's hash.
 //! 2. One pass over the items in signature order ([`group_items`], on the
 //!    covering index `items_signature`) counts items per pattern and the
-//!    distinct signatures in each.
+//!    distinct signatures in each, and the items of each signature (for
+//!    the pattern groups: the largest are kept, the rest only counted).
 //!
 //! Memory: 16 bytes per item of the scanned range (per scanning thread),
 //! plus the distinct patterns; never the messages themselves.
@@ -213,6 +214,69 @@ pub(super) struct Group {
     pub sample_item: i64,
 }
 
+/// The signatures of one job or all: how many items they hold, how many
+/// there are, and the largest (most first, ties by signature).
+pub(super) struct SignatureCounts {
+    pub total: i64,
+    pub distinct: usize,
+    pub largest: Vec<(String, i64)>,
+}
+
+/// Keeps the `top` largest signatures as they come by (in signature order),
+/// and counts them all: nothing grows with the number of signatures but
+/// what is kept.
+pub(super) struct Largest {
+    top: usize,
+    /// Min-heap on (count, reversed name): the first to go on top.
+    kept: std::collections::BinaryHeap<std::cmp::Reverse<(i64, std::cmp::Reverse<String>)>>,
+    total: i64,
+    distinct: usize,
+}
+
+impl Largest {
+    pub(super) fn new(top: usize) -> Self {
+        Largest {
+            top,
+            kept: Default::default(),
+            total: 0,
+            distinct: 0,
+        }
+    }
+
+    pub(super) fn offer(&mut self, signature: &[u8], count: i64) {
+        self.total += count;
+        self.distinct += 1;
+        if self.top == 0 {
+            return;
+        }
+        if self.kept.len() < self.top {
+            let name = String::from_utf8_lossy(signature).into_owned();
+            self.kept
+                .push(std::cmp::Reverse((count, std::cmp::Reverse(name))));
+        } else if self.kept.peek().is_some_and(|worst| count > worst.0 .0) {
+            // Names come in order: an equal count loses to the one kept.
+            self.kept.pop();
+            let name = String::from_utf8_lossy(signature).into_owned();
+            self.kept
+                .push(std::cmp::Reverse((count, std::cmp::Reverse(name))));
+        }
+    }
+
+    pub(super) fn finish(self) -> SignatureCounts {
+        let mut largest: Vec<(String, i64)> = self
+            .kept
+            .into_iter()
+            .map(|std::cmp::Reverse((count, std::cmp::Reverse(name)))| (name, count))
+            .collect();
+        largest.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+        SignatureCounts {
+            total: self.total,
+            distinct: self.distinct,
+            largest,
+        }
+    }
+}
+
 /// The pattern shown for items with no attempt at all.
 pub(super) const NO_ATTEMPTS: &str = "(no attempts)";
 
@@ -223,7 +287,11 @@ pub(super) fn group_items(
     conn: &Connection,
     job_id: Option<&str>,
     mut last: LastAttempts,
-) -> Result<Vec<Group>> {
+    top_signatures: usize,
+) -> Result<(Vec<Group>, SignatureCounts)> {
+    let mut largest = Largest::new(top_signatures);
+    // Items of the current signature so far.
+    let mut run: i64 = 0;
     let no_attempts = last.patterns.intern(NO_ATTEMPTS.to_string());
     let mut names = std::mem::take(&mut last.patterns.names);
     let mut groups: Vec<Option<Group>> = Vec::new();
@@ -248,10 +316,15 @@ pub(super) fn group_items(
         let this = row.get_ref(0)?.as_bytes().unwrap_or(b"");
         let key: i64 = row.get(1)?;
         if this != signature.as_slice() {
+            if run > 0 {
+                largest.offer(&signature, run);
+            }
+            run = 0;
             signature.clear();
             signature.extend_from_slice(this);
             seen.clear();
         }
+        run += 1;
         let pattern = match last.get(key).pattern {
             NONE => no_attempts,
             id => id,
@@ -274,7 +347,10 @@ pub(super) fn group_items(
             }
         }
     }
-    Ok(groups.into_iter().flatten().collect())
+    if run > 0 {
+        largest.offer(&signature, run);
+    }
+    Ok((groups.into_iter().flatten().collect(), largest.finish()))
 }
 
 /// An attempt's timestamp as nanoseconds since 1970, read from the stored

@@ -172,6 +172,9 @@ impl<'c> WriteTx<'c> {
         };
         if rows::insert_item(self.conn, job_id, &normalised)?.is_some() {
             self.pending_counts.add(job_id, &normalised);
+            if self.pending_counts.is_full() {
+                self.flush_counts()?;
+            }
             if self.item_events {
                 self.event(
                     event_kinds::ADDED,
