@@ -64,14 +64,46 @@ pub struct ExportReport {
     pub job_dirs: Vec<String>,
 }
 
-fn create_dir(path: &Path) -> Result<()> {
-    std::fs::create_dir_all(path).map_err(|e| Error::io(path, e))
-}
-
 /// Writes jobs in the legacy layout under `dir`:
 /// `dir/dlq/<repo or "imported">/<job_id>/mapreduce/dlq/<job_id>/items/<item>.json`
 /// plus `index.json`, every file in the exact legacy JSON shape.
-pub fn export_legacy(dlq: &Dlq, dir: &Path, job_id: Option<&str>) -> Result<ExportReport> {
+///
+/// Refused into a directory that is not empty unless `force` (stale files
+/// there would come back on the next import). Nothing is written through a
+/// link inside `dir`, and every file is new, mode 0600 (see
+/// [`crate::outfile`]); with `force` a file of the same name is removed
+/// first (the name, never what a link points to).
+pub fn export_legacy(
+    dlq: &Dlq,
+    dir: &Path,
+    job_id: Option<&str>,
+    force: bool,
+) -> Result<ExportReport> {
+    if !force {
+        if let Ok(mut entries) = std::fs::read_dir(dir) {
+            if entries.next().is_some() {
+                return Err(Error::invalid_argument(
+                    "export directory",
+                    format!(
+                        "{} is not empty (stale files would come back on the next import); \
+                         pass --force to export into it anyway",
+                        dir.display()
+                    ),
+                ));
+            }
+        }
+    }
+    let write = |path: &Path, contents: &[u8]| -> Result<()> {
+        if force {
+            match std::fs::remove_file(path) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                    return Err(Error::io(path, e))
+                }
+                _ => {}
+            }
+        }
+        crate::outfile::write_new_file(path, contents)
+    };
     let jobs = dlq.jobs()?;
     let jobs: Vec<_> = match job_id {
         Some(job) => {
@@ -99,7 +131,7 @@ pub fn export_legacy(dlq: &Dlq, dir: &Path, job_id: Option<&str>) -> Result<Expo
             .join("dlq")
             .join(&job_stem);
         let items_dir = job_dir.join("items");
-        create_dir(&items_dir)?;
+        crate::outfile::create_private_dir_all(dir, &items_dir)?;
         let mut item_ids = Vec::new();
         let filter = ListFilter {
             job_id: Some(job.job_id.clone()),
@@ -110,7 +142,7 @@ pub fn export_legacy(dlq: &Dlq, dir: &Path, job_id: Option<&str>) -> Result<Expo
             let stem = safe_file_stem(&item.item_id);
             let path = items_dir.join(format!("{stem}.json"));
             let text = item.to_legacy_json_pretty()?;
-            std::fs::write(&path, text).map_err(|e| Error::io(&path, e))?;
+            write(&path, text.as_bytes())?;
             item_ids.push(stem);
             report.items += 1;
         }
@@ -121,8 +153,10 @@ pub fn export_legacy(dlq: &Dlq, dir: &Path, job_id: Option<&str>) -> Result<Expo
             "updated_at": dlq.now(),
         });
         let index_path = job_dir.join("index.json");
-        std::fs::write(&index_path, serde_json::to_string_pretty(&index)?)
-            .map_err(|e| Error::io(&index_path, e))?;
+        write(
+            &index_path,
+            serde_json::to_string_pretty(&index)?.as_bytes(),
+        )?;
         report.jobs += 1;
         report.job_dirs.push(job_dir.display().to_string());
     }
@@ -136,8 +170,11 @@ pub enum ItemFormat {
     Json,
     /// One legacy-shape item (with its `job_id`) per line.
     Jsonl,
-    /// One row per item under [`CSV_HEADER`].
+    /// One row per item under [`CSV_HEADER`], a cell a spreadsheet would
+    /// run as a formula neutralised (see [`crate::text::for_csv`]).
     Csv,
+    /// The same with every cell as it is.
+    CsvRaw,
 }
 
 /// The CSV columns: the item's own fields (item_data as JSON text), its
@@ -208,16 +245,21 @@ pub fn write_items(
     let io = |e: std::io::Error| Error::io("output", e);
     let mut count = 0;
     match format {
-        ItemFormat::Csv => {
+        ItemFormat::Csv | ItemFormat::CsvRaw => {
+            let raw = format == ItemFormat::CsvRaw;
             let mut writer = csv::Writer::from_writer(&mut *out);
             let csv_error =
                 |e: csv::Error| Error::io("output", std::io::Error::other(e.to_string()));
             writer.write_record(CSV_HEADER).map_err(csv_error)?;
             for entry in dlq.items(filter) {
                 let entry = entry?;
-                writer
-                    .write_record(csv_record(&entry.job_id, &entry.item))
-                    .map_err(csv_error)?;
+                let record = csv_record(&entry.job_id, &entry.item);
+                if raw {
+                    writer.write_record(&record)
+                } else {
+                    writer.write_record(record.iter().map(|c| crate::text::for_csv(c).into_owned()))
+                }
+                .map_err(csv_error)?;
                 count += 1;
             }
             writer.flush().map_err(io)?;

@@ -25,8 +25,10 @@ pub mod generate;
 pub mod import;
 pub mod input;
 pub mod model;
+pub mod outfile;
 pub mod retry;
 pub mod store;
+pub mod text;
 pub mod time;
 
 pub use error::{Error, Result};

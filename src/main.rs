@@ -15,7 +15,11 @@ fn main() -> ExitCode {
         Ok(code) => code,
         Err(error) if is_broken_pipe(&error) => ExitCode::SUCCESS,
         Err(error) => {
-            eprintln!("dlq: error: {}", one_line(&error));
+            // Paths, ids and messages in it may be anyone's.
+            eprintln!(
+                "dlq: error: {}",
+                dlqlite::text::for_terminal(&one_line(&error))
+            );
             ExitCode::from(1)
         }
     }

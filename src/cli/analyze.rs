@@ -2,7 +2,7 @@
 
 use super::output::{print_json, Table};
 use super::Context;
-use anyhow::{Context as _, Result};
+use anyhow::Result;
 use dlqlite::store::Analysis;
 use std::io::Write;
 use std::path::PathBuf;
@@ -44,7 +44,7 @@ pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
         .analyze_with(args.job_id.as_deref(), &options)?;
     if let Some(path) = &args.export {
         let text = serde_json::to_string_pretty(&analysis)?;
-        std::fs::write(path, text + "\n").with_context(|| path.display().to_string())?;
+        dlqlite::outfile::write_file(path, (text + "\n").as_bytes())?;
     }
     if args.json {
         print_json(&analysis)?;

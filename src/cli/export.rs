@@ -2,8 +2,9 @@
 
 use super::output::{parse_filter, print_json};
 use super::Context;
-use anyhow::{bail, Context as _, Result};
+use anyhow::{bail, Result};
 use dlqlite::export::{export_legacy, write_items, ItemFormat};
+use dlqlite::outfile::OutputFile;
 use dlqlite::ListFilter;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -42,6 +43,11 @@ pub struct Args {
     /// Only items matching this expression (see `dlq list --help`); not with legacy
     #[arg(long, value_name = "EXPR")]
     filter: Option<String>,
+    /// Legacy: export into a directory that is not empty (files of the same
+    /// names are replaced; other stale files stay and would come back on the
+    /// next import)
+    #[arg(long)]
+    force: bool,
 }
 
 fn format_of(path: &Path) -> Result<&'static str> {
@@ -73,12 +79,15 @@ pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
         if expression.is_some() {
             bail!("--filter does not go with --format legacy: a legacy tree holds whole jobs");
         }
-        let report = export_legacy(&dlq, &args.path, args.job_id.as_deref())?;
+        let report = export_legacy(&dlq, &args.path, args.job_id.as_deref(), args.force)?;
         print_json(&report)?;
         return Ok(ExitCode::SUCCESS);
     }
     let item_format = match format {
         "jsonl" => ItemFormat::Jsonl,
+        "csv" if super::output::RAW_CSV.load(std::sync::atomic::Ordering::Relaxed) => {
+            ItemFormat::CsvRaw
+        }
         "csv" => ItemFormat::Csv,
         _ => ItemFormat::Json,
     };
@@ -92,26 +101,16 @@ pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
         write_items(&dlq, filter, &mut out, item_format)?;
         return Ok(ExitCode::SUCCESS);
     }
-    // Write beside the target and rename, so a failed export never leaves a
-    // half-written file where a good one was.
-    let mut tmp_name = args.path.file_name().unwrap_or_default().to_os_string();
-    tmp_name.push(".dlq-export-tmp");
-    let tmp = args.path.with_file_name(tmp_name);
-    let file = std::fs::File::create(&tmp)
-        .with_context(|| format!("cannot write {}", args.path.display()))?;
-    let mut out = std::io::BufWriter::new(file);
-    let written = write_items(&dlq, filter, &mut out, item_format).and_then(|n| {
-        out.flush().map_err(|e| dlqlite::Error::io(&tmp, e))?;
-        Ok(n)
-    });
-    let count = match written {
-        Ok(count) => count,
-        Err(e) => {
-            let _ = std::fs::remove_file(&tmp);
-            return Err(e.into());
-        }
+    // Written beside the target and renamed (or streamed into a device or
+    // fifo), mode 0600: see dlqlite::outfile.
+    let mut file = OutputFile::create(&args.path)?;
+    let count = {
+        let mut out = std::io::BufWriter::new(file.file());
+        let count = write_items(&dlq, filter, &mut out, item_format)?;
+        out.flush().map_err(|e| dlqlite::Error::io(&args.path, e))?;
+        count
     };
-    std::fs::rename(&tmp, &args.path).with_context(|| args.path.display().to_string())?;
+    file.commit()?;
     writeln!(
         std::io::stderr(),
         "exported {count} item(s) to {}",

@@ -5,6 +5,7 @@ use super::Context;
 use anyhow::Result;
 use dlqlite::import::{import, ImportOptions, ImportReport, Progress};
 use dlqlite::store::StatsPart;
+use dlqlite::text::for_terminal;
 use dlqlite::Dlq;
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
@@ -83,7 +84,12 @@ fn print_summary(dlq: &Dlq, report: &ImportReport, dry_run: bool) -> Result<()> 
     {
         let mut err = std::io::stderr().lock();
         for rejected in &report.files_rejected {
-            writeln!(err, "rejected: {}: {}", rejected.path, rejected.error)?;
+            writeln!(
+                err,
+                "rejected: {}: {}",
+                for_terminal(&rejected.path),
+                for_terminal(&rejected.error)
+            )?;
         }
         for mismatch in &report.index_mismatches {
             let item = mismatch
@@ -94,12 +100,17 @@ fn print_summary(dlq: &Dlq, report: &ImportReport, dry_run: bool) -> Result<()> 
             writeln!(
                 err,
                 "index.json of {}: {}{item}",
-                mismatch.job_id,
+                for_terminal(&mismatch.job_id),
                 mismatch.kind.replace('_', " ")
             )?;
         }
         for skipped in &report.paths_skipped {
-            writeln!(err, "skipped: {}: {}", skipped.path, skipped.error)?;
+            writeln!(
+                err,
+                "skipped: {}: {}",
+                for_terminal(&skipped.path),
+                for_terminal(&skipped.error)
+            )?;
         }
     }
     let mut table = Table::new(&["JOB", "ITEMS", "TOP ERROR SIGNATURES"]);

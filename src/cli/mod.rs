@@ -45,6 +45,11 @@ pub struct Cli {
           value_parser = clap::value_parser!(u32).range(0..=i32::MAX as i64))]
     busy_timeout_ms: Option<u32>,
 
+    /// CSV cells as they are: by default a cell that starts with = + - @
+    /// (and is not a number) gets a leading ' so spreadsheets do not run it
+    #[arg(long, global = true)]
+    raw_csv: bool,
+
     #[command(subcommand)]
     command: Command,
 }
@@ -138,6 +143,7 @@ pub fn prodigy_home() -> Result<PathBuf> {
 
 /// Runs the parsed command line.
 pub fn run(cli: Cli) -> Result<ExitCode> {
+    output::RAW_CSV.store(cli.raw_csv, std::sync::atomic::Ordering::Relaxed);
     if let Some(ms) = cli.busy_timeout_ms {
         // The store reads the variable (a library user sets it in code);
         // clap has checked it. Set before any thread exists.

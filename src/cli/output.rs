@@ -62,10 +62,8 @@ fn write_row(out: &mut impl Write, cells: &[String], widths: &[usize]) -> Result
     let last = cells.len().saturating_sub(1);
     let mut line = String::new();
     for (i, cell) in cells.iter().enumerate() {
-        let clean: String = cell
-            .chars()
-            .map(|c| if c.is_control() { ' ' } else { c })
-            .collect();
+        // Control and bidi characters written visibly (see dlqlite::text).
+        let clean = dlqlite::text::for_terminal(cell);
         line.push_str(&clean);
         if i < last {
             let pad = widths
@@ -115,6 +113,19 @@ pub struct RowWriter {
 }
 
 /// A cell as text: strings as they are, null as empty, the rest as JSON.
+/// Whether CSV cells go out raw (`--raw-csv`); otherwise cells a
+/// spreadsheet would run as formulas are neutralised (dlqlite::text).
+pub static RAW_CSV: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// A CSV cell as written.
+pub fn csv_cell(cell: &str) -> std::borrow::Cow<'_, str> {
+    if RAW_CSV.load(std::sync::atomic::Ordering::Relaxed) {
+        std::borrow::Cow::Borrowed(cell)
+    } else {
+        dlqlite::text::for_csv(cell)
+    }
+}
+
 pub fn cell_text(value: &serde_json::Value) -> String {
     match value {
         serde_json::Value::Null => String::new(),
@@ -193,7 +204,8 @@ impl RowWriter {
             }
             Format::Csv => {
                 let mut csv = csv::Writer::from_writer(Vec::new());
-                csv.write_record(values.iter().map(cell_text))?;
+                let cells: Vec<String> = values.iter().map(cell_text).collect();
+                csv.write_record(cells.iter().map(|c| csv_cell(c).into_owned()))?;
                 self.out.write_all(
                     &csv.into_inner()
                         .map_err(|e| anyhow::anyhow!(e.to_string()))?,

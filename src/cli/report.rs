@@ -1,7 +1,7 @@
 //! `dlq report --html`: one self-contained page with charts.
 
 use super::Context;
-use anyhow::{Context as _, Result};
+use anyhow::Result;
 use dlqlite::store::{Analysis, Stats};
 use std::fmt::Write as _;
 use std::path::PathBuf;
@@ -30,25 +30,15 @@ pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
     };
     let analysis = dlq.analyze(args.job_id.as_deref())?;
     let page = render(&stats, &analysis, &dlq.now().to_string());
-    std::fs::write(&args.html, page).with_context(|| args.html.display().to_string())?;
+    dlqlite::outfile::write_file(&args.html, page.as_bytes())?;
     eprintln!("wrote {}", args.html.display());
     Ok(ExitCode::SUCCESS)
 }
 
 /// Escapes text for HTML content and attribute values.
 pub fn escape(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c => out.push(c),
-        }
-    }
-    out
+    // Markup, and control and bidi characters written visibly.
+    dlqlite::text::for_html(text)
 }
 
 /// A horizontal bar chart as inline SVG.

@@ -126,6 +126,43 @@ impl Walker {
         self.classify(path)
     }
 
+    /// Opens `path` when it is a regular file (a symlink only if it stays in
+    /// the tree) no larger than `max_bytes`: a job's index.json, read by the
+    /// same rules as item files. `Ok(None)` when there is nothing there;
+    /// `Err` says why it was passed over (also in `skipped`).
+    pub fn open_regular(
+        &mut self,
+        path: &Path,
+        max_bytes: u64,
+    ) -> Result<Option<fs::File>, String> {
+        if matches!(fs::symlink_metadata(path), Err(e) if e.kind() == std::io::ErrorKind::NotFound)
+        {
+            return Ok(None);
+        }
+        match self.classify(path) {
+            Entry::File(file) => {
+                let opened = fs::File::open(&file).map_err(|e| e.to_string());
+                let opened = opened.and_then(|f| {
+                    let meta = f.metadata().map_err(|e| e.to_string())?;
+                    if !meta.is_file() {
+                        Err("not a regular file".to_string())
+                    } else if meta.len() > max_bytes {
+                        Err(format!(
+                            "too large ({} bytes; at most {max_bytes})",
+                            meta.len()
+                        ))
+                    } else {
+                        Ok(f)
+                    }
+                });
+                opened
+                    .map(Some)
+                    .inspect_err(|reason| self.skip(path, reason.clone()))
+            }
+            _ => Err("not a regular file in the tree".to_string()),
+        }
+    }
+
     /// Classifies a path, following a symlink only into the tree.
     fn classify(&mut self, path: &Path) -> Entry {
         let meta = match fs::symlink_metadata(path) {

@@ -176,11 +176,15 @@ fn job_id_of(job: &JobDir, index: Option<&LegacyIndex>) -> String {
 
 fn scan_job(walker: &mut Walker, job: JobDir, emit: &mut impl FnMut(Record) -> bool) -> bool {
     let index_path = job.path.join("index.json");
-    let index: std::result::Result<LegacyIndex, &'static str> = match std::fs::read(&index_path) {
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err("index_missing"),
-        Err(_) => Err("index_unreadable"),
-        Ok(bytes) => serde_json::from_slice(&bytes).map_err(|_| "index_unreadable"),
-    };
+    // By the rules of item files: a regular file in the tree, size-capped
+    // (a link to /dev/zero or a huge sparse file must not be read whole).
+    let index: std::result::Result<LegacyIndex, &'static str> =
+        match walker.open_regular(&index_path, MAX_ITEM_FILE_BYTES) {
+            Ok(None) => Err("index_missing"),
+            Err(_) => Err("index_unreadable"),
+            Ok(Some(file)) => serde_json::from_reader(std::io::BufReader::new(file))
+                .map_err(|_| "index_unreadable"),
+        };
     let job_id = job_id_of(&job, index.as_ref().ok());
     let repo = job.repo.clone();
     if !emit(Record::Job(job.clone(), job_id.clone())) {

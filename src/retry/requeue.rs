@@ -17,16 +17,14 @@ pub struct RequeueReport {
     pub path: String,
 }
 
-/// Writes the items matching `filter` to `path` (atomically: a temporary
-/// file beside it, synced, then renamed) and, with `take`, removes them in
-/// one transaction with a `requeued` event each.
+/// Writes the items matching `filter` to `path` (atomically, mode 0600: see
+/// [`crate::outfile`]) and, with `take`, removes them in one transaction
+/// with a `requeued` event each, once the file is complete and synced.
 pub fn requeue(dlq: &Dlq, filter: ListFilter, path: &Path, take: bool) -> Result<RequeueReport> {
-    let mut tmp_name = path.file_name().unwrap_or_default().to_os_string();
-    tmp_name.push(".dlq-requeue-tmp");
-    let tmp = path.with_file_name(tmp_name);
     let io = |p: &Path, e: std::io::Error| Error::io(p, e);
-    let file = std::fs::File::create(&tmp).map_err(|e| io(&tmp, e))?;
-    let mut out = std::io::BufWriter::new(file);
+    let mut output = crate::outfile::OutputFile::create(path)?;
+    let tmp = path.to_path_buf();
+    let mut out = std::io::BufWriter::new(output.file());
     let mut taken_ids: Vec<(String, String)> = Vec::new();
     let written = (|| -> Result<usize> {
         out.write_all(b"{\"items\": [").map_err(|e| io(&tmp, e))?;
@@ -43,24 +41,13 @@ pub fn requeue(dlq: &Dlq, filter: ListFilter, path: &Path, take: bool) -> Result
             count += 1;
         }
         out.write_all(b"\n]}\n").map_err(|e| io(&tmp, e))?;
-        let file = out.into_inner().map_err(|e| io(&tmp, e.into_error()))?;
-        file.sync_all().map_err(|e| io(&tmp, e))?;
+        out.flush().map_err(|e| io(&tmp, e))?;
         Ok(count)
     })();
-    let count = match written {
-        Ok(count) => count,
-        Err(e) => {
-            let _ = std::fs::remove_file(&tmp);
-            return Err(e);
-        }
-    };
-    std::fs::rename(&tmp, path).map_err(|e| io(path, e))?;
-    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        // The rename is durable once the directory is synced.
-        if let Ok(dir) = std::fs::File::open(dir) {
-            let _ = dir.sync_all();
-        }
-    }
+    drop(out);
+    let count = written?;
+    // Synced and renamed (durably) before anything is taken.
+    output.commit()?;
     let taken = if take {
         dlq.take_items(&taken_ids, &path.display().to_string())?
     } else {

@@ -387,3 +387,145 @@ fn odd_paths_and_inputs_are_one_clear_error() {
     assert!(err.contains("HOME"), "{err}");
     assert!(!dir.join("relative-home").exists());
 }
+
+#[test]
+fn exports_never_replace_devices_or_write_through_links() {
+    use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+    let (dir, db) = job("export-targets", 3);
+    // /dev/null stays a device.
+    ok(dlq(&db).args(["export", "/dev/null", "--format", "jsonl"]));
+    assert!(std::fs::metadata("/dev/null")
+        .unwrap()
+        .file_type()
+        .is_char_device());
+    // A fifo is written as a stream (and stays a fifo).
+    let fifo = dir.join("pipe.jsonl");
+    assert!(Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap()
+        .success());
+    let reader = {
+        let fifo = fifo.clone();
+        std::thread::spawn(move || std::fs::read_to_string(fifo).unwrap())
+    };
+    ok(dlq(&db).arg("export").arg(&fifo));
+    assert_eq!(reader.join().unwrap().lines().count(), 3);
+    assert!(std::fs::metadata(&fifo).unwrap().file_type().is_fifo());
+    // Files are 0600 whatever the umask.
+    let out = dir.join("all.json");
+    let status = Command::new("sh")
+        .arg("-c")
+        .arg("umask 000; exec \"$0\" --db \"$1\" export \"$2\"")
+        .arg(env!("CARGO_BIN_EXE_dlq"))
+        .arg(&db)
+        .arg(&out)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    assert_eq!(
+        std::fs::metadata(&out).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+    // The legacy export refuses a non-empty directory, and a link planted
+    // inside the tree is never written through, even with --force.
+    let tree = dir.join("tree");
+    std::fs::create_dir_all(&tree).unwrap();
+    std::fs::write(tree.join("stale"), "x").unwrap();
+    let (code, err) = refused(
+        dlq(&db)
+            .arg("export")
+            .arg(&tree)
+            .args(["--format", "legacy"]),
+    );
+    assert_eq!(code, 1);
+    assert!(
+        err.contains("not empty") && err.contains("--force"),
+        "{err}"
+    );
+    let outside = dir.join("outside");
+    std::fs::create_dir_all(&outside).unwrap();
+    std::os::unix::fs::symlink(&outside, tree.join("dlq")).unwrap();
+    let (_, err) = refused(
+        dlq(&db)
+            .arg("export")
+            .arg(&tree)
+            .args(["--format", "legacy", "--force"]),
+    );
+    assert!(err.contains("symbolic link"), "{err}");
+    assert_eq!(std::fs::read_dir(&outside).unwrap().count(), 0);
+    // Into an empty directory it works, and every file is 0600.
+    let clean = dir.join("clean");
+    ok(dlq(&db)
+        .arg("export")
+        .arg(&clean)
+        .args(["--format", "legacy"]));
+    let mut files = 0;
+    let mut stack = vec![clean];
+    while let Some(d) = stack.pop() {
+        for entry in std::fs::read_dir(d).unwrap() {
+            let entry = entry.unwrap();
+            let meta = entry.metadata().unwrap();
+            if meta.is_dir() {
+                stack.push(entry.path());
+            } else {
+                files += 1;
+                assert_eq!(meta.permissions().mode() & 0o777, 0o600);
+            }
+        }
+    }
+    assert_eq!(files, 4, "three items and an index");
+}
+
+#[test]
+fn names_and_messages_cannot_drive_the_terminal_or_a_spreadsheet() {
+    let dir = TempDir::new("escapes");
+    let db = dir.join("dlq.db");
+    // A broken file whose name would colour the terminal and forge a line.
+    let items = dir.join("tree/mapreduce/dlq/j/items");
+    std::fs::create_dir_all(&items).unwrap();
+    std::fs::write(items.join("bad\u{1b}[31mname\nrejected: forged.json"), "{").unwrap();
+    write_json(
+        &items,
+        "ok.json",
+        &item(
+            "=cmd|' /C calc'!A0",
+            1,
+            "2025-01-01T00:00:00Z",
+            "boom \u{202e}gnp.exe\u{1b}[0m",
+        ),
+    );
+    // index.json is a link out of the tree: not read.
+    std::os::unix::fs::symlink("/etc/passwd", dir.join("tree/mapreduce/dlq/j/index.json")).unwrap();
+    let output = run(dlq(&db).arg("import").arg(dir.join("tree")));
+    let err = String::from_utf8_lossy(&output.stderr);
+    assert!(!err.contains('\u{1b}'), "{err:?}");
+    let rejected: Vec<&str> = err.lines().filter(|l| l.starts_with("rejected:")).collect();
+    assert_eq!(rejected.len(), 1, "{err}");
+    assert!(
+        rejected[0].contains("bad\\e[31mname\\nrejected: forged.json"),
+        "{err}"
+    );
+    assert!(err.contains("index.json of j: index unreadable"), "{err}");
+    // Tables show the escapes, not the characters.
+    let table = ok(dlq(&db).arg("list"));
+    assert!(
+        !table.contains('\u{1b}') && !table.contains('\u{202e}'),
+        "{table:?}"
+    );
+    // CSV neutralises the formula (and --raw-csv does not).
+    let csv = ok(dlq(&db).args(["list", "--format", "csv"]));
+    assert!(csv.contains(",'=cmd|"), "{csv}");
+    let raw = ok(dlq(&db).args(["list", "--format", "csv", "--raw-csv"]));
+    assert!(raw.contains(",=cmd|"), "{raw}");
+    let export = dir.join("x.csv");
+    ok(dlq(&db).arg("export").arg(&export));
+    assert!(std::fs::read_to_string(&export)
+        .unwrap()
+        .contains(",'=cmd|"));
+    // HTML: no raw escape or bidi override reaches the page.
+    let page = dir.join("r.html");
+    ok(dlq(&db).args(["report", "--html"]).arg(&page));
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(!html.contains('\u{1b}') && !html.contains('\u{202e}'));
+}

@@ -1,0 +1,205 @@
+//! Every file dlq writes that holds item data (exports, reports, requeue
+//! files, analyses, the legacy tree): mode 0600 whatever the umask (item
+//! data and error logs can hold secrets, like the database), and never
+//! written through a link, device or fifo it did not mean to.
+//!
+//! - [`OutputFile`]: one file, written beside its destination and renamed
+//!   over it once complete and synced, so a failed write never leaves half a
+//!   file. A destination that is a character device or a fifo (`/dev/null`,
+//!   `/dev/stdout`, a named pipe) is written as a stream instead: renaming
+//!   over it would replace the device with a regular file.
+//! - [`create_private_dir_all`] and [`write_new_file`]: for trees of files
+//!   (the legacy export): each directory level is checked not to be a link,
+//!   and each file is created exclusively, without following a link, so a
+//!   link planted inside the tree makes the write fail instead of landing
+//!   outside it.
+
+use crate::error::{Error, Result};
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+
+/// A file being written; see the module docs.
+pub struct OutputFile {
+    file: File,
+    /// Where it goes when committed; `None` for a stream (device or fifo).
+    rename: Option<(PathBuf, PathBuf)>,
+    /// What errors name.
+    path: PathBuf,
+}
+
+fn new_file_options() -> OpenOptions {
+    let mut options = OpenOptions::new();
+    options
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC);
+    options
+}
+
+impl OutputFile {
+    /// Starts writing `path`.
+    pub fn create(path: &Path) -> Result<Self> {
+        match std::fs::metadata(path) {
+            Ok(meta) if meta.file_type().is_char_device() || meta.file_type().is_fifo() => {
+                let file = OpenOptions::new()
+                    .write(true)
+                    .open(path)
+                    .map_err(|e| Error::io(path, e))?;
+                return Ok(OutputFile {
+                    file,
+                    rename: None,
+                    path: path.to_path_buf(),
+                });
+            }
+            Ok(meta) if meta.is_dir() => {
+                return Err(Error::io(
+                    path,
+                    std::io::Error::new(std::io::ErrorKind::IsADirectory, "is a directory"),
+                ))
+            }
+            Ok(meta) if !meta.is_file() => {
+                return Err(Error::io(
+                    path,
+                    std::io::Error::other("not a regular file, device or fifo"),
+                ))
+            }
+            _ => {}
+        }
+        let name = path.file_name().ok_or_else(|| {
+            Error::io(
+                path,
+                std::io::Error::new(std::io::ErrorKind::InvalidInput, "no file name"),
+            )
+        })?;
+        for attempt in 0..100u32 {
+            let mut tmp_name = std::ffi::OsString::from(".");
+            tmp_name.push(name);
+            tmp_name.push(format!(".dlq-tmp-{}-{attempt}", std::process::id()));
+            let tmp = path.with_file_name(tmp_name);
+            match new_file_options().open(&tmp) {
+                Ok(file) => {
+                    return Ok(OutputFile {
+                        file,
+                        rename: Some((tmp, path.to_path_buf())),
+                        path: path.to_path_buf(),
+                    })
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+                Err(e) => return Err(Error::io(path, e)),
+            }
+        }
+        Err(Error::io(
+            path,
+            std::io::Error::new(std::io::ErrorKind::AlreadyExists, "no free temporary name"),
+        ))
+    }
+
+    /// The file to write into (buffer it: this is the bare file).
+    pub fn file(&mut self) -> &mut File {
+        &mut self.file
+    }
+
+    /// The destination, for error messages.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Finishes: syncs the file, renames it over the destination and syncs
+    /// the directory, so the new content is there after a crash. A stream
+    /// is only flushed.
+    pub fn commit(mut self) -> Result<()> {
+        self.file.flush().map_err(|e| Error::io(&self.path, e))?;
+        let Some((tmp, dest)) = self.rename.take() else {
+            return Ok(());
+        };
+        let result = (|| {
+            self.file.sync_all()?;
+            std::fs::rename(&tmp, &dest)?;
+            if let Some(dir) = dest.parent().filter(|d| !d.as_os_str().is_empty()) {
+                File::open(dir)?.sync_all()?;
+            }
+            Ok(())
+        })();
+        if result.is_err() {
+            let _ = std::fs::remove_file(&tmp);
+        }
+        result.map_err(|e: std::io::Error| Error::io(&dest, e))
+    }
+}
+
+impl Drop for OutputFile {
+    fn drop(&mut self) {
+        // Not committed: the temporary file goes, the destination stays.
+        if let Some((tmp, _)) = self.rename.take() {
+            let _ = std::fs::remove_file(tmp);
+        }
+    }
+}
+
+/// Writes `contents` to `path` as one [`OutputFile`].
+pub fn write_file(path: &Path, contents: &[u8]) -> Result<()> {
+    let mut out = OutputFile::create(path)?;
+    out.file()
+        .write_all(contents)
+        .map_err(|e| Error::io(path, e))?;
+    out.commit()
+}
+
+/// Creates `dir` and the directories below it, level by level: a level that
+/// exists must be a directory, not a link to one (a link planted in an
+/// export tree would send the files elsewhere). New directories are 0700.
+/// `under` is the level from which on links are refused (the export's own
+/// directory); levels above it are the user's business.
+pub fn create_private_dir_all(under: &Path, dir: &Path) -> Result<()> {
+    use std::os::unix::fs::DirBuilderExt;
+    let relative = dir.strip_prefix(under).map_err(|_| {
+        Error::invalid_argument(
+            "directory",
+            format!("{} is not under {}", dir.display(), under.display()),
+        )
+    })?;
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(under)
+        .map_err(|e| Error::io(under, e))?;
+    let mut current = under.to_path_buf();
+    for part in relative.components() {
+        current.push(part);
+        match std::fs::symlink_metadata(&current) {
+            Ok(meta) if meta.file_type().is_symlink() => {
+                return Err(Error::io(
+                    &current,
+                    std::io::Error::other("is a symbolic link; refusing to write through it"),
+                ))
+            }
+            Ok(meta) if meta.is_dir() => {}
+            Ok(_) => {
+                return Err(Error::io(
+                    &current,
+                    std::io::Error::other("exists and is not a directory"),
+                ))
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                std::fs::DirBuilder::new()
+                    .mode(0o700)
+                    .create(&current)
+                    .map_err(|e| Error::io(&current, e))?;
+            }
+            Err(e) => return Err(Error::io(&current, e)),
+        }
+    }
+    Ok(())
+}
+
+/// Creates a new file (never an existing one, never through a link), mode
+/// 0600, with `contents`.
+pub fn write_new_file(path: &Path, contents: &[u8]) -> Result<()> {
+    let mut file = new_file_options()
+        .open(path)
+        .map_err(|e| Error::io(path, e))?;
+    file.write_all(contents).map_err(|e| Error::io(path, e))
+}

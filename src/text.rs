@@ -1,0 +1,118 @@
+//! Text from the database or the file system (ids, paths, messages) on its
+//! way to a terminal, an HTML page or a spreadsheet. Any of it can be chosen
+//! by someone careless or malicious: a file named `bad\e[31m\nforged` must
+//! not colour a terminal or forge a second line, a right-to-left override
+//! must not reorder what a person reads, and a CSV cell `=cmd|...` must not
+//! become a formula.
+
+use std::borrow::Cow;
+
+/// Whether `c` must not reach a terminal or a page as itself: C0 controls
+/// (newlines and tabs included: one value is one line), DEL, C1 controls,
+/// and the Unicode bidirectional controls.
+pub fn is_unsafe(c: char) -> bool {
+    c.is_control()
+        || matches!(c, '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+}
+
+/// `text` with every unsafe character written visibly: `\n`, `\t`, `\r`,
+/// `\e`, `\xNN` for other C0, DEL and C1, `\u{NNNN}` for bidi controls.
+pub fn for_terminal(text: &str) -> Cow<'_, str> {
+    if !text.chars().any(is_unsafe) {
+        return Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        if !is_unsafe(c) {
+            out.push(c);
+            continue;
+        }
+        match c {
+            '\n' => out.push_str("\\n"),
+            '\t' => out.push_str("\\t"),
+            '\r' => out.push_str("\\r"),
+            '\u{1b}' => out.push_str("\\e"),
+            c if (c as u32) < 0x100 => out.push_str(&format!("\\x{:02x}", c as u32)),
+            c => out.push_str(&format!("\\u{{{:04x}}}", c as u32)),
+        }
+    }
+    Cow::Owned(out)
+}
+
+/// `text` for HTML element content or a quoted attribute: the five markup
+/// characters as entities, and unsafe characters (see [`is_unsafe`]) written
+/// visibly as in [`for_terminal`], except newlines and tabs, which HTML
+/// shows as spaces anyway.
+pub fn for_html(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            '\n' | '\t' => out.push(c),
+            c if is_unsafe(c) => {
+                let mut buffer = [0u8; 4];
+                out.push_str(&for_terminal(c.encode_utf8(&mut buffer)));
+            }
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// A CSV cell that a spreadsheet would run as a formula (it starts with
+/// `=`, `+`, `-`, `@`, a tab or a carriage return, and is not a plain
+/// number) gets a leading `'`, which spreadsheets show as text. `--raw-csv`
+/// turns this off.
+pub fn for_csv(cell: &str) -> Cow<'_, str> {
+    let risky = cell
+        .chars()
+        .next()
+        .is_some_and(|c| matches!(c, '=' | '+' | '-' | '@' | '\t' | '\r'));
+    if risky && cell.parse::<f64>().is_err() {
+        Cow::Owned(format!("'{cell}"))
+    } else {
+        Cow::Borrowed(cell)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn terminals_see_escapes_not_controls() {
+        assert_eq!(for_terminal("plain/path.json"), "plain/path.json");
+        assert_eq!(
+            for_terminal("bad\u{1b}[31mname\nrejected: forged.json"),
+            "bad\\e[31mname\\nrejected: forged.json"
+        );
+        assert_eq!(
+            for_terminal("a\u{202e}b\u{7f}c\u{85}"),
+            "a\\u{202e}b\\x7fc\\x85"
+        );
+        assert_eq!(for_terminal("\0"), "\\x00");
+    }
+
+    #[test]
+    fn html_escapes_markup_and_controls() {
+        assert_eq!(
+            for_html("<a href='x'>&\u{1b}\u{202e}\0</a>"),
+            "&lt;a href=&#39;x&#39;&gt;&amp;\\e\\u{202e}\\x00&lt;/a&gt;"
+        );
+    }
+
+    #[test]
+    fn formulas_are_neutralised_numbers_are_not() {
+        assert_eq!(for_csv("=HYPERLINK(\"x\")"), "'=HYPERLINK(\"x\")");
+        assert_eq!(for_csv("@SUM(A1)"), "'@SUM(A1)");
+        assert_eq!(for_csv("+1+1"), "'+1+1");
+        assert_eq!(for_csv("-1"), "-1");
+        assert_eq!(for_csv("-2.5e3"), "-2.5e3");
+        assert_eq!(for_csv("timeout"), "timeout");
+        assert_eq!(for_csv(""), "");
+    }
+}
