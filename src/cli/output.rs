@@ -3,6 +3,7 @@
 //! so `main` can exit quietly.
 
 use anyhow::Result;
+use dlqlite::text::for_terminal;
 use serde::Serialize;
 use std::io::Write;
 
@@ -42,19 +43,29 @@ impl Table {
     }
 
     pub fn write(&self, out: &mut impl Write) -> Result<()> {
-        let mut widths: Vec<usize> = self.headers.iter().map(|h| h.chars().count()).collect();
-        for row in &self.rows {
-            for (i, cell) in row.iter().enumerate() {
-                if let Some(width) = widths.get_mut(i) {
-                    *width = (*width).max(cell.chars().count());
-                }
-            }
-        }
+        let widths = self.widths();
         write_row(out, &self.headers, &widths)?;
         for row in &self.rows {
             write_row(out, row, &widths)?;
         }
         Ok(())
+    }
+
+    /// The column widths that fit the headers and the rows so far.
+    fn widths(&self) -> Vec<usize> {
+        let mut widths: Vec<usize> = self
+            .headers
+            .iter()
+            .map(|h| for_terminal(h).chars().count())
+            .collect();
+        for row in &self.rows {
+            for (i, cell) in row.iter().enumerate() {
+                if let Some(width) = widths.get_mut(i) {
+                    *width = (*width).max(for_terminal(cell).chars().count());
+                }
+            }
+        }
+        widths
     }
 }
 
@@ -63,7 +74,7 @@ fn write_row(out: &mut impl Write, cells: &[String], widths: &[usize]) -> Result
     let mut line = String::new();
     for (i, cell) in cells.iter().enumerate() {
         // Control and bidi characters written visibly (see dlqlite::text).
-        let clean = dlqlite::text::for_terminal(cell);
+        let clean = for_terminal(cell);
         line.push_str(&clean);
         if i < last {
             let pad = widths
@@ -98,13 +109,20 @@ pub enum Format {
     Csv,
 }
 
+/// Rows a table collects to size its columns before it starts to stream.
+const TABLE_SAMPLE: usize = 1_000;
+
 /// Writes rows in one of the [`Format`]s. JSON, JSON lines and CSV stream;
-/// the table collects its rows to align them (listings are bounded).
+/// the table sizes its columns on the first [`TABLE_SAMPLE`] rows, then
+/// streams the rest with those widths, so memory stays flat in the number
+/// of rows (cells are cut at 60 characters, so no column grows far).
 pub struct RowWriter {
     format: Format,
     columns: Vec<String>,
     out: std::io::BufWriter<std::io::StdoutLock<'static>>,
     table: Table,
+    /// Set once the table streams.
+    widths: Option<Vec<usize>>,
     rows: usize,
     /// Column widths cap for the table (long messages are cut).
     max_cell: usize,
@@ -112,7 +130,6 @@ pub struct RowWriter {
     table_columns: usize,
 }
 
-/// A cell as text: strings as they are, null as empty, the rest as JSON.
 /// Whether CSV cells go out raw (`--raw-csv`); otherwise cells a
 /// spreadsheet would run as formulas are neutralised (dlqlite::text).
 pub static RAW_CSV: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
@@ -126,6 +143,7 @@ pub fn csv_cell(cell: &str) -> std::borrow::Cow<'_, str> {
     }
 }
 
+/// A cell as text: strings as they are, null as empty, the rest as JSON.
 pub fn cell_text(value: &serde_json::Value) -> String {
     match value {
         serde_json::Value::Null => String::new(),
@@ -141,6 +159,7 @@ impl RowWriter {
             columns: columns.iter().map(|c| c.to_string()).collect(),
             out: std::io::BufWriter::new(std::io::stdout().lock()),
             table: Table::new(&columns.iter().map(|c| c.to_uppercase()).collect::<Vec<_>>()),
+            widths: None,
             rows: 0,
             max_cell: 60,
             table_columns: columns.len(),
@@ -187,8 +206,18 @@ impl RowWriter {
                             text
                         }
                     })
-                    .collect();
-                self.table.row(cells);
+                    .collect::<Vec<String>>();
+                match &self.widths {
+                    Some(widths) => write_row(&mut self.out, &cells, widths)?,
+                    None => {
+                        self.table.row(cells);
+                        if self.table.rows.len() >= TABLE_SAMPLE {
+                            self.table.write(&mut self.out)?;
+                            self.widths = Some(self.table.widths());
+                            self.table.rows = Vec::new();
+                        }
+                    }
+                }
             }
             Format::Json | Format::Jsonl => {
                 let object: serde_json::Map<String, serde_json::Value> =
@@ -218,7 +247,7 @@ impl RowWriter {
 
     pub fn finish(mut self) -> Result<usize> {
         match self.format {
-            Format::Table => self.table.write(&mut self.out)?,
+            Format::Table if self.widths.is_none() => self.table.write(&mut self.out)?,
             Format::Json => self.out.write_all(b"\n]\n")?,
             _ => {}
         }

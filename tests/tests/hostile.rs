@@ -529,3 +529,38 @@ fn names_and_messages_cannot_drive_the_terminal_or_a_spreadsheet() {
     let html = std::fs::read_to_string(&page).unwrap();
     assert!(!html.contains('\u{1b}') && !html.contains('\u{202e}'));
 }
+
+/// A table streams after sizing its columns on a sample: an endless query
+/// shown as a table and cut by `head` ends at once instead of collecting
+/// rows until memory runs out.
+#[test]
+fn tables_stream_after_a_sample() {
+    let (_dir, db) = job("table-stream", 1);
+    let query = "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT x, 'row ' || x AS label FROM c";
+    let mut child = Command::new("sh")
+        .arg("-c")
+        .arg("\"$0\" --db \"$1\" sql \"$2\" | head -1500 | tail -1")
+        .arg(env!("CARGO_BIN_EXE_dlq"))
+        .arg(&db)
+        .arg(query)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while child.try_wait().unwrap().is_none() {
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = Command::new("pkill")
+                .args(["-f", "WITH RECURSIVE c"])
+                .status();
+            panic!("the table did not stream: still running after 60 s");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let output = child.wait_with_output().unwrap();
+    let last = String::from_utf8_lossy(&output.stdout);
+    // Row 1499 (after the header), aligned like the first ones.
+    assert!(last.starts_with("1499  "), "{last:?}");
+    assert!(String::from_utf8_lossy(&output.stderr).is_empty());
+}
