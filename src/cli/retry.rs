@@ -5,6 +5,7 @@ use super::Context;
 use anyhow::{bail, Result};
 use dlqlite::retry::command::CommandHandler;
 use dlqlite::retry::{new_run_id, preview, retry, Progress, RetryOptions, RunControl};
+use dlqlite::text::for_terminal;
 use std::io::{IsTerminal, Write};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -193,12 +194,17 @@ pub fn run(args: Args, ctx: &super::Context) -> Result<std::process::ExitCode> {
         let mut out = std::io::stdout().lock();
         writeln!(
             out,
-            "{}: {} item(s) tried ({} attempt(s)): {} succeeded and removed, {} failed again, {} skipped as not eligible{}; {} remaining{}",
-            summary.job_id,
+            "{}: {} item(s) tried ({} attempt(s)): {} succeeded and removed, {} failed again{}, {} skipped as not eligible{}; {} remaining{}",
+            for_terminal(&summary.job_id),
             c.attempted,
             c.attempts,
             c.succeeded,
             c.failed,
+            if summary.lost > 0 {
+                format!(", {} removed or taken over by others while tried", summary.lost)
+            } else {
+                String::new()
+            },
             c.skipped,
             if c.skipped > 0 { " (--force takes them)" } else { "" },
             summary.remaining,

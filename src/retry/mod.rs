@@ -154,6 +154,11 @@ pub struct RetrySummary {
     pub job_id: String,
     #[serde(flatten)]
     pub counts: RunCounts,
+    /// Items tried whose lease was lost before their outcome was recorded:
+    /// removed meanwhile (purge, clear, requeue --take, by hand) or, after
+    /// their lease expired, taken by another run. `attempted` is always
+    /// `succeeded + failed + lost`.
+    pub lost: u64,
     /// Items of the selection still in the DLQ after the run.
     pub remaining: u64,
     pub interrupted: bool,
@@ -162,6 +167,7 @@ pub struct RetrySummary {
 
 #[derive(Default)]
 struct Shared {
+    lost: AtomicU64,
     attempted: AtomicU64,
     succeeded: AtomicU64,
     failed: AtomicU64,
@@ -410,6 +416,7 @@ pub fn retry(
         run_id: options.run_id.clone(),
         job_id: options.job_id.clone(),
         counts,
+        lost: shared.lost.load(Ordering::SeqCst),
         remaining: dlq.count_matching(&take)?,
         interrupted,
         duration_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
@@ -467,6 +474,8 @@ fn work_item(
             Outcome::Success => {
                 if dlq.retry_succeeded(&options.run_id, key, number, duration_ms)? {
                     shared.succeeded.fetch_add(1, Ordering::SeqCst);
+                } else {
+                    shared.lost.fetch_add(1, Ordering::SeqCst);
                 }
                 return Ok(());
             }
@@ -490,6 +499,7 @@ fn work_item(
                 if dlq.retry_failed(&options.run_id, key, detail)?.is_none() {
                     // The lease was lost (the item was removed or expired and
                     // taken): stop working on it.
+                    shared.lost.fetch_add(1, Ordering::SeqCst);
                     return Ok(());
                 }
             }

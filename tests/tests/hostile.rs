@@ -564,3 +564,118 @@ fn tables_stream_after_a_sample() {
     assert!(last.starts_with("1499  "), "{last:?}");
     assert!(String::from_utf8_lossy(&output.stderr).is_empty());
 }
+
+/// Items purged while a retry holds them are accounted for: attempted is
+/// always succeeded + failed + lost.
+#[test]
+fn a_retry_summary_adds_up_when_items_are_purged_under_it() {
+    let (dir, db) = job("purged-under-retry", 3);
+    let marker = dir.join("started");
+    let script = format!("echo x >> {}; sleep 2; exit 1", marker.display());
+    let child = dlq(&db)
+        .args([
+            "retry",
+            "j",
+            "--json",
+            "--max-retries",
+            "1",
+            "--exec",
+            &script,
+        ])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while std::fs::read_to_string(&marker)
+        .map(|t| t.lines().count())
+        .unwrap_or(0)
+        < 3
+        && Instant::now() < deadline
+    {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    ok(dlq(&db).args(["purge", "--older-than-days", "0", "--yes"]));
+    let output = child.wait_with_output().unwrap();
+    let summary = json(&String::from_utf8_lossy(&output.stdout));
+    let n = |key: &str| summary[key].as_u64().unwrap();
+    assert_eq!(n("attempted"), 3, "{summary}");
+    assert_eq!(n("lost"), 3, "{summary}");
+    assert_eq!(
+        n("attempted"),
+        n("succeeded") + n("failed") + n("lost"),
+        "{summary}"
+    );
+    assert_eq!(n("remaining"), 0);
+}
+
+/// Another process plants links while dlq runs: at every name it could
+/// guess in the temp directory and inside an export tree. Nothing outside
+/// is ever written.
+#[test]
+fn a_racing_link_planter_writes_nothing_outside() {
+    let (dir, db) = job("link-race", 20);
+    let victim = dir.join("victim");
+    std::fs::write(&victim, "precious").unwrap();
+    let tmp = dir.join("tmp");
+    let export = dir.join("export");
+    std::fs::create_dir_all(&tmp).unwrap();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let planter = {
+        let (stop, victim, tmp, export) =
+            (stop.clone(), victim.clone(), tmp.clone(), export.clone());
+        std::thread::spawn(move || {
+            let mut planted = 0u64;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                // Links at the names a careless writer would use, in every
+                // directory that exists right now.
+                let mut dirs = vec![tmp.clone(), export.clone()];
+                let mut i = 0;
+                while i < dirs.len() {
+                    if let Ok(entries) = std::fs::read_dir(&dirs[i]) {
+                        for entry in entries.flatten() {
+                            if entry.file_type().map(|t| t.is_dir()).unwrap_or(false) {
+                                dirs.push(entry.path());
+                            }
+                        }
+                    }
+                    i += 1;
+                }
+                for d in &dirs {
+                    for name in [
+                        "index.json",
+                        "i00.json",
+                        "i01.json",
+                        "item-0.json",
+                        "item-1.json",
+                    ] {
+                        if std::os::unix::fs::symlink(&victim, d.join(name)).is_ok() {
+                            planted += 1;
+                        }
+                    }
+                }
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            planted
+        })
+    };
+    for _ in 0..5 {
+        let _ = run(dlq(&db).env("TMPDIR", &tmp).args([
+            "retry",
+            "j",
+            "--max-retries",
+            "1",
+            "--exec",
+            "cat \"$DLQ_ITEM_FILE\" >/dev/null; exit 1",
+        ]));
+        let _ = std::fs::remove_dir_all(&export);
+        let _ = run(dlq(&db)
+            .arg("export")
+            .arg(&export)
+            .args(["--format", "legacy"]));
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let planted = planter.join().unwrap();
+    assert!(planted > 0, "the planter never planted");
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious");
+    assert_eq!(count(&db, "SELECT COUNT(*) FROM items"), 20);
+}
