@@ -119,23 +119,17 @@ pub fn drift(db: &Path) -> Vec<String> {
             "jobs [items, eligible, manual, failures]: stored {stored_jobs:?}, rows say {jobs:?}"
         ));
     }
-    let stored = tally_of(
-        &conn,
-        "SELECT job_id, error_signature, item_count FROM signature_counts",
-    );
-    if stored != signatures {
-        problems.push(format!(
-            "signature_counts: stored {stored:?}, rows say {signatures:?}"
-        ));
-    }
-    let stored = tally_of(
-        &conn,
-        "SELECT job_id, error_type, item_count FROM error_type_counts",
-    );
-    if stored != error_types {
-        problems.push(format!(
-            "error_type_counts: stored {stored:?}, rows say {error_types:?}"
-        ));
+    for (table, key, expected) in [
+        ("signature_counts", "error_signature", signatures),
+        ("error_type_counts", "error_type", error_types),
+    ] {
+        let stored = tally_of(
+            &conn,
+            &format!("SELECT job_id, {key}, item_count FROM {table}"),
+        );
+        if stored != expected {
+            problems.push(format!("{table}: stored {stored:?}, rows say {expected:?}"));
+        }
     }
     problems
 }

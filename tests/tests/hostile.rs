@@ -29,6 +29,19 @@ fn refused(command: &mut Command) -> (i32, String) {
     )
 }
 
+/// Waits (up to 20 s) until `path` has `n` lines: the commands started.
+fn wait_for_lines(path: &Path, n: usize) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while std::fs::read_to_string(path)
+        .map(|t| t.lines().count())
+        .unwrap_or(0)
+        < n
+        && Instant::now() < deadline
+    {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 fn alive(pattern: &str) -> usize {
     let output = Command::new("pgrep")
         .args(["-f", pattern])
@@ -248,15 +261,7 @@ fn kill_9_of_retry_takes_the_commands_grandchildren_with_it() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while std::fs::read_to_string(&marker)
-        .map(|t| t.lines().count())
-        .unwrap_or(0)
-        < 3
-        && Instant::now() < deadline
-    {
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    wait_for_lines(&marker, 3);
     assert!(alive("sleep 31[12]") >= 6, "the commands did not start");
     child.kill().unwrap(); // SIGKILL
     child.wait().unwrap();
@@ -585,15 +590,7 @@ fn a_retry_summary_adds_up_when_items_are_purged_under_it() {
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while std::fs::read_to_string(&marker)
-        .map(|t| t.lines().count())
-        .unwrap_or(0)
-        < 3
-        && Instant::now() < deadline
-    {
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    wait_for_lines(&marker, 3);
     ok(dlq(&db).args(["purge", "--older-than-days", "0", "--yes"]));
     let output = child.wait_with_output().unwrap();
     let summary = json(&String::from_utf8_lossy(&output.stdout));
