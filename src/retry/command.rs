@@ -241,8 +241,7 @@ fn terminate_group(group: i32) {
     if group <= 0 {
         return;
     }
-    // SAFETY: kill(2) on a process group; no memory effects here.
-    let alive = || unsafe { libc::kill(-group, 0) } == 0;
+    let alive = || group_alive(group);
     if !alive() {
         return;
     }
@@ -254,6 +253,33 @@ fn terminate_group(group: i32) {
         std::thread::sleep(Duration::from_millis(20));
     }
     kill_group(group);
+}
+
+/// Whether a process of the group still runs. kill(-group, 0) also finds
+/// zombies, and the orphans of a killed shell stay zombies for as long as
+/// the process that inherits them does not reap them (some containers' init
+/// never does), so /proc has the last word.
+fn group_alive(group: i32) -> bool {
+    // SAFETY: kill(2) with signal 0 only checks whether the group exists.
+    if unsafe { libc::kill(-group, 0) } != 0 {
+        return false;
+    }
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return true;
+    };
+    entries.flatten().any(|entry| {
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+            return false;
+        };
+        // "pid (comm) state ppid pgrp ...": comm may hold spaces and ')'.
+        let Some(rest) = stat.rfind(')').map(|i| &stat[i + 1..]) else {
+            return false;
+        };
+        let mut fields = rest.split_whitespace();
+        let state = fields.next();
+        let pgrp = fields.nth(1).and_then(|p| p.parse::<i32>().ok());
+        pgrp == Some(group) && state != Some("Z")
+    })
 }
 
 /// Keeps the tail of a stream.
