@@ -116,6 +116,18 @@ fn configure_new(conn: &mut Connection) -> rusqlite::Result<()> {
 /// files the same mode as the database file.
 fn create_private_file(path: &Path) -> Result<()> {
     if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+        // Directories it creates are 0700 whatever the umask: under a
+        // world-writable one another user could swap the database.
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::DirBuilderExt;
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(parent)
+                .map_err(|e| Error::io(parent, e))?;
+        }
+        #[cfg(not(unix))]
         std::fs::create_dir_all(parent).map_err(|e| Error::io(parent, e))?;
     }
     let mut options = std::fs::OpenOptions::new();

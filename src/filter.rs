@@ -718,7 +718,7 @@ fn bind_value(field: &Field, literal: &Literal, now: Timestamp) -> Value {
             } else {
                 now.plus_millis(offset.saturating_mul(1000))
             };
-            Value::Text(time.to_storage())
+            Value::Text(time.clamped_to_storage_range().to_storage())
         }
     }
 }

@@ -10,7 +10,27 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
-    let args = <cli::Cli as clap::Parser>::parse();
+    let args = match <cli::Cli as clap::Parser>::try_parse() {
+        Ok(args) => args,
+        Err(error) => {
+            use clap::error::ErrorKind;
+            if matches!(
+                error.kind(),
+                ErrorKind::DisplayHelp
+                    | ErrorKind::DisplayVersion
+                    | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+            ) {
+                error.exit();
+            }
+            // A usage error quotes what was typed, which may hold escape
+            // sequences: written with them made visible, line by line.
+            let text = error.render().to_string();
+            for line in text.lines() {
+                eprintln!("{}", dlqlite::text::for_terminal(line));
+            }
+            return ExitCode::from(2);
+        }
+    };
     match cli::run(args) {
         Ok(code) => code,
         Err(error) if is_broken_pipe(&error) => ExitCode::SUCCESS,
@@ -44,19 +64,24 @@ fn one_line(error: &anyhow::Error) -> String {
 
 fn is_broken_pipe(error: &anyhow::Error) -> bool {
     let pipe = |kind: Option<std::io::ErrorKind>| kind == Some(std::io::ErrorKind::BrokenPipe);
-    error.chain().any(|cause| {
-        pipe(
-            cause
-                .downcast_ref::<std::io::Error>()
-                .map(std::io::Error::kind),
-        ) || pipe(
-            cause
-                .downcast_ref::<serde_json::Error>()
-                .and_then(serde_json::Error::io_error_kind),
-        ) || match cause.downcast_ref::<dlqlite::Error>() {
-            Some(dlqlite::Error::Io { source, .. }) => pipe(Some(source.kind())),
-            Some(dlqlite::Error::Json(e)) => pipe(e.io_error_kind()),
-            _ => false,
+    // The outermost cause that says what was written decides.
+    for cause in error.chain() {
+        match cause.downcast_ref::<dlqlite::Error>() {
+            // Quiet only for our own stdout (`dlq ... | head`): a reader of
+            // an export file or fifo that goes away early is a failure.
+            Some(dlqlite::Error::Io { source, path }) => {
+                return pipe(Some(source.kind()))
+                    && (path.as_os_str() == "stdout" || path.as_os_str() == "output");
+            }
+            Some(dlqlite::Error::Json(e)) => return pipe(e.io_error_kind()),
+            _ => {}
         }
-    })
+        if let Some(e) = cause.downcast_ref::<std::io::Error>() {
+            return pipe(Some(e.kind()));
+        }
+        if let Some(e) = cause.downcast_ref::<serde_json::Error>() {
+            return pipe(e.io_error_kind());
+        }
+    }
+    false
 }

@@ -40,19 +40,25 @@ fn new_file_options() -> OpenOptions {
 }
 
 impl OutputFile {
-    /// Starts writing `path`.
+    /// Starts writing `path`. A link there is replaced, unless it leads to
+    /// a device, a fifo or this process's own standard output (as
+    /// `/dev/stdout` does), which are written as streams.
     pub fn create(path: &Path) -> Result<Self> {
+        let stream = |file: File| OutputFile {
+            file,
+            rename: None,
+            path: path.to_path_buf(),
+        };
+        if let Some(stdout) = stdout_if_same(path) {
+            return Ok(stream(stdout));
+        }
         match std::fs::metadata(path) {
             Ok(meta) if meta.file_type().is_char_device() || meta.file_type().is_fifo() => {
                 let file = OpenOptions::new()
                     .write(true)
                     .open(path)
                     .map_err(|e| Error::io(path, e))?;
-                return Ok(OutputFile {
-                    file,
-                    rename: None,
-                    path: path.to_path_buf(),
-                });
+                return Ok(stream(file));
             }
             Ok(meta) if meta.is_dir() => {
                 return Err(Error::io(
@@ -68,17 +74,15 @@ impl OutputFile {
             }
             _ => {}
         }
-        let name = path.file_name().ok_or_else(|| {
-            Error::io(
+        if path.file_name().is_none() {
+            return Err(Error::io(
                 path,
                 std::io::Error::new(std::io::ErrorKind::InvalidInput, "no file name"),
-            )
-        })?;
+            ));
+        }
         for attempt in 0..100u32 {
-            let mut tmp_name = std::ffi::OsString::from(".");
-            tmp_name.push(name);
-            tmp_name.push(format!(".dlq-tmp-{}-{attempt}", std::process::id()));
-            let tmp = path.with_file_name(tmp_name);
+            // Short, so a destination name at the length limit still works.
+            let tmp = path.with_file_name(format!(".dlq-tmp-{}-{attempt}", std::process::id()));
             match new_file_options().open(&tmp) {
                 Ok(file) => {
                     return Ok(OutputFile {
@@ -95,6 +99,12 @@ impl OutputFile {
             path,
             std::io::Error::new(std::io::ErrorKind::AlreadyExists, "no free temporary name"),
         ))
+    }
+
+    /// Whether this writes into a stream (a device, fifo or stdout) rather
+    /// than a file that is renamed into place.
+    pub fn is_stream(&self) -> bool {
+        self.rename.is_none()
     }
 
     /// The file to write into (buffer it: this is the bare file).
@@ -137,6 +147,20 @@ impl Drop for OutputFile {
             let _ = std::fs::remove_file(tmp);
         }
     }
+}
+
+/// When `path` names the very file this process's stdout is (a
+/// `/dev/stdout` link, `/proc/self/fd/1`), a duplicate of stdout: renaming
+/// over the link would put the output in a new file nobody reads.
+fn stdout_if_same(path: &Path) -> Option<File> {
+    use std::os::fd::AsFd;
+    use std::os::unix::fs::MetadataExt;
+    let target = std::fs::metadata(path).ok()?;
+    let stdout = std::io::stdout();
+    let fd = stdout.as_fd().try_clone_to_owned().ok()?;
+    let file = File::from(fd);
+    let mine = file.metadata().ok()?;
+    (mine.dev() == target.dev() && mine.ino() == target.ino()).then_some(file)
 }
 
 /// Writes `contents` to `path` as one [`OutputFile`].

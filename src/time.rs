@@ -100,6 +100,23 @@ impl Timestamp {
         )
     }
 
+    /// This instant moved into the years 0000-9999, the range whose stored
+    /// form sorts as text in time order: a computed instant outside it
+    /// (`now + 3000000d`) would be stored wider and sort wrongly.
+    pub fn clamped_to_storage_range(self) -> Self {
+        use chrono::TimeZone;
+        let lowest = Utc.with_ymd_and_hms(0, 1, 1, 0, 0, 0).single();
+        let highest = Utc
+            .with_ymd_and_hms(9999, 12, 31, 23, 59, 59)
+            .single()
+            .and_then(|t| t.checked_add_signed(chrono::TimeDelta::nanoseconds(999_999_999)));
+        match (lowest, highest) {
+            (Some(low), _) if self.0 < low => Timestamp(low),
+            (_, Some(high)) if self.0 > high => Timestamp(high),
+            _ => self,
+        }
+    }
+
     /// This instant plus a number of milliseconds (saturating).
     pub fn plus_millis(&self, millis: i64) -> Self {
         let delta = chrono::TimeDelta::try_milliseconds(millis).unwrap_or(chrono::TimeDelta::MAX);

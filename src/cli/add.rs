@@ -85,8 +85,12 @@ fn println_summary(job: &str, s: &Summary) -> Result<()> {
     let mut out = std::io::stdout().lock();
     write!(
         out,
-        "{job}: {} read, {} new, {} merged, {} unchanged",
-        s.items_read, s.items_new, s.items_merged, s.items_unchanged
+        "{}: {} read, {} new, {} merged, {} unchanged",
+        dlqlite::text::for_terminal(job),
+        s.items_read,
+        s.items_new,
+        s.items_merged,
+        s.items_unchanged
     )?;
     if s.items_evicted > 0 {
         write!(

@@ -61,7 +61,8 @@ pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
     match &info.job_id {
         Some(job) => writeln!(
             out,
-            "{job}: {} ({})",
+            "{}: {} ({})",
+            dlqlite::text::for_terminal(job),
             show(info.effective_max_items),
             if info.job_max_items.is_some() {
                 "job override"

@@ -25,7 +25,8 @@ pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
     if !confirm(
         &format!(
             "remove all {} item(s) of {}?",
-            stats.total_items, args.job_id
+            stats.total_items,
+            dlqlite::text::for_terminal(&args.job_id)
         ),
         args.yes,
     )? {
@@ -33,6 +34,9 @@ pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
         return Ok(ExitCode::from(1));
     }
     let removed = dlq.clear_job(&args.job_id)?;
-    println!("removed {removed} item(s) from {}", args.job_id);
+    println!(
+        "removed {removed} item(s) from {}",
+        dlqlite::text::for_terminal(&args.job_id)
+    );
     Ok(ExitCode::SUCCESS)
 }

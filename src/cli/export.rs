@@ -106,7 +106,15 @@ pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
     let mut file = OutputFile::create(&args.path)?;
     let count = {
         let mut out = std::io::BufWriter::new(file.file());
-        let count = write_items(&dlq, filter, &mut out, item_format)?;
+        // Errors name the destination (write_items says "output").
+        let count = write_items(&dlq, filter, &mut out, item_format).map_err(|e| match e {
+            dlqlite::Error::Io { source, .. } => dlqlite::Error::io(&args.path, source),
+            dlqlite::Error::Json(e) => match e.io_error_kind() {
+                Some(kind) => dlqlite::Error::io(&args.path, std::io::Error::new(kind, e)),
+                None => dlqlite::Error::Json(e),
+            },
+            other => other,
+        })?;
         out.flush().map_err(|e| dlqlite::Error::io(&args.path, e))?;
         count
     };

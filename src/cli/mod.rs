@@ -124,7 +124,14 @@ pub fn with_test_clock(dlq: Dlq) -> Result<Dlq> {
 /// `$PRODIGY_HOME`, defaulting to `~/.prodigy`.
 pub fn prodigy_home() -> Result<PathBuf> {
     if let Some(home) = std::env::var_os("PRODIGY_HOME").filter(|h| !h.is_empty()) {
-        return Ok(PathBuf::from(home));
+        let home = PathBuf::from(home);
+        if !home.is_absolute() {
+            anyhow::bail!(
+                "PRODIGY_HOME ({}) is not an absolute path: set it to one, or pass --db",
+                home.display()
+            );
+        }
+        return Ok(home);
     }
     let home = std::env::var_os("HOME")
         .filter(|h| !h.is_empty())

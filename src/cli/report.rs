@@ -30,8 +30,16 @@ pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
     };
     let analysis = dlq.analyze(args.job_id.as_deref())?;
     let page = render(&stats, &analysis, &dlq.now().to_string());
+    if args.html.as_os_str() == "-" {
+        use std::io::Write;
+        std::io::stdout().lock().write_all(page.as_bytes())?;
+        return Ok(ExitCode::SUCCESS);
+    }
     dlqlite::outfile::write_file(&args.html, page.as_bytes())?;
-    eprintln!("wrote {}", args.html.display());
+    eprintln!(
+        "wrote {}",
+        dlqlite::text::for_terminal(&args.html.display().to_string())
+    );
     Ok(ExitCode::SUCCESS)
 }
 

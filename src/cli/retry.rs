@@ -43,9 +43,10 @@ pub struct Args {
     /// The command, run with `/bin/sh -c` (not empty)
     #[arg(long, value_name = "CMD", value_parser = non_blank_command)]
     exec: Option<String>,
-    /// Commands at once
-    #[arg(long, visible_alias = "max-parallel", default_value_t = 10)]
-    parallel: usize,
+    /// Commands at once (1 to 1024)
+    #[arg(long, visible_alias = "max-parallel", default_value_t = 10,
+          value_parser = clap::value_parser!(u16).range(1..=1024))]
+    parallel: u16,
     /// Attempts per item in this run (at least 1)
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=1000))]
     max_retries: u32,
@@ -99,15 +100,19 @@ fn seconds_up_to_30_days(text: &str) -> std::result::Result<f64, String> {
     if seconds.is_finite() && seconds > 0.0 && seconds <= 30.0 * 86_400.0 {
         Ok(seconds)
     } else {
-        Err(format!("{text} is not between 0 and 30 days (2592000 s)"))
+        Err(format!(
+            "{text} is not more than 0 and at most 30 days (2592000 s)"
+        ))
     }
 }
 
 /// `--rate`: a positive number of starts per second.
 fn positive_rate(text: &str) -> std::result::Result<f64, String> {
     match text.trim().parse::<f64>() {
-        Ok(rate) if rate.is_finite() && rate > 0.0 && rate <= 1e6 => Ok(rate),
-        _ => Err(format!("{text:?} is not a positive number up to 1000000")),
+        Ok(rate) if rate.is_finite() && (0.001..=1e6).contains(&rate) => Ok(rate),
+        _ => Err(format!(
+            "{text:?} is not a number of starts per second from 0.001 to 1000000"
+        )),
     }
 }
 
@@ -118,14 +123,11 @@ pub fn run(args: Args, ctx: &super::Context) -> Result<std::process::ExitCode> {
     let Some(job_id) = args.job_id.clone() else {
         bail!("which job? dlq retry JOB --exec CMD");
     };
-    if args.parallel == 0 {
-        bail!("--parallel must be at least 1");
-    }
     let options = RetryOptions {
         job_id: job_id.clone(),
         filter: parse_filter(args.filter.as_deref())?,
         force: args.force,
-        parallel: args.parallel,
+        parallel: usize::from(args.parallel),
         max_retries: args.max_retries,
         rate: args.rate,
         backoff_base: Duration::from_millis(args.backoff_ms),
@@ -211,11 +213,13 @@ pub fn run(args: Args, ctx: &super::Context) -> Result<std::process::ExitCode> {
             if summary.interrupted { "; interrupted: run it again to continue" } else { "" }
         )?;
     }
-    Ok(if summary.interrupted || summary.counts.failed > 0 {
-        std::process::ExitCode::from(1)
-    } else {
-        std::process::ExitCode::SUCCESS
-    })
+    Ok(
+        if summary.interrupted || summary.counts.failed > 0 || summary.lost > 0 {
+            std::process::ExitCode::from(1)
+        } else {
+            std::process::ExitCode::SUCCESS
+        },
+    )
 }
 
 fn dry_run(

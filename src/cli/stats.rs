@@ -56,7 +56,7 @@ pub fn show(ctx: &Context, job_id: Option<&str>, json: bool) -> Result<ExitCode>
             jobs = dlq.jobs()?.len();
         }
         let title = match job_id {
-            Some(job) => job.to_string(),
+            Some(job) => dlqlite::text::for_terminal(job).into_owned(),
             None => format!("all jobs ({jobs})"),
         };
         table.print(&title)?;

@@ -95,6 +95,8 @@ struct Artifacts {
 /// Parses `text` in one pass, or `None` if the lenient reader must decide.
 pub(super) fn parse(text: &str) -> Option<DeadLetteredItem> {
     let item: Item<'_> = serde_json::from_str(text).ok()?;
+    // A bad id is for the lenient reader to name.
+    super::check_id(&item.item_id).ok()?;
     let mut failure_history = Vec::with_capacity(item.failure_history.len());
     for failure in item.failure_history {
         failure_history.push(failure.convert()?);

@@ -298,6 +298,18 @@ pub fn compact_json(text: &str) -> String {
     out
 }
 
+/// Refuses an id (item or job) that no command line could name: empty, or
+/// holding a NUL byte.
+pub fn check_id(id: &str) -> std::result::Result<(), String> {
+    if id.is_empty() {
+        Err("is empty".to_string())
+    } else if id.contains('\0') {
+        Err("contains a NUL byte".to_string())
+    } else {
+        Ok(())
+    }
+}
+
 /// How deep JSON inside an item may nest. SQLite's JSON functions, which
 /// the schema's CHECK constraints use, refuse 1,000 levels: deeper data
 /// would parse here and then fail the whole transaction.
@@ -490,6 +502,7 @@ impl DeadLetteredItem {
     fn from_raw_lenient(raw: &RawValue) -> std::result::Result<Self, String> {
         let mut fields = Fields::new(raw, "")?;
         let item_id: String = fields.required("item_id")?;
+        check_id(&item_id).map_err(|reason| format!("field item_id: {reason}"))?;
         let item_data = compact_raw(fields.raw("item_data")?.get()).map_err(|e| e.to_string())?;
         let first_attempt = parse_timestamp(&mut fields, "first_attempt")?;
         let last_attempt = parse_timestamp(&mut fields, "last_attempt")?;

@@ -175,6 +175,9 @@ struct Shared {
     running: AtomicU64,
 }
 
+/// The longest wait between two starts that `rate` can ask for.
+const MAX_INTERVAL: Duration = Duration::from_secs(86_400);
+
 /// Starts spaced `1/rate` seconds apart.
 struct RateLimit {
     interval: Option<Duration>,
@@ -261,7 +264,9 @@ pub fn retry(
         interval: options
             .rate
             .filter(|r| *r > 0.0)
-            .map(|r| Duration::from_secs_f64(1.0 / r)),
+            // At most a day apart: a tiny rate must not overflow an Instant.
+            .map(|r| Duration::try_from_secs_f64(1.0 / r).unwrap_or(MAX_INTERVAL))
+            .map(|interval| interval.min(MAX_INTERVAL)),
         next: Mutex::new(Instant::now()),
     };
     let parallel = options.parallel.max(1);
@@ -446,7 +451,6 @@ fn work_item(
         // Removed or taken over since the claim: nothing to do.
         return Ok(());
     };
-    shared.attempted.fetch_add(1, Ordering::SeqCst);
     let attempts = options.max_retries.max(1);
     for number in 1..=attempts {
         if number > 1 {
@@ -461,6 +465,16 @@ fn work_item(
             break;
         }
         rate.wait(control);
+        if control.stopping() {
+            // Stopped while waiting for the rate limit: nothing more starts.
+            if number == 1 {
+                return dlq.release_lease(&options.run_id, key);
+            }
+            break;
+        }
+        if number == 1 {
+            shared.attempted.fetch_add(1, Ordering::SeqCst);
+        }
         let started_at = dlq.now();
         let clock = Instant::now();
         shared.attempts.fetch_add(1, Ordering::SeqCst);

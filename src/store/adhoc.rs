@@ -14,16 +14,22 @@ pub fn query_read_only(
     mut columns: impl FnMut(&[String]) -> Result<()>,
     mut row: impl FnMut(Vec<serde_json::Value>) -> Result<()>,
 ) -> Result<usize> {
-    if sql.trim().is_empty() {
+    if sql.trim().trim_matches(';').trim().is_empty() {
         return Err(Error::invalid_argument(
             "query",
             "it is empty: give one SQL statement",
         ));
     }
     let conn = crate::db::open_read_only(path)?;
-    let mut stmt = conn
-        .prepare(sql)
-        .map_err(|e| Error::invalid_argument("query", e.to_string()))?;
+    let mut stmt = conn.prepare(sql).map_err(|e| {
+        // SQLite says "API misuse" for text with no statement in it (only
+        // comments, say).
+        if e.sqlite_error_code() == Some(rusqlite::ErrorCode::ApiMisuse) {
+            Error::invalid_argument("query", "it holds no SQL statement")
+        } else {
+            Error::invalid_argument("query", e.to_string())
+        }
+    })?;
     if !stmt.readonly() {
         return Err(Error::invalid_argument(
             "query",

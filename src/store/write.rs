@@ -144,6 +144,8 @@ impl<'c> WriteTx<'c> {
         if self.jobs_touched.contains(job_id) {
             return Ok(());
         }
+        crate::model::check_id(job_id)
+            .map_err(|reason| crate::error::Error::invalid_argument("job id", reason))?;
         self.conn
             .prepare_cached(
                 "INSERT INTO jobs (job_id, repo, created_at, updated_at) VALUES (?1, ?2, ?3, ?3)

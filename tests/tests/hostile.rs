@@ -676,3 +676,179 @@ fn a_racing_link_planter_writes_nothing_outside() {
     assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious");
     assert_eq!(count(&db, "SELECT COUNT(*) FROM items"), 20);
 }
+
+/// Findings of the second hostile pass, each reproduced.
+#[test]
+fn far_future_now_and_odd_ids_and_flags() {
+    let (dir, db) = job("second-pass", 3);
+    // `now + N` past the year 9999 matches nothing, not everything.
+    let out = ok(dlq(&db).args([
+        "list",
+        "--format",
+        "jsonl",
+        "--filter",
+        "last_attempt > now + 3000000d",
+    ]));
+    assert_eq!(out.lines().count(), 0);
+    let taken = dir.join("taken.json");
+    ok(dlq(&db)
+        .args([
+            "requeue",
+            "j",
+            "--take",
+            "--filter",
+            "last_attempt > now + 3000000d",
+            "-o",
+        ])
+        .arg(&taken));
+    assert_eq!(count(&db, "SELECT COUNT(*) FROM items"), 3);
+    // Flags that would exhaust threads or overflow time are usage errors.
+    for args in [
+        vec!["retry", "j", "--exec", "true", "--parallel", "20000"],
+        vec!["retry", "j", "--exec", "true", "--rate", "1e-300"],
+        vec!["retry", "j", "--exec", "true", "--parallel", "0"],
+    ] {
+        let (code, err) = refused(dlq(&db).args(&args));
+        assert_eq!(code, 2, "{args:?}: {err}");
+    }
+    // Ids no command line could name are refused.
+    let (_, err) = refused(dlq(&db).args(["add", "--job-id", ""]).arg(write_json(
+        dir.path(),
+        "a.json",
+        &item("a", 1, "2025-01-01T00:00:00Z", "x"),
+    )));
+    assert!(err.contains("job id") && err.contains("empty"), "{err}");
+    let mut nul = item("a\u{0}b", 1, "2025-01-01T00:00:00Z", "x");
+    nul["job_id"] = "j".into();
+    let output = with_stdin(dlq(&db).arg("add"), &nul.to_string());
+    assert!(!output.status.success());
+    assert!(String::from_utf8_lossy(&output.stderr).contains("NUL"));
+    // Usage errors quoting escape sequences do not pass them on.
+    let output = run(dlq(&db).args(["list", "--limit", "\u{1b}]0;pwned\u{7}"]));
+    assert_eq!(output.status.code(), Some(2));
+    assert!(!output.stderr.contains(&0x1b));
+    // New database directories are private whatever the umask.
+    let nested = dir.join("new/sub/u.db");
+    let status = Command::new("sh")
+        .arg("-c")
+        .arg("umask 000; exec \"$0\" --db \"$1\" capacity")
+        .arg(env!("CARGO_BIN_EXE_dlq"))
+        .arg(&nested)
+        .stdout(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    use std::os::unix::fs::PermissionsExt;
+    for d in [dir.join("new"), dir.join("new/sub")] {
+        assert_eq!(
+            std::fs::metadata(&d).unwrap().permissions().mode() & 0o777,
+            0o700
+        );
+    }
+}
+
+#[test]
+fn export_destinations_that_are_links_pipes_or_stdout() {
+    let (dir, db) = job("export-dests", 30);
+    // A link to our own stdout (as /dev/stdout is) writes to stdout.
+    let link = dir.join("out-link.jsonl");
+    std::os::unix::fs::symlink("/proc/self/fd/1", &link).unwrap();
+    let captured = dir.join("captured.jsonl");
+    let status = Command::new(env!("CARGO_BIN_EXE_dlq"))
+        .arg("--db")
+        .arg(&db)
+        .arg("export")
+        .arg(&link)
+        .stdout(std::fs::File::create(&captured).unwrap())
+        .stderr(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    assert_eq!(
+        std::fs::read_to_string(&captured).unwrap().lines().count(),
+        30
+    );
+    assert!(std::fs::symlink_metadata(&link)
+        .unwrap()
+        .file_type()
+        .is_symlink());
+    // A fifo whose reader goes away early: a failure, not a quiet success,
+    // and requeue --take then takes nothing.
+    let fifo = dir.join("early.jsonl");
+    assert!(Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap()
+        .success());
+    let mut big = Vec::new();
+    for i in 0..200 {
+        let mut value = item(&format!("b{i}"), 1, "2025-01-01T00:00:00Z", "x");
+        value["item_data"]["blob"] = "z".repeat(2_000).into();
+        big.push(value);
+    }
+    add_lines(&db, "j", big);
+    for args in [
+        vec!["export".to_string(), fifo.display().to_string()],
+        vec![
+            "requeue".to_string(),
+            "j".to_string(),
+            "--take".to_string(),
+            "-o".to_string(),
+            fifo.display().to_string(),
+        ],
+    ] {
+        let reader = {
+            let fifo = fifo.clone();
+            std::thread::spawn(move || {
+                use std::io::Read;
+                let mut first = [0u8; 100];
+                let mut file = std::fs::File::open(fifo).unwrap();
+                let _ = file.read(&mut first);
+            })
+        };
+        let (code, err) = refused(dlq(&db).args(&args));
+        reader.join().unwrap();
+        assert_eq!(code, 1, "{args:?}");
+        assert!(err.contains("Broken pipe"), "{err}");
+    }
+    assert_eq!(count(&db, "SELECT COUNT(*) FROM items"), 230);
+}
+
+/// Ctrl-C while commands wait for the rate limit: nothing more starts.
+#[test]
+fn ctrl_c_stops_commands_waiting_for_the_rate_limit() {
+    let (dir, db) = job("rate-ctrl-c", 3);
+    let marker = dir.join("started");
+    let script = format!("echo x >> {}; exit 1", marker.display());
+    let child = dlq(&db)
+        .args([
+            "retry",
+            "j",
+            "--parallel",
+            "3",
+            "--rate",
+            "0.2",
+            "--max-retries",
+            "1",
+            "--exec",
+            &script,
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_for_lines(&marker, 1);
+    std::thread::sleep(Duration::from_millis(300));
+    // SAFETY: kill(2) on our own child.
+    unsafe {
+        libc::kill(child.id() as i32, libc::SIGINT);
+    }
+    let status = child.wait_with_output().unwrap().status;
+    assert_eq!(status.code(), Some(1), "interrupted");
+    assert_eq!(
+        std::fs::read_to_string(&marker).unwrap().lines().count(),
+        1,
+        "commands started after Ctrl-C"
+    );
+    assert_eq!(count(&db, "SELECT COUNT(*) FROM items"), 3);
+}

@@ -313,13 +313,13 @@ fn hostile_ids_export_inside_the_directory() {
         "/etc/passwd",
         "..",
         ".",
-        "",
-        "a\u{0}b",
         "dir/sub/item",
         "%2F",
         "spaces and ünicode ✓",
         "line\nbreak",
     ];
+    // An empty id, or one holding NUL, could never be named on a command
+    // line: refused with the field (tests/tests/hostile.rs).
     let long = "L".repeat(5000);
     let mut lines = String::new();
     for id in ids.iter().copied().chain([long.as_str()]) {

@@ -111,7 +111,10 @@ impl Arbitrary for LegacyItem {
             history.push(serde_json::Value::Object(entry));
         }
         let mut item = serde_json::Map::new();
-        item.insert("item_id".into(), text(g).into());
+        item.insert(
+            "item_id".into(),
+            format!("i{}", text(g).replace('\0', "")).into(),
+        );
         item.insert(
             "item_data".into(),
             serde_json::json!({"path": text(g), "n": i64::arbitrary(g), "f": 0.25, "nested": [text(g), {"k": bool::arbitrary(g)}]}),
