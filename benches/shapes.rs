@@ -193,6 +193,44 @@ fn purge(shape: char, db: &Path, fraction: f64, label: &str, runs: usize) {
     );
 }
 
+/// `dlq analyze --json` reconciles: listed groups plus the omitted ones
+/// hold every item, for pattern and message groups, cut and whole.
+fn analyze_adds_up(shape: char, db: &Path) {
+    for top in ["20", "0"] {
+        let output = Command::new(env!("CARGO_BIN_EXE_dlq"))
+            .arg("--db")
+            .arg(db)
+            .args(["analyze", "--json", "--top", top])
+            .output()
+            .expect("analyze");
+        assert!(output.status.success());
+        let a: serde_json::Value = serde_json::from_slice(&output.stdout).expect("json");
+        let total = a["total_items"].as_i64().expect("total");
+        for (list, omitted) in [
+            ("pattern_groups", "pattern_groups_omitted"),
+            ("message_groups", "message_groups_omitted"),
+        ] {
+            let listed: i64 = a[list]
+                .as_array()
+                .expect("groups")
+                .iter()
+                .map(|g| g["count"].as_i64().expect("count"))
+                .sum();
+            let rest = a[omitted]["items"].as_i64().expect("omitted");
+            assert_eq!(
+                listed + rest,
+                total,
+                "shape {shape}: {list} with --top {top}"
+            );
+        }
+    }
+    row(
+        shape,
+        "`dlq analyze --json` adds up (--top 20 and 0)",
+        "yes".into(),
+    );
+}
+
 /// A new item for job `job`, newer than everything generated.
 fn new_item(n: usize) -> DeadLetteredItem {
     let text = serde_json::json!({
@@ -296,6 +334,7 @@ fn shape_rows(shape: char, items: usize, runs: usize) {
             ),
         );
     }
+    analyze_adds_up(shape, &db);
     purge(shape, &db, 1.0 / 30.0, "a 1/30 slice", runs);
     purge(shape, &db, 0.5, "half", runs.min(2));
     // Last: it changes the database (each add evicts one old item).

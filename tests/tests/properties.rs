@@ -261,12 +261,24 @@ impl Arbitrary for FilterText {
             "item.",
         ];
         let len = 1 + usize::arbitrary(g) % 10;
-        FilterText(
-            (0..len)
-                .map(|_| *g.choose(&pieces).unwrap_or(&"x"))
-                .collect::<Vec<_>>()
-                .join(" "),
-        )
+        let text = (0..len)
+            .map(|_| *g.choose(&pieces).unwrap_or(&"x"))
+            .collect::<Vec<_>>()
+            .join(" ");
+        // Depth: around the limits of nesting (50) and of tests (200), and
+        // far past them, so the parser's caps and SQLite's expression depth
+        // limit (1,000) are both reached.
+        let depth = match u8::arbitrary(g) % 4 {
+            0 => 0,
+            1 => 40 + usize::arbitrary(g) % 20,
+            2 => 190 + usize::arbitrary(g) % 20,
+            _ => usize::arbitrary(g) % 3_000,
+        };
+        FilterText(match u8::arbitrary(g) % 3 {
+            0 => format!("{}{text}", "!".repeat(depth)),
+            1 => format!("{}{text}{}", "(".repeat(depth), ")".repeat(depth)),
+            _ => vec!["item_id != \"x\""; depth.max(1)].join(" && ") + " && " + &text,
+        })
     }
 }
 
