@@ -852,3 +852,93 @@ fn ctrl_c_stops_commands_waiting_for_the_rate_limit() {
     );
     assert_eq!(count(&db, "SELECT COUNT(*) FROM items"), 3);
 }
+
+/// The rest of the first pass: commands run with /bin/sh whatever PATH
+/// says; reports and requeue files are 0600; an index.json that is a fifo
+/// is not read (the import does not hang).
+#[test]
+fn path_hijack_modes_and_a_fifo_index() {
+    use std::os::unix::fs::PermissionsExt;
+    let (dir, db) = job("path-modes-fifo", 2);
+    // A fake `sh` first on PATH that would leave a marker.
+    let bin = dir.join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let marker = dir.join("hijacked");
+    std::fs::write(
+        bin.join("sh"),
+        format!("#!/bin/sh\necho hijacked > {}\nexit 0\n", marker.display()),
+    )
+    .unwrap();
+    std::fs::set_permissions(bin.join("sh"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let _ = run(dlq(&db).env("PATH", path).args([
+        "retry",
+        "j",
+        "--max-retries",
+        "1",
+        "--exec",
+        "exit 4",
+    ]));
+    assert!(!marker.exists(), "the command ran through PATH's sh");
+    assert_eq!(
+        count(
+            &db,
+            "SELECT COUNT(*) FROM failure_history WHERE exit_code = 4"
+        ),
+        2
+    );
+    // Reports, analyses and requeue files are private under umask 000.
+    let report = dir.join("r.html");
+    let analysis = dir.join("a.json");
+    let requeued = dir.join("q.json");
+    let script = "umask 000; \"$0\" --db \"$1\" report --html \"$2\" 2>/dev/null && \
+                  \"$0\" --db \"$1\" analyze --export \"$3\" >/dev/null && \
+                  \"$0\" --db \"$1\" requeue j --force -o \"$4\" >/dev/null 2>&1 || \
+                  \"$0\" --db \"$1\" requeue j -o \"$4\" >/dev/null";
+    let status = Command::new("sh")
+        .arg("-c")
+        .arg(script)
+        .arg(env!("CARGO_BIN_EXE_dlq"))
+        .arg(&db)
+        .arg(&report)
+        .arg(&analysis)
+        .arg(&requeued)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    for file in [&report, &analysis, &requeued] {
+        assert_eq!(
+            std::fs::metadata(file).unwrap().permissions().mode() & 0o777,
+            0o600,
+            "{}",
+            file.display()
+        );
+    }
+    // index.json as a fifo: reported, never opened, the items import.
+    let job_dir = dir.join("tree/mapreduce/dlq/k");
+    std::fs::create_dir_all(job_dir.join("items")).unwrap();
+    write_json(
+        &job_dir.join("items"),
+        "x.json",
+        &item("x", 1, "2025-01-01T00:00:00Z", "m"),
+    );
+    assert!(Command::new("mkfifo")
+        .arg(job_dir.join("index.json"))
+        .status()
+        .unwrap()
+        .success());
+    let started = Instant::now();
+    let output = run(dlq(&db).args(["import", "--json"]).arg(dir.join("tree")));
+    assert!(started.elapsed() < Duration::from_secs(30));
+    let report = json(&String::from_utf8_lossy(&output.stdout));
+    assert_eq!(report["items_new"], 1, "{report}");
+    assert!(report["index_mismatches"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|m| m["kind"] == "index_unreadable"));
+}
