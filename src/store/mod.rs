@@ -1,7 +1,11 @@
-//! The dead-letter store: the `Dlq` handle and all SQL, grouped by concern —
-//! `rows` (reading and writing one item's rows), `write` (add, merge and
-//! capacity eviction), `query` (get, list, jobs, stats) and `maintenance`
-//! (remove, clear, mark, capacity). Every write runs in one IMMEDIATE
+//! The dead-letter store: the `Dlq` handle and all SQL, grouped by concern:
+//! `rows` (reading and writing one item's rows), `write` (add, merge,
+//! capacity eviction), `counters` (every counter rule and the one definition
+//! of an item's last attempt), `bulk` (set-based deletes), `query` (get,
+//! list, jobs), `stats` (the legacy statistics, streamed), `analysis` and
+//! `message_groups` (analyze), `maintenance` (remove, clear, mark, capacity,
+//! purge), `leases` (retry runs and claims), `events` (the audit log) and
+//! `adhoc` (read-only `dlq sql`). Every write runs in one IMMEDIATE
 //! transaction, so concurrent writers wait for each other instead of failing.
 
 pub mod adhoc;
