@@ -487,7 +487,15 @@ fn random_sequences_of_writes_keep_the_counters_equal_to_the_rows() {
         let dlq = Dlq::open(&db).unwrap();
         for (n, op) in ops.iter().enumerate() {
             apply(&dlq, op);
-            let problems = drift(&db);
+            let mut problems = drift(&db);
+            // And no job is left over its capacity when a write returns.
+            let over = count(
+                &db,
+                "SELECT COUNT(*) FROM jobs WHERE max_items > 0 AND item_count > max_items",
+            );
+            if over > 0 {
+                problems.push(format!("{over} job(s) over their capacity"));
+            }
             if !problems.is_empty() {
                 return quickcheck::TestResult::error(format!(
                     "after op {n} of {ops:?}:\n{}",
