@@ -45,6 +45,13 @@ pub struct Cli {
           value_parser = clap::value_parser!(u32).range(0..=i32::MAX as i64))]
     busy_timeout_ms: Option<u32>,
 
+    /// Take this RFC 3339 time as "now" for age selection only (purge
+    /// cutoffs and `now` in filters), e.g. to replay a retention run;
+    /// leases, attempt times and events keep the real clock
+    #[arg(long, global = true, env = "DLQ_NOW", value_name = "TIME",
+          value_parser = parse_now)]
+    now: Option<Timestamp>,
+
     /// CSV cells as they are: by default a cell that starts with = + - @
     /// (and is not a number) gets a leading ' so spreadsheets do not run it
     #[arg(long, global = true)]
@@ -81,13 +88,15 @@ enum Command {
 /// What every subcommand gets: where the database is.
 pub struct Context {
     db_path: PathBuf,
+    /// `--now` / `DLQ_NOW`: "now" for age selection only.
+    now: Option<Timestamp>,
 }
 
 impl Context {
     /// Opens (creating if needed) the database.
     pub fn open(&self) -> Result<Dlq> {
         let dlq = Dlq::open(&self.db_path)?;
-        with_test_clock(dlq)
+        Ok(self.with_age_clock(dlq))
     }
 
     /// Opens a database that must already exist: a command that only reads
@@ -102,22 +111,17 @@ impl Context {
         self.open()
     }
 
+    /// `dlq` with `--now`: that time is "now" for purge and filters.
+    pub fn with_age_clock(&self, dlq: Dlq) -> Dlq {
+        match self.now {
+            Some(now) => dlq.with_clock(Arc::new(move || now)),
+            None => dlq,
+        }
+    }
+
     /// The database path.
     pub fn db_path(&self) -> &std::path::Path {
         &self.db_path
-    }
-}
-
-/// `DLQ_NOW` fixes the clock, so tests of age-based commands need no sleeping.
-pub fn with_test_clock(dlq: Dlq) -> Result<Dlq> {
-    match std::env::var("DLQ_NOW") {
-        Ok(text) => {
-            let now = Timestamp::parse(&text)
-                .map_err(anyhow::Error::msg)
-                .context("DLQ_NOW")?;
-            Ok(dlq.with_clock(Arc::new(move || now)))
-        }
-        Err(_) => Ok(dlq),
     }
 }
 
@@ -148,6 +152,10 @@ pub fn prodigy_home() -> Result<PathBuf> {
     Ok(home.join(".prodigy"))
 }
 
+fn parse_now(text: &str) -> std::result::Result<Timestamp, String> {
+    Timestamp::parse(text)
+}
+
 /// Runs the parsed command line.
 pub fn run(cli: Cli) -> Result<ExitCode> {
     output::RAW_CSV.store(cli.raw_csv, std::sync::atomic::Ordering::Relaxed);
@@ -160,7 +168,16 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Some(path) => path,
         None => prodigy_home()?.join("dlq.db"),
     };
-    let ctx = Context { db_path };
+    if let Some(now) = cli.now {
+        eprintln!(
+            "dlq: warning: --now/DLQ_NOW: purge and filters take {now} as now \
+             (leases, attempt times and events keep the real clock)"
+        );
+    }
+    let ctx = Context {
+        db_path,
+        now: cli.now,
+    };
     match cli.command {
         Command::Import(args) => import::run(args, &ctx),
         Command::List(args) => list::run(args, &ctx),

@@ -103,6 +103,9 @@ impl Dlq {
         limit: usize,
         until: Timestamp,
     ) -> Result<Vec<i64>> {
+        // The filter's `now` may be a chosen one (with_clock); whether a
+        // lease has expired is always a question for the real clock.
+        let age_now = self.age_now();
         self.write(|tx| {
             let now = tx.now();
             let mut condition = String::new();
@@ -112,7 +115,7 @@ impl Dlq {
                 Value::Integer(after),
                 Value::Text(now.to_storage()),
             ];
-            filter.push_conditions(now, &mut condition, &mut values);
+            filter.push_conditions(age_now, &mut condition, &mut values);
             values.push(Value::Integer(i64::try_from(limit).unwrap_or(i64::MAX)));
             // Fixed SQL from ListFilter; every value is bound.
             // NOT INDEXED: walk the rows in id order from the cursor. With an
@@ -268,7 +271,7 @@ impl Dlq {
         let conn = self.conn()?;
         let mut condition = String::new();
         let mut values = Vec::new();
-        filter.push_conditions(self.now(), &mut condition, &mut values);
+        filter.push_conditions(self.age_now(), &mut condition, &mut values);
         let sql = format!("SELECT COUNT(*) FROM items i WHERE 1 = 1{condition}");
         let n: i64 = conn.query_row(&sql, params_from_iter(values), |row| row.get(0))?;
         Ok(u64::try_from(n).unwrap_or(0))

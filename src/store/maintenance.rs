@@ -230,14 +230,14 @@ impl Dlq {
         dry_run: bool,
     ) -> Result<PurgeReport> {
         let cutoff = self
-            .now()
+            .age_now()
             .minus_seconds(i64::from(older_than_days) * 86_400);
         let mut filter = filter.clone();
         filter.until = Some(match filter.until {
             Some(until) => until.min(cutoff),
             None => cutoff,
         });
-        let now = self.now();
+        let now = self.age_now();
         let mut condition = String::new();
         let mut values = Vec::new();
         filter.push_conditions(now, &mut condition, &mut values);

@@ -52,6 +52,9 @@ pub struct Dlq {
     pool: DbPool,
     path: Option<PathBuf>,
     clock: Clock,
+    /// "Now" for age selection only (purge cutoffs, `now` in filters), when
+    /// it is not the real time: see [`Dlq::with_clock`].
+    age_clock: Option<Clock>,
     /// Writers of this process take turns here before asking SQLite for the
     /// write lock: SQLite's busy handler waits by sleeping (1, 2, 5, 10 ms...),
     /// which made eight retry workers 10x slower than the commands they run.
@@ -92,6 +95,7 @@ impl Dlq {
             pool,
             path: Some(path.to_path_buf()),
             clock: Arc::new(Timestamp::now),
+            age_clock: None,
             write_turn: Arc::default(),
             _checkpointer: Some(Arc::new(db::Checkpointer::start(path)?)),
         })
@@ -103,6 +107,7 @@ impl Dlq {
             pool: db::open_memory_pool(None)?,
             path: None,
             clock: Arc::new(Timestamp::now),
+            age_clock: None,
             write_turn: Arc::default(),
             _checkpointer: None,
         })
@@ -121,14 +126,18 @@ impl Dlq {
             pool,
             path: None,
             clock: Arc::new(Timestamp::now),
+            age_clock: None,
             write_turn: Arc::default(),
             _checkpointer: None,
         })
     }
 
-    /// The same handle with another clock (for age-based operations in tests).
+    /// The same handle with another "now" for age selection: purge
+    /// cutoffs and `now` in filters. Leases, heartbeats, attempt times and
+    /// events keep the real clock, so a fixed or future "now" can never take
+    /// items another run holds on a live lease, or stamp the audit log.
     pub fn with_clock(mut self, clock: Clock) -> Self {
-        self.clock = clock;
+        self.age_clock = Some(clock);
         self
     }
 
@@ -137,9 +146,17 @@ impl Dlq {
         self.path.as_deref()
     }
 
-    /// The current time by this handle's clock.
+    /// The current time (the real clock).
     pub fn now(&self) -> Timestamp {
         (self.clock)()
+    }
+
+    /// "Now" for age selection (see [`Dlq::with_clock`]).
+    pub fn age_now(&self) -> Timestamp {
+        match &self.age_clock {
+            Some(clock) => clock(),
+            None => self.now(),
+        }
     }
 
     /// Runs `f` in one write transaction (BEGIN IMMEDIATE) and commits it when

@@ -209,7 +209,7 @@ impl Dlq {
         let conn = self.conn()?;
         let (sql, values) = page_query(
             filter,
-            self.now(),
+            self.age_now(),
             after,
             limit,
             SUMMARY_COLUMNS,
@@ -274,7 +274,7 @@ impl Dlq {
         // an export of 1,000,000 items took 236 s that way).
         let mut sql = String::from("SELECT i.id, i.item_id, i.job_id FROM items i WHERE 1 = 1");
         let mut values = Vec::new();
-        filter.push_conditions(self.now(), &mut sql, &mut values);
+        filter.push_conditions(self.age_now(), &mut sql, &mut values);
         let by_item_id = filter.job_id.is_some();
         if let Some(cursor) = after {
             if by_item_id {

@@ -942,3 +942,52 @@ fn path_hijack_modes_and_a_fifo_index() {
         .iter()
         .any(|m| m["kind"] == "index_unreadable"));
 }
+
+/// `DLQ_NOW` (or `--now`) moves "now" for age selection only: it cannot
+/// make another run's live leases look expired, and events keep real times.
+#[test]
+fn a_chosen_now_cannot_take_items_on_a_live_lease() {
+    let (dir, db) = job("now-leases", 4);
+    let marker = dir.join("started");
+    let script = format!("echo x >> {}; sleep 4; exit 1", marker.display());
+    let holder = dlq(&db)
+        .args([
+            "retry",
+            "j",
+            "--parallel",
+            "4",
+            "--max-retries",
+            "1",
+            "--exec",
+            &script,
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_for_lines(&marker, 4);
+    let second = dir.join("second");
+    let output = run(dlq(&db)
+        .env("DLQ_NOW", "2100-01-01T00:00:00Z")
+        .args(["retry", "j", "--json", "--exec"])
+        .arg(format!("echo x >> {}; true", second.display())));
+    let summary = json(&String::from_utf8_lossy(&output.stdout));
+    assert_eq!(summary["attempted"], 0, "{summary}");
+    assert!(
+        !second.exists(),
+        "a command ran on an item held by another run"
+    );
+    assert!(String::from_utf8_lossy(&output.stderr).contains("warning"));
+    holder.wait_with_output().unwrap();
+    let future = count(&db, "SELECT COUNT(*) FROM events WHERE time >= '2100'");
+    assert_eq!(future, 0, "events stamped with the chosen now");
+    // Age selection does take it: with "now" in 2100 every item is old.
+    let dry = ok(dlq(&db).env("DLQ_NOW", "2100-01-01T00:00:00Z").args([
+        "purge",
+        "--older-than-days",
+        "30",
+        "--dry-run",
+        "--json",
+    ]));
+    assert_eq!(json(&dry)["items"], 4);
+}
