@@ -42,6 +42,12 @@ fn wait_for_lines(path: &Path, n: usize) {
     }
 }
 
+/// Makes a named pipe at `path`.
+fn mkfifo(path: &Path) {
+    let status = Command::new("mkfifo").arg(path).status().unwrap();
+    assert!(status.success(), "mkfifo {}", path.display());
+}
+
 fn alive(pattern: &str) -> usize {
     let output = Command::new("pgrep")
         .args(["-f", pattern])
@@ -344,11 +350,7 @@ fn odd_paths_and_inputs_are_one_clear_error() {
     assert!(err.contains("empty"), "{err}");
     // Devices and fifos are not trees or export files.
     let fifo = dir.join("fifo");
-    assert!(Command::new("mkfifo")
-        .arg(&fifo)
-        .status()
-        .unwrap()
-        .success());
+    mkfifo(&fifo);
     for path in [Path::new("/dev/zero"), fifo.as_path()] {
         let (code, err) = refused(dlq(&db).arg("import").arg(path));
         assert_eq!(code, 1);
@@ -357,11 +359,7 @@ fn odd_paths_and_inputs_are_one_clear_error() {
     // A fifo inside items/ is reported, not silently passed over (nor read).
     let items = dir.join("tree/mapreduce/dlq/j/items");
     std::fs::create_dir_all(&items).unwrap();
-    assert!(Command::new("mkfifo")
-        .arg(items.join("stuck.json"))
-        .status()
-        .unwrap()
-        .success());
+    mkfifo(&items.join("stuck.json"));
     let output = run(dlq(&db).args(["import", "--json"]).arg(dir.join("tree")));
     let report = json(&String::from_utf8_lossy(&output.stdout));
     let skipped = report["paths_skipped"].as_array().unwrap();
@@ -405,11 +403,7 @@ fn exports_never_replace_devices_or_write_through_links() {
         .is_char_device());
     // A fifo is written as a stream (and stays a fifo).
     let fifo = dir.join("pipe.jsonl");
-    assert!(Command::new("mkfifo")
-        .arg(&fifo)
-        .status()
-        .unwrap()
-        .success());
+    mkfifo(&fifo);
     let reader = {
         let fifo = fifo.clone();
         std::thread::spawn(move || std::fs::read_to_string(fifo).unwrap())
@@ -775,11 +769,7 @@ fn export_destinations_that_are_links_pipes_or_stdout() {
     // A fifo whose reader goes away early: a failure, not a quiet success,
     // and requeue --take then takes nothing.
     let fifo = dir.join("early.jsonl");
-    assert!(Command::new("mkfifo")
-        .arg(&fifo)
-        .status()
-        .unwrap()
-        .success());
+    mkfifo(&fifo);
     let mut big = Vec::new();
     for i in 0..200 {
         let mut value = item(&format!("b{i}"), 1, "2025-01-01T00:00:00Z", "x");
@@ -926,11 +916,7 @@ fn path_hijack_modes_and_a_fifo_index() {
         "x.json",
         &item("x", 1, "2025-01-01T00:00:00Z", "m"),
     );
-    assert!(Command::new("mkfifo")
-        .arg(job_dir.join("index.json"))
-        .status()
-        .unwrap()
-        .success());
+    mkfifo(&job_dir.join("index.json"));
     let started = Instant::now();
     let output = run(dlq(&db).args(["import", "--json"]).arg(dir.join("tree")));
     assert!(started.elapsed() < Duration::from_secs(30));
