@@ -15,6 +15,8 @@ mod engine;
 mod hostile;
 #[path = "tests/import.rs"]
 mod import;
+#[path = "tests/oracles.rs"]
+mod oracles;
 #[path = "tests/properties.rs"]
 mod properties;
 #[path = "tests/retry.rs"]
