@@ -5,6 +5,8 @@
 
 #[path = "tests/cli.rs"]
 mod cli;
+#[path = "tests/commands.rs"]
+mod commands;
 #[path = "tests/common.rs"]
 mod common;
 #[path = "tests/counters.rs"]
