@@ -49,6 +49,13 @@ pub struct RetryOptions {
 /// The longest backoff between two attempts of one item.
 pub const MAX_BACKOFF: Duration = Duration::from_secs(30);
 
+/// The wait before attempt `number` (2 and up) of one item in a run:
+/// `base`, doubling with each attempt, never more than [`MAX_BACKOFF`].
+pub fn backoff_before(base: Duration, number: u32) -> Duration {
+    let doublings = number.saturating_sub(2).min(16);
+    base.saturating_mul(1 << doublings).min(MAX_BACKOFF)
+}
+
 /// How an attempt ended.
 #[derive(Clone, Debug)]
 pub enum Outcome {
@@ -454,12 +461,7 @@ fn work_item(
     let attempts = options.max_retries.max(1);
     for number in 1..=attempts {
         if number > 1 {
-            let shift = (number - 2).min(16);
-            let backoff = options
-                .backoff_base
-                .saturating_mul(1 << shift)
-                .min(MAX_BACKOFF);
-            control.sleep(backoff);
+            control.sleep(backoff_before(options.backoff_base, number));
         }
         if control.stopping() && number > 1 {
             break;
@@ -547,3 +549,23 @@ pub fn new_run_id() -> String {
 
 /// Shares a control with a signal handler.
 pub type SharedControl = Arc<RunControl>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_from_the_base_and_stops_at_the_cap() {
+        let ms = Duration::from_millis;
+        let base = ms(200);
+        assert_eq!(backoff_before(base, 2), ms(200));
+        assert_eq!(backoff_before(base, 3), ms(400));
+        assert_eq!(backoff_before(base, 4), ms(800));
+        assert_eq!(backoff_before(base, 9), ms(200 * 128));
+        assert_eq!(backoff_before(base, 10), MAX_BACKOFF, "25.6 s, then 30 s");
+        assert_eq!(backoff_before(base, 1_000), MAX_BACKOFF);
+        assert_eq!(backoff_before(ms(20_000), 3), MAX_BACKOFF);
+        assert_eq!(backoff_before(Duration::ZERO, 50), Duration::ZERO);
+        assert_eq!(backoff_before(Duration::MAX, 2), MAX_BACKOFF);
+    }
+}
