@@ -278,8 +278,40 @@ fn analyze_groups_and_distributes() {
         .sum();
     assert_eq!(categories, total_items);
     assert_eq!(a["failure_categories"]["permanent"], 1);
-    assert!(!a["top_agents"].as_array().unwrap().is_empty());
-    assert!(!a["top_failing_steps"].as_array().unwrap().is_empty());
+    // Top agents and steps: every one (the fixture has fewer than the top
+    // N), with its attempts as SQL counts them, most first.
+    for (key, column) in [
+        ("top_agents", "agent_id"),
+        ("top_failing_steps", "step_failed"),
+    ] {
+        let listed: Vec<(String, i64)> = a[key]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| {
+                (
+                    e["name"].as_str().unwrap().to_string(),
+                    e["failures"].as_i64().unwrap(),
+                )
+            })
+            .collect();
+        assert!(
+            listed.windows(2).all(|w| w[0].1 >= w[1].1),
+            "{key}: {listed:?}"
+        );
+        let mut listed = listed;
+        listed.sort();
+        let counted: Vec<(String, i64)> = sql(&f.db)
+            .prepare(&format!(
+                "SELECT {column}, COUNT(*) FROM failure_history GROUP BY {column} ORDER BY 1"
+            ))
+            .unwrap()
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        assert_eq!(listed, counted, "{key}");
+    }
 
     let job = json(&ok(
         dlq(&f.db).args(["analyze", "--json", "--job-id", "gen-job"])

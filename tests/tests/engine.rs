@@ -88,6 +88,8 @@ fn two_histories_of_one_item_merge_into_their_union() {
     );
     let mut second_item = item("a", 2, "2025-01-03T00:00:00Z", "second");
     second_item["failure_history"][0]["error_type"] = "Timeout".into();
+    second_item["item_data"] = serde_json::json!({"path": "src/a.rs", "moved": true});
+    second_item["worktree_artifacts"]["worktree_path"] = "/wt/a-second".into();
     let second = write_json(dir.path(), "2.json", &second_item);
     ok(dlq(&db).args(["add", "--job-id", "j"]).arg(&second));
     let out = json(&ok(dlq(&db)
@@ -105,8 +107,17 @@ fn two_histories_of_one_item_merge_into_their_union() {
     assert_eq!(count, 2);
     assert_eq!(first_attempt, "2025-01-01T00:00:00.000000000Z");
     assert_eq!(last_attempt, "2025-01-03T00:00:00.000000000Z");
-    // Signature and data come from the newer copy.
+    // Signature, data and artifacts come from the newer copy.
     assert_eq!(signature, dlqlite::classify::error_signature("second"));
+    let (data, worktree): (String, String) = conn
+        .query_row(
+            "SELECT i.item_data, w.worktree_path FROM items i JOIN worktree_artifacts w ON w.item_key = i.id",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .unwrap();
+    assert_eq!(json(&data), second_item["item_data"]);
+    assert_eq!(worktree, "/wt/a-second");
     let attempts: Vec<(i64, String)> = conn
         .prepare("SELECT attempt_number, error_type FROM failure_log ORDER BY attempt_number")
         .unwrap()
@@ -470,6 +481,9 @@ fn bulk_deletes_keep_counters_indexes_and_cascades() {
     let check = || {
         let (after, counters) = bulk_state(&db);
         assert_eq!(after, schema, "indexes and triggers are all back");
+        // Against the reference computed from the rows (not recount()).
+        let drift = crate::counters::drift(&db);
+        assert!(drift.is_empty(), "counters drifted: {drift:?}");
         dlq.recount().unwrap();
         assert_eq!(
             bulk_state(&db).1,

@@ -1011,7 +1011,7 @@ fn ref_union(first: &Value, second: &Value) -> Vec<Value> {
 
 /// The stored form of a first copy: history sorted and de-duplicated,
 /// failure_count at least the number of attempts.
-fn ref_normalised(item: &Value) -> Value {
+pub fn ref_normalised(item: &Value) -> Value {
     let mut item = item.clone();
     let history = ref_union(&item["failure_history"], &json!([]));
     let count = item["failure_count"]
@@ -1024,7 +1024,7 @@ fn ref_normalised(item: &Value) -> Value {
 }
 
 /// The documented merge rule, written out again from the README.
-fn ref_merge(existing: &Value, incoming: &Value, marked: (bool, bool)) -> Value {
+pub fn ref_merge(existing: &Value, incoming: &Value, marked: (bool, bool)) -> Value {
     let newer = if instant_of(&incoming["last_attempt"]) > instant_of(&existing["last_attempt"]) {
         incoming
     } else {

@@ -342,13 +342,46 @@ fn a_killed_run_loses_nothing_and_its_items_are_taken_after_the_lease() {
     assert!(left > 0, "the kill should land mid-run");
     let runs = json(&ok(dlq(&db).args(["retry", "--status", "--json"])));
     assert_eq!(runs[0]["status"], "crashed");
-    // Before the leases expire the items are not taken again...
-    let (_, early) = retry_json(&db, &["j", "--exec", &command, "--lease", "2"]);
-    let held = count(
+    // The dead run's claims: hold them well past this test's next step (as a
+    // live owner would), keeping when they really end.
+    let held: Vec<String> = strings(
         &db,
-        "SELECT COUNT(*) FROM items WHERE lease_owner IS NOT NULL",
+        "SELECT item_id FROM items WHERE lease_owner IS NOT NULL ORDER BY item_id",
     );
-    assert!(early["attempted"].as_u64().unwrap() as i64 + held <= left);
+    assert!(!held.is_empty(), "the kill should land while commands run");
+    let conn = sql(&db);
+    let real_until: Vec<(String, String)> = conn
+        .prepare("SELECT item_id, lease_expires FROM items WHERE lease_owner IS NOT NULL")
+        .unwrap()
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    conn.execute(
+        "UPDATE items SET lease_expires = '9999-01-01T00:00:00.000000000Z' WHERE lease_owner IS NOT NULL",
+        [],
+    )
+    .unwrap();
+    // Before the leases expire the held items are not taken; every other
+    // item is.
+    let (code, early) = retry_json(&db, &["j", "--exec", &command, "--lease", "2"]);
+    assert_eq!(code, 0, "{early}");
+    assert_eq!(
+        early["attempted"].as_i64().unwrap(),
+        left - held.len() as i64
+    );
+    assert_eq!(
+        strings(&db, "SELECT item_id FROM items ORDER BY item_id"),
+        held,
+        "exactly the held items are left"
+    );
+    for (id, until) in &real_until {
+        conn.execute(
+            "UPDATE items SET lease_expires = ?1 WHERE item_id = ?2",
+            [until, id],
+        )
+        .unwrap();
+    }
     // ...after, everything completes.
     std::thread::sleep(Duration::from_millis(2200));
     let (code, summary) = retry_json(&db, &["j", "--exec", &command, "--parallel", "4"]);
@@ -368,7 +401,7 @@ fn a_killed_run_loses_nothing_and_its_items_are_taken_after_the_lease() {
 fn two_concurrent_runs_never_share_an_item() {
     let (dir, db) = job_j("retry-concurrent", 40, |_| true);
     let log = dir.join("log");
-    let command = logging_command(&log, "0.05");
+    let command = logging_command(&log, "0.3");
     let spawn = || {
         dlq(&db)
             .args([
@@ -396,6 +429,12 @@ fn two_concurrent_runs_never_share_an_item() {
     assert_eq!(
         sa["succeeded"].as_u64().unwrap() + sb["succeeded"].as_u64().unwrap(),
         40
+    );
+    // Both took part: 40 commands of 0.3 s, 4 at a time, last 3 s or more,
+    // far longer than the start of a second process.
+    assert!(
+        sa["succeeded"].as_u64() > Some(0) && sb["succeeded"].as_u64() > Some(0),
+        "one run did everything: {sa} {sb}"
     );
     let intervals = intervals(&std::fs::read_to_string(&log).unwrap(), None);
     assert_eq!(intervals.len(), 40);
