@@ -210,3 +210,64 @@ pub fn recount(conn: &Connection) -> Result<()> {
     ))?;
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn item(signature: &str, error_type: &str) -> DeadLetteredItem {
+        DeadLetteredItem::from_json_str(
+            &serde_json::json!({
+                "item_id": "a",
+                "item_data": null,
+                "first_attempt": "2025-01-01T00:00:00Z",
+                "last_attempt": "2025-01-01T00:00:00Z",
+                "failure_count": 1,
+                "failure_history": [{
+                    "attempt_number": 1,
+                    "timestamp": "2025-01-01T00:00:00Z",
+                    "error_type": error_type,
+                    "error_message": "m",
+                    "agent_id": "a",
+                    "step_failed": "s",
+                    "duration_ms": 1
+                }],
+                "error_signature": signature,
+                "reprocess_eligible": true,
+                "manual_review_required": false
+            })
+            .to_string(),
+        )
+        .unwrap()
+    }
+
+    /// The bound on pending memory: full at exactly MAX_PENDING_KEYS
+    /// distinct (job, signature) and (job, error type) keys, not before;
+    /// repeated keys do not count again.
+    #[test]
+    fn pending_counts_are_full_at_the_key_limit() {
+        let mut counts = InsertCounts::default();
+        let same = item("sig", "Timeout");
+        for _ in 0..10 {
+            counts.add("j", &same);
+        }
+        assert_eq!(counts.keys, 2, "one signature and one error type");
+        // Each new signature is one key; a second error type one more.
+        counts.add("j", &item("sig", "Other"));
+        assert_eq!(counts.keys, 3);
+        let mut n = 0;
+        while counts.keys < MAX_PENDING_KEYS - 1 {
+            assert!(!counts.is_full(), "full at {} keys", counts.keys);
+            counts.add("j", &item(&format!("s{n}"), "Timeout"));
+            n += 1;
+        }
+        assert!(!counts.is_full());
+        counts.add("j", &same);
+        assert!(!counts.is_full(), "a repeated key is not a new one");
+        counts.add("j", &item("last", "Timeout"));
+        assert_eq!(counts.keys, MAX_PENDING_KEYS);
+        assert!(counts.is_full());
+        counts.add("k", &same);
+        assert_eq!(counts.keys, MAX_PENDING_KEYS + 2, "another job's keys are its own");
+    }
+}
