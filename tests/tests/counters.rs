@@ -6,6 +6,7 @@
 //! with the store (not even `dlq db --recount`).
 
 use crate::common::*;
+use crate::oracles::{ref_merge, ref_normalised};
 use dlqlite::{DeadLetteredItem, Dlq};
 use quickcheck::{Arbitrary, Gen};
 use std::collections::BTreeMap;
@@ -405,21 +406,25 @@ impl Arbitrary for Op {
     }
 }
 
-fn lib_item(id: u8, attempt: u8, day: u8, error_type: u8) -> DeadLetteredItem {
+fn lib_value(id: u8, attempt: u8, day: u8, error_type: u8) -> serde_json::Value {
     let at = format!("2026-01-{:02}T00:00:00Z", day + 1);
-    let value = item_with(
+    item_with(
         &format!("i{id}"),
         &[(u32::from(attempt) + 1, &at, TYPES[usize::from(error_type)])],
         error_type.is_multiple_of(2),
-    );
+    )
+}
+
+fn lib_item(id: u8, attempt: u8, day: u8, error_type: u8) -> DeadLetteredItem {
+    let value = lib_value(id, attempt, day, error_type);
     DeadLetteredItem::from_json_str(&value.to_string()).unwrap()
 }
 
-fn apply(dlq: &Dlq, op: &Op) {
+/// Applies one operation; whether it succeeded. Errors such as "no such
+/// item" are expected in random sequences: the reference model says which.
+fn apply(dlq: &Dlq, op: &Op) -> bool {
     let job = |j: u8| format!("job{j}");
-    // Errors such as "no such item" are expected in random sequences; what
-    // matters is that the counters stay right whatever happened.
-    let _ = match op {
+    match op {
         Op::Add(items) => dlq
             .write(|tx| {
                 for (j, id, attempt, day, error_type) in items {
@@ -455,7 +460,8 @@ fn apply(dlq: &Dlq, op: &Op) {
         Op::Take(j, id) => dlq
             .take_items(&[(job(*j), format!("i{id}"))], "elsewhere")
             .map(drop),
-    };
+    }
+    .is_ok()
 }
 
 /// One retry attempt of one item through the lease API, as `dlq retry` makes
@@ -499,6 +505,309 @@ fn random_sequences_of_writes_keep_the_counters_equal_to_the_rows() {
             if !problems.is_empty() {
                 return quickcheck::TestResult::error(format!(
                     "after op {n} of {ops:?}:\n{}",
+                    problems.join("\n")
+                ));
+            }
+        }
+        quickcheck::TestResult::passed()
+    }
+    quickcheck::QuickCheck::new()
+        .tests(60)
+        .quickcheck(property as fn(Vec<Op>) -> quickcheck::TestResult);
+}
+
+// ---------------------------------------------------------------------------
+// The whole tables against a reference model
+
+/// One stored item as the reference model holds it.
+#[derive(Clone, Debug)]
+struct ModelItem {
+    /// The item in its legacy JSON shape.
+    value: serde_json::Value,
+    /// Flags set with mark (they survive merges until marked again).
+    marked: (bool, bool),
+    /// The row key SQLite gives it: one past the largest in the table.
+    row: i64,
+    /// Held by a retry run's live lease.
+    leased: bool,
+}
+
+/// The reference: plain maps, with the merge of oracles.rs.
+#[derive(Debug, Default)]
+struct Model {
+    /// Job -> its capacity override.
+    jobs: BTreeMap<String, Option<i64>>,
+    items: BTreeMap<(String, String), ModelItem>,
+    /// Audit events by kind (the kinds the model decides).
+    events: BTreeMap<String, i64>,
+}
+
+const DEFAULT_CAPACITY: i64 = 10_000;
+
+fn instant(value: &serde_json::Value) -> dlqlite::Timestamp {
+    dlqlite::Timestamp::parse(value.as_str().unwrap()).unwrap()
+}
+
+impl Model {
+    fn event(&mut self, kind: &str, n: usize) {
+        if n > 0 {
+            *self.events.entry(kind.to_string()).or_default() += n as i64;
+        }
+    }
+
+    fn remove_where(&mut self, kind: &str, doomed: impl Fn(&(String, String), &ModelItem) -> bool) {
+        let before = self.items.len();
+        self.items.retain(|key, item| !doomed(key, item));
+        self.event(kind, before - self.items.len());
+    }
+
+    /// Evicts the oldest last_attempt (then the oldest row) past capacity.
+    fn enforce(&mut self, job: &str) {
+        let cap = self.jobs[job].unwrap_or(DEFAULT_CAPACITY);
+        let mut of_job: Vec<(dlqlite::Timestamp, i64, (String, String))> = self
+            .items
+            .iter()
+            .filter(|(key, _)| key.0 == job)
+            .map(|(key, item)| (instant(&item.value["last_attempt"]), item.row, key.clone()))
+            .collect();
+        if cap <= 0 || of_job.len() as i64 <= cap {
+            return;
+        }
+        of_job.sort();
+        let excess = of_job.len() - cap as usize;
+        for (_, _, key) in &of_job[..excess] {
+            self.items.remove(key);
+        }
+        self.event("evicted", excess);
+    }
+
+    /// What `op` does; whether it succeeds.
+    fn apply(&mut self, op: &Op) -> bool {
+        let job = |j: u8| format!("job{j}");
+        let key = |j: u8, id: u8| (job(j), format!("i{id}"));
+        match op {
+            Op::Add(items) => {
+                let mut grown = Vec::new();
+                for (j, id, attempt, day, error_type) in items {
+                    self.jobs.entry(job(*j)).or_insert(None);
+                    let incoming = lib_value(*id, *attempt, *day, *error_type);
+                    let next_row = self.items.values().map(|i| i.row).max().unwrap_or(0) + 1;
+                    match self.items.get_mut(&key(*j, *id)) {
+                        Some(stored) => {
+                            stored.value = ref_merge(&stored.value, &incoming, stored.marked);
+                        }
+                        None => {
+                            self.items.insert(
+                                key(*j, *id),
+                                ModelItem {
+                                    value: ref_normalised(&incoming),
+                                    marked: (false, false),
+                                    row: next_row,
+                                    leased: false,
+                                },
+                            );
+                            grown.push(job(*j));
+                        }
+                    }
+                }
+                // Evictions of one transaction are settled before it commits.
+                grown.sort();
+                grown.dedup();
+                for job in grown {
+                    self.enforce(&job);
+                }
+                true
+            }
+            Op::Capacity(j, n) => {
+                let Some(cap) = self.jobs.get_mut(&job(*j)) else {
+                    return false;
+                };
+                *cap = Some(i64::from(*n));
+                self.enforce(&job(*j));
+                true
+            }
+            Op::Mark(j, id, on) => {
+                let Some(item) = self.items.get_mut(&key(*j, *id)) else {
+                    return false;
+                };
+                item.value["reprocess_eligible"] = (*on).into();
+                item.value["manual_review_required"] = (!*on).into();
+                item.marked = (true, true);
+                self.event("marked", 1);
+                true
+            }
+            Op::Remove(j, id) => {
+                if self.items.remove(&key(*j, *id)).is_none() {
+                    return false;
+                }
+                self.event("removed", 1);
+                true
+            }
+            Op::Purge(day) => {
+                // now = 2026-02-(day+1); 20 days before it, strictly.
+                let now = dlqlite::Timestamp::parse(&format!("2026-02-{:02}T00:00:00Z", day + 1))
+                    .unwrap();
+                let cutoff = now.minus_seconds(20 * 86_400);
+                self.remove_where("purged", |_, item| {
+                    instant(&item.value["last_attempt"]) < cutoff
+                });
+                true
+            }
+            Op::Clear(j) => {
+                if !self.jobs.contains_key(&job(*j)) {
+                    return false;
+                }
+                let job = job(*j);
+                self.remove_where("cleared", |key, _| key.0 == job);
+                true
+            }
+            Op::Take(j, id) => {
+                let taken = key(*j, *id);
+                self.remove_where("requeued", |key, _| *key == taken);
+                true
+            }
+            Op::RetryOk(j, id) | Op::RetryFailed(j, id) => {
+                let Some(item) = self.items.get_mut(&key(*j, *id)) else {
+                    return true;
+                };
+                if item.leased {
+                    return true;
+                }
+                if matches!(op, Op::RetryOk(..)) {
+                    self.items.remove(&key(*j, *id));
+                    self.event("retried_ok", 1);
+                    return true;
+                }
+                // Appended as one past the highest attempt number; the run
+                // keeps its lease.
+                let mut attempt = lib_value(*id, 9, 27, 2)["failure_history"][0].clone();
+                let history = item.value["failure_history"].as_array_mut().unwrap();
+                let highest = history
+                    .iter()
+                    .map(|a| a["attempt_number"].as_u64().unwrap())
+                    .max()
+                    .unwrap_or(0);
+                attempt["attempt_number"] = (highest + 1).into();
+                let message = attempt["error_message"].as_str().unwrap().to_string();
+                let at = attempt["timestamp"].clone();
+                history.push(attempt);
+                let count = item.value["failure_count"].as_u64().unwrap() + 1;
+                item.value["failure_count"] = count.into();
+                if instant(&at) > instant(&item.value["last_attempt"]) {
+                    item.value["last_attempt"] = at;
+                }
+                item.value["error_signature"] = dlqlite::classify::error_signature(&message).into();
+                item.leased = true;
+                self.event("retried_failed", 1);
+                true
+            }
+        }
+    }
+
+    /// Every difference between the database and the model.
+    fn differences(&self, dlq: &Dlq, db: &Path) -> Vec<String> {
+        let mut problems = Vec::new();
+        let conn = sql(db);
+        let jobs: BTreeMap<String, Option<i64>> = conn
+            .prepare("SELECT job_id, max_items FROM jobs")
+            .unwrap()
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        if jobs != self.jobs {
+            problems.push(format!("jobs: stored {jobs:?}, model {:?}", self.jobs));
+        }
+        type Row = ((String, String), (i64, bool, bool, bool));
+        let rows: BTreeMap<(String, String), (i64, bool, bool, bool)> = conn
+            .prepare(
+                "SELECT job_id, item_id, id, reprocess_eligible_marked, manual_review_required_marked,
+                        lease_owner IS NOT NULL FROM items",
+            )
+            .unwrap()
+            .query_map([], |r| -> rusqlite::Result<Row> {
+                Ok(((r.get(0)?, r.get(1)?), (r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?)))
+            })
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        let stored_keys: Vec<_> = rows.keys().collect();
+        let model_keys: Vec<_> = self.items.keys().collect();
+        if stored_keys != model_keys {
+            problems.push(format!(
+                "items: stored {stored_keys:?}, model {model_keys:?}"
+            ));
+            return problems;
+        }
+        for (key, item) in &self.items {
+            let (row, eligible_marked, review_marked, leased) = rows[key];
+            let want = (item.row, item.marked.0, item.marked.1, item.leased);
+            if (row, eligible_marked, review_marked, leased) != want {
+                problems.push(format!(
+                    "{key:?} (row, marked, marked, leased): stored {:?}, model {want:?}",
+                    (row, eligible_marked, review_marked, leased)
+                ));
+            }
+            let stored = dlq
+                .get(Some(&key.0), &key.1)
+                .unwrap()
+                .to_json_value()
+                .unwrap();
+            if crate::oracles::canonical(&stored) != crate::oracles::canonical(&item.value) {
+                problems.push(format!("{key:?}: stored {stored}, model {}", item.value));
+            }
+        }
+        let kinds: Vec<&str> = vec![
+            "evicted",
+            "marked",
+            "removed",
+            "purged",
+            "cleared",
+            "requeued",
+            "retried_ok",
+            "retried_failed",
+        ];
+        let events: BTreeMap<String, i64> = conn
+            .prepare(&format!(
+                "SELECT kind, COUNT(*) FROM events WHERE kind IN ({}) GROUP BY kind",
+                kinds
+                    .iter()
+                    .map(|k| format!("'{k}'"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ))
+            .unwrap()
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        if events != self.events {
+            problems.push(format!(
+                "events: stored {events:?}, model {:?}",
+                self.events
+            ));
+        }
+        problems
+    }
+}
+
+#[test]
+fn random_sequences_of_writes_leave_the_tables_equal_to_the_reference_model() {
+    fn property(ops: Vec<Op>) -> quickcheck::TestResult {
+        let dir = TempDir::new("model-prop");
+        let db = dir.join("dlq.db");
+        let dlq = Dlq::open(&db).unwrap();
+        let mut model = Model::default();
+        for (n, op) in ops.iter().enumerate() {
+            let succeeded = apply(&dlq, op);
+            let expected = model.apply(op);
+            let mut problems = model.differences(&dlq, &db);
+            if succeeded != expected {
+                problems.push(format!("succeeded: {succeeded}, the model says {expected}"));
+            }
+            if !problems.is_empty() {
+                return quickcheck::TestResult::error(format!(
+                    "after op {n} ({op:?}) of {ops:?}:\n{}",
                     problems.join("\n")
                 ));
             }

@@ -1059,7 +1059,7 @@ pub fn ref_merge(existing: &Value, incoming: &Value, marked: (bool, bool)) -> Va
 }
 
 /// Times as instants, so text at other offsets and widths compares equal.
-fn canonical(item: &Value) -> Value {
+pub fn canonical(item: &Value) -> Value {
     let mut item = item.clone();
     for key in ["first_attempt", "last_attempt"] {
         item[key] = json!(instant_of(&item[key]).to_string());
