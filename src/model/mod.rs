@@ -932,6 +932,30 @@ mod tests {
     }
 
     #[test]
+    fn error_types_are_equal_when_name_exit_code_and_source_agree() {
+        let raw = |text: &str| ErrorType::from_raw(&RawValue::from_string(text.into()).unwrap());
+        let timeout = ErrorType::named("Timeout");
+        assert_eq!(timeout, ErrorType::named("Timeout"));
+        assert_ne!(timeout, ErrorType::named("Unknown"));
+        assert_eq!(ErrorType::command_failed(1), ErrorType::command_failed(1));
+        assert_ne!(ErrorType::command_failed(1), ErrorType::command_failed(2));
+        assert_ne!(
+            ErrorType::command_failed(1),
+            ErrorType::command_failed_with_command("make", Some(1)),
+            "same name and code, but the source said more"
+        );
+        assert_eq!(
+            raw(r#"{"X": {"exit_code": 3, "a": 1}}"#).unwrap(),
+            raw(r#"{"X":{"exit_code":3,"a":1}}"#).unwrap(),
+            "the source compared compacted"
+        );
+        assert_ne!(
+            raw(r#"{"X": {"exit_code": 3, "a": 1}}"#).unwrap(),
+            raw(r#"{"X": {"exit_code": 3, "a": 2}}"#).unwrap()
+        );
+    }
+
+    #[test]
     fn spec_only_and_unknown_error_types_are_kept() {
         for error_type in [
             r#"{"PermissionError": null}"#,

@@ -268,6 +268,10 @@ mod tests {
         assert_eq!(counts.keys, MAX_PENDING_KEYS);
         assert!(counts.is_full());
         counts.add("k", &same);
-        assert_eq!(counts.keys, MAX_PENDING_KEYS + 2, "another job's keys are its own");
+        assert_eq!(
+            counts.keys,
+            MAX_PENDING_KEYS + 2,
+            "another job's keys are its own"
+        );
     }
 }
