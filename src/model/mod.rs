@@ -956,6 +956,53 @@ mod tests {
     }
 
     #[test]
+    fn error_types_read_a_name_or_an_object_with_one_key() {
+        let read = |text: &str| ErrorType::from_raw(&RawValue::from_string(text.into()).unwrap());
+        let timeout = read(r#""Timeout""#).unwrap();
+        assert_eq!(
+            (timeout.name.as_str(), timeout.exit_code),
+            ("Timeout", None)
+        );
+        assert!(timeout.raw.is_none());
+        let plain = read(r#"{"CommandFailed": {"exit_code": 101}}"#).unwrap();
+        assert_eq!(
+            (plain.name.as_str(), plain.exit_code),
+            ("CommandFailed", Some(101))
+        );
+        assert!(plain.raw.is_none(), "the writer's own form needs no copy");
+        assert_eq!(
+            plain.to_json_text(),
+            r#"{"CommandFailed":{"exit_code":101}}"#
+        );
+        // Anything more is kept as written (compacted).
+        for (text, name, code) in [
+            (
+                r#"{"CommandFailed": {"exit_code": 1, "command": "make"}}"#,
+                "CommandFailed",
+                Some(1),
+            ),
+            (
+                r#"{"CommandFailed": {"exit_code": null}}"#,
+                "CommandFailed",
+                None,
+            ),
+            (r#"{"Crashed": {"exit_code": 7}}"#, "Crashed", Some(7)),
+            (r#"{"Odd": "detail"}"#, "Odd", None),
+        ] {
+            let error_type = read(text).unwrap();
+            assert_eq!(
+                (error_type.name.as_str(), error_type.exit_code),
+                (name, code),
+                "{text}"
+            );
+            assert_eq!(error_type.to_json_text(), compact_json(text), "{text}");
+        }
+        for bad in [r#"{"A": 1, "B": 2}"#, "{}", "[\"Timeout\"]", "42", "null"] {
+            assert!(read(bad).is_err(), "{bad} is not an error type");
+        }
+    }
+
+    #[test]
     fn spec_only_and_unknown_error_types_are_kept() {
         for error_type in [
             r#"{"PermissionError": null}"#,
