@@ -615,11 +615,37 @@ fn pid_with(marker: &str) -> Option<u32> {
         })
 }
 
-#[test]
-fn commands_die_with_a_killed_dlq() {
-    let (dir, db) = retry_job("retry-die", 1);
-    // A sleep no other process has: its argument names this test run.
-    let marker = format!("31.{}", std::process::id());
+/// The children of `parent` whose program is `program`.
+fn children_running(parent: u32, program: &str) -> Vec<u32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|entry| {
+            let pid: u32 = entry.file_name().to_str()?.parse().ok()?;
+            let stat = std::fs::read_to_string(entry.path().join("stat")).ok()?;
+            let ppid: u32 = stat
+                .rsplit(')')
+                .next()?
+                .split_whitespace()
+                .nth(1)?
+                .parse()
+                .ok()?;
+            let cmdline = std::fs::read(entry.path().join("cmdline")).ok()?;
+            let first = cmdline.split(|b| *b == 0).next()?;
+            (ppid == parent && first == program.as_bytes()).then_some(pid)
+        })
+        .collect()
+}
+
+/// Starts a retry whose command is `sleep <marker>`, waits for the sleep,
+/// SIGKILLs dlq (after `before_kill`), and waits up to 10 s for the sleep
+/// to be gone.
+fn command_dies_with_dlq(label: &str, before_kill: impl Fn(u32)) {
+    let (dir, db) = retry_job(label, 1);
+    // A sleep no other process has: its argument names this test.
+    let marker = format!("31.{}{}", std::process::id(), label.len());
     let started = dir.join("started");
     let command = format!("touch {}; exec sleep {marker}", started.display());
     let mut child = dlq(&db)
@@ -633,6 +659,7 @@ fn commands_die_with_a_killed_dlq() {
         assert!(Instant::now() < deadline, "the command did not start");
         std::thread::sleep(Duration::from_millis(20));
     }
+    before_kill(child.id());
     child.kill().unwrap(); // SIGKILL: dlq cannot clean up
     child.wait().unwrap();
     let deadline = Instant::now() + Duration::from_secs(10);
@@ -644,4 +671,31 @@ fn commands_die_with_a_killed_dlq() {
         std::thread::sleep(Duration::from_millis(50));
     }
     assert!(started.exists());
+}
+
+#[test]
+fn commands_die_with_a_killed_dlq() {
+    command_dies_with_dlq("retry-die", |_| {});
+}
+
+/// Two mechanisms end a command when dlq dies: a guard process that kills
+/// the command's process group, and PR_SET_PDEATHSIG on the command's
+/// shell. With the guard gone first (the OOM killer, a careless pkill),
+/// the second must still do it.
+#[test]
+fn commands_die_with_dlq_even_when_the_guard_is_gone() {
+    command_dies_with_dlq("retry-die-unguarded", |dlq_pid| {
+        let guards = children_running(dlq_pid, "/bin/sh");
+        assert_eq!(guards.len(), 1, "one guard shell: {guards:?}");
+        let status = std::process::Command::new("kill")
+            .args(["-KILL", &guards[0].to_string()])
+            .status()
+            .unwrap();
+        assert!(status.success());
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !children_running(dlq_pid, "/bin/sh").is_empty() {
+            assert!(Instant::now() < deadline, "the guard did not die");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    });
 }
