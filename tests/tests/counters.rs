@@ -191,6 +191,49 @@ fn legacy_tree(root: &Path, job: &str, items: &[serde_json::Value]) {
     }
 }
 
+/// Legacy files can list attempts in any order and twice: the stored item,
+/// its last error type and the counters must not depend on it.
+#[test]
+fn unsorted_and_repeated_histories_are_stored_in_attempt_order() {
+    let dir = TempDir::new("unsorted");
+    let db = dir.join("dlq.db");
+    let descending = item_with(
+        "down",
+        &[
+            (3, "2026-01-03T00:00:00Z", "Timeout"),
+            (2, "2026-01-02T00:00:00Z", "MergeConflict"),
+            (1, "2026-01-01T00:00:00Z", "CommandFailed"),
+        ],
+        true,
+    );
+    let mut repeated = item_with(
+        "twice",
+        &[
+            (1, "2026-01-01T00:00:00Z", "Timeout"),
+            (2, "2026-01-02T00:00:00Z", "Unknown"),
+            (1, "2026-01-01T00:00:00Z", "Timeout"),
+        ],
+        true,
+    );
+    repeated["failure_count"] = 1.into();
+    add_jsonl(&db, "j", &[descending, repeated]);
+    assert_no_drift(&db, "unsorted adds");
+    let last: Vec<String> = strings(
+        &db,
+        "SELECT item_id || '=' || last_error_type || '/' || failure_count FROM items ORDER BY item_id",
+    );
+    assert_eq!(last, ["down=Timeout/3", "twice=Unknown/2"]);
+    let down = json(&ok(dlq(&db).args(["inspect", "down"])));
+    let numbers: Vec<u64> = down["failure_history"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["attempt_number"].as_u64().unwrap())
+        .collect();
+    assert_eq!(numbers, [1, 2, 3]);
+    assert_eq!(count(&db, "SELECT COUNT(*) FROM failure_history"), 5);
+}
+
 #[test]
 fn every_path_that_changes_data_keeps_the_counters_equal_to_the_rows() {
     let dir = TempDir::new("counters-paths");
