@@ -818,6 +818,54 @@ mod tests {
     }
 
     #[test]
+    fn only_time_fields_read_text_as_a_time() {
+        let text = "2025-01-01T01:00:00+01:00";
+        let c = sql(&format!("item_id == \"{text}\""));
+        assert_eq!(
+            c.values,
+            [Value::Text(text.into())],
+            "an id is compared as written"
+        );
+        let c = sql(&format!("last_attempt == \"{text}\""));
+        assert_eq!(
+            c.values,
+            [Value::Text("2025-01-01T00:00:00.000000000Z".into())],
+            "a time in the stored form"
+        );
+    }
+
+    #[test]
+    fn now_offsets_move_the_right_way_even_at_the_ends_of_time() {
+        let bound = |text: &str| match sql(text).values.as_slice() {
+            [Value::Text(t)] => t.clone(),
+            other => panic!("{text}: {other:?}"),
+        };
+        assert_eq!(
+            bound("last_attempt > now"),
+            "2025-06-01T00:00:00.000000000Z"
+        );
+        assert_eq!(
+            bound("last_attempt > now - 1d"),
+            "2025-05-31T00:00:00.000000000Z"
+        );
+        assert_eq!(
+            bound("last_attempt > now + 1h"),
+            "2025-06-01T01:00:00.000000000Z"
+        );
+        // Past the years 0000-9999: clamped, on the side the sign says.
+        for far in ["100000000000d", "9223372036854775807s"] {
+            assert_eq!(
+                bound(&format!("last_attempt > now - {far}")),
+                "0000-01-01T00:00:00.000000000Z"
+            );
+            assert_eq!(
+                bound(&format!("last_attempt > now + {far}")),
+                "9999-12-31T23:59:59.999999999Z"
+            );
+        }
+    }
+
+    #[test]
     fn every_operator() {
         for (op, sql_op) in [
             ("==", "="),
