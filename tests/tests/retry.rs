@@ -593,3 +593,66 @@ fn the_library_replays_through_a_closure() {
         "ValidationFailed"
     );
 }
+
+/// `retry --status` says crashed for a run whose process is gone (same
+/// host) or whose heartbeat is stale (any host), and running otherwise; a
+/// finished run keeps its counts.
+#[test]
+fn run_records_show_crashed_runs_and_keep_their_counts() {
+    let dir = TempDir::new("runs");
+    let db = dir.join("dlq.db");
+    add_lines(&db, "j", [item("a", 1, "2025-01-01T00:00:00Z", "x")]);
+    let dlq = dlqlite::Dlq::open(&db).unwrap();
+    let me = std::process::id();
+    let params = serde_json::json!({"exec": "true"});
+    // A pid that is not running: past the kernel's largest.
+    let dead_pid = 4_194_305;
+    dlq.register_run("alive-here", "j", "this-host", me, &params)
+        .unwrap();
+    dlq.register_run("dead-here", "j", "this-host", dead_pid, &params)
+        .unwrap();
+    dlq.register_run("elsewhere", "j", "other-host", dead_pid, &params)
+        .unwrap();
+    dlq.register_run("stale-elsewhere", "j", "other-host", me, &params)
+        .unwrap();
+    dlq.register_run("done", "j", "this-host", dead_pid, &params)
+        .unwrap();
+    let counts = dlqlite::store::RunCounts {
+        attempted: 5,
+        succeeded: 2,
+        failed: 3,
+        skipped: 7,
+        attempts: 11,
+    };
+    dlq.finish_run("done", "finished", &counts).unwrap();
+    sql(&db)
+        .execute(
+            "UPDATE retry_runs SET heartbeat_at = '2020-01-01T00:00:00.000000000Z' WHERE run_id = 'stale-elsewhere'",
+            [],
+        )
+        .unwrap();
+    let runs = dlq.runs(None, 10, "this-host", 60).unwrap();
+    let status: Vec<(String, String)> = runs
+        .iter()
+        .map(|r| (r.run_id.clone(), r.status.clone()))
+        .collect();
+    assert_eq!(
+        status,
+        [
+            ("done".to_string(), "finished".to_string()),
+            ("stale-elsewhere".into(), "crashed".into()),
+            ("elsewhere".into(), "running".into()),
+            ("dead-here".into(), "crashed".into()),
+            ("alive-here".into(), "running".into()),
+        ],
+        "newest first; a live heartbeat on another host is believed"
+    );
+    assert_eq!(runs[0].counts, counts);
+    assert_eq!(runs[0].parameters, params);
+    assert!(runs[0].ended_at.is_some());
+    assert_eq!(dlq.runs(None, 2, "this-host", 60).unwrap().len(), 2);
+    assert!(dlq
+        .runs(Some("other"), 10, "this-host", 60)
+        .unwrap()
+        .is_empty());
+}
