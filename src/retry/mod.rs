@@ -568,4 +568,70 @@ mod tests {
         assert_eq!(backoff_before(Duration::ZERO, 50), Duration::ZERO);
         assert_eq!(backoff_before(Duration::MAX, 2), MAX_BACKOFF);
     }
+
+    // Waiting is behaviour here: these tests bound times from below (a slow
+    // machine only waits longer), and from above only by a margin of
+    // seconds around an event that must cut a long wait short.
+
+    #[test]
+    fn sleep_waits_its_time_unless_the_run_stops() {
+        let control = RunControl::default();
+        let started = Instant::now();
+        control.sleep(Duration::from_millis(150));
+        assert!(started.elapsed() >= Duration::from_millis(150));
+        let control = std::sync::Arc::new(RunControl::default());
+        let stopper = {
+            let control = control.clone();
+            std::thread::spawn(move || {
+                std::thread::sleep(Duration::from_millis(100));
+                control.stop();
+            })
+        };
+        let started = Instant::now();
+        control.sleep(Duration::from_secs(60));
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "stop cut it short"
+        );
+        assert!(control.stopping() && !control.killing());
+        stopper.join().unwrap();
+        // Once stopped, a sleep returns at once.
+        let started = Instant::now();
+        control.sleep(Duration::from_secs(60));
+        assert!(started.elapsed() < Duration::from_secs(30));
+    }
+
+    #[test]
+    fn the_rate_limit_spaces_starts_and_none_means_none() {
+        let control = RunControl::default();
+        let spaced = RateLimit {
+            interval: Some(Duration::from_millis(100)),
+            next: Mutex::new(Instant::now()),
+        };
+        let started = Instant::now();
+        for _ in 0..5 {
+            spaced.wait(&control);
+        }
+        // The first start is at once, the fifth 4 intervals later.
+        assert!(started.elapsed() >= Duration::from_millis(400));
+        let free = RateLimit {
+            interval: None,
+            next: Mutex::new(Instant::now() + Duration::from_secs(3_600)),
+        };
+        let started = Instant::now();
+        free.wait(&control);
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "no limit, no wait"
+        );
+        // A stopped run does not wait for its turn.
+        let late = RateLimit {
+            interval: Some(Duration::from_secs(3_600)),
+            next: Mutex::new(Instant::now() + Duration::from_secs(3_600)),
+        };
+        control.stop();
+        let started = Instant::now();
+        late.wait(&control);
+        assert!(started.elapsed() < Duration::from_secs(30));
+    }
 }
