@@ -36,9 +36,19 @@ impl Drop for TempDir {
     }
 }
 
-/// The `dlq` binary with a clean environment pointing at `db`.
+/// The `dlq` binary with a clean environment pointing at `db`. It dies
+/// with the test thread that started it: a test killed on a timeout (as
+/// cargo-mutants does to a mutant that hangs) leaves no `dlq` running.
 pub fn dlq(db: &Path) -> Command {
+    use std::os::unix::process::CommandExt;
     let mut command = Command::new(env!("CARGO_BIN_EXE_dlq"));
+    // SAFETY: prctl(2) is async-signal-safe, as pre_exec requires.
+    unsafe {
+        command.pre_exec(|| {
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+            Ok(())
+        });
+    }
     command
         .arg("--db")
         .arg(db)
