@@ -656,3 +656,106 @@ fn run_records_show_crashed_runs_and_keep_their_counts() {
         .unwrap()
         .is_empty());
 }
+
+fn closure_options(run_id: &str, parallel: usize) -> dlqlite::retry::RetryOptions {
+    dlqlite::retry::RetryOptions {
+        job_id: "j".into(),
+        filter: None,
+        force: false,
+        parallel,
+        max_retries: 1,
+        rate: None,
+        backoff_base: Duration::from_millis(1),
+        lease: Duration::from_secs(60),
+        run_id: run_id.into(),
+        parameters: serde_json::json!({}),
+    }
+}
+
+fn failure(message: &str) -> dlqlite::retry::Outcome {
+    dlqlite::retry::Outcome::Failure(dlqlite::retry::AttemptFailure {
+        error_type: dlqlite::ErrorType::named("ValidationFailed"),
+        error_message: message.into(),
+        stack_trace: None,
+        step_failed: "closure".into(),
+    })
+}
+
+/// An item that has failed its last attempt of a run is given back at
+/// once, not when the run ends: another run can take it meanwhile.
+#[test]
+fn a_failed_item_is_given_back_while_the_run_goes_on() {
+    use dlqlite::retry::{retry, Outcome, RunControl};
+    let (_dir, db) = job_j("release-early", 2, |_| true);
+    let dlq = dlqlite::Dlq::open(&db).unwrap();
+    let seen_free = std::sync::atomic::AtomicBool::new(false);
+    let handler = |attempt: &dlqlite::retry::Attempt<'_>| {
+        if attempt.item.item.item_id == "i000" {
+            return failure("fails at once");
+        }
+        // The slow item: wait until the failed one's lease is gone.
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        while std::time::Instant::now() < deadline {
+            let held = count(
+                &db,
+                "SELECT COUNT(*) FROM items WHERE item_id = 'i000' AND lease_owner IS NULL AND failure_count = 2",
+            );
+            if held == 1 {
+                seen_free.store(true, std::sync::atomic::Ordering::SeqCst);
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Outcome::Success
+    };
+    let summary = retry(
+        &dlq,
+        &closure_options("early", 2),
+        &handler,
+        &RunControl::default(),
+        |_| {},
+    )
+    .unwrap();
+    assert_eq!((summary.counts.succeeded, summary.counts.failed), (1, 1));
+    assert!(
+        seen_free.load(std::sync::atomic::Ordering::SeqCst),
+        "the failed item stayed leased while the run went on"
+    );
+}
+
+/// A run that stops on a storage error still gives back every item it
+/// holds (here a trigger makes recording the failed attempt fail, as a
+/// full disk would).
+#[test]
+fn a_run_that_fails_gives_back_its_leases() {
+    use dlqlite::retry::{retry, RunControl};
+    let (_dir, db) = job_j("release-on-error", 6, |_| true);
+    let dlq = dlqlite::Dlq::open(&db).unwrap();
+    let handler = |_: &dlqlite::retry::Attempt<'_>| {
+        let _ = sql(&db).execute_batch(
+            "CREATE TRIGGER IF NOT EXISTS simulated_full_disk BEFORE INSERT ON failure_history
+             BEGIN SELECT RAISE(ABORT, 'database or disk is full (simulated)'); END;",
+        );
+        failure("fails")
+    };
+    let result = retry(
+        &dlq,
+        &closure_options("doomed", 1),
+        &handler,
+        &RunControl::default(),
+        |_| {},
+    );
+    let error = result
+        .expect_err("the storage error ends the run")
+        .to_string();
+    assert!(error.contains("simulated"), "{error}");
+    assert_eq!(
+        count(
+            &db,
+            "SELECT COUNT(*) FROM items WHERE lease_owner IS NOT NULL"
+        ),
+        0,
+        "leases given back"
+    );
+    assert_eq!(count(&db, "SELECT COUNT(*) FROM items"), 6);
+}
