@@ -699,3 +699,82 @@ fn commands_die_with_dlq_even_when_the_guard_is_gone() {
         }
     });
 }
+
+/// Found by an independent bug-injection audit: the numbers across all jobs,
+/// a renamed job directory, and `add --job-id` over a carried job id.
+#[test]
+fn stats_across_jobs_take_the_earliest_first_and_latest_last_attempt() {
+    let dir = TempDir::new("stats-range");
+    let db = dir.join("dlq.db");
+    let mut a = item("a", 1, "2025-01-01T00:00:00Z", "x");
+    a["first_attempt"] = "2024-01-01T00:00:00Z".into();
+    add_lines(&db, "job-a", [a]);
+    add_lines(&db, "job-b", [item("b", 1, "2024-06-01T00:00:00Z", "x")]);
+    let stats = json(&ok(dlq(&db).args(["stats", "--json"])));
+    let instant =
+        |v: &serde_json::Value| chrono::DateTime::parse_from_rfc3339(v.as_str().unwrap()).unwrap();
+    let at = |text: &str| chrono::DateTime::parse_from_rfc3339(text).unwrap();
+    assert_eq!(instant(&stats["oldest_item"]), at("2024-01-01T00:00:00Z"));
+    assert_eq!(instant(&stats["newest_item"]), at("2025-01-01T00:00:00Z"));
+    assert_eq!(
+        instant(&stats["jobs"]["job-a"]["oldest_item"]),
+        at("2024-01-01T00:00:00Z")
+    );
+    assert_eq!(
+        instant(&stats["jobs"]["job-b"]["newest_item"]),
+        at("2024-06-01T00:00:00Z")
+    );
+    assert_eq!(stats["total_items"], 2);
+}
+
+#[test]
+fn a_job_directory_keeps_its_name_when_index_json_names_another_job() {
+    let dir = TempDir::new("renamed-job");
+    let db = dir.join("dlq.db");
+    let tree = dir.join("tree");
+    legacy_file(&tree, "job-b", &item("x", 1, "2025-01-01T00:00:00Z", "x"));
+    write_json(
+        &tree.join("mapreduce/dlq/job-b"),
+        "index.json",
+        &serde_json::json!({"job_id": "job-a", "item_ids": ["x"], "item_count": 1}),
+    );
+    ok(dlq(&db).args(["import", "--json"]).arg(&tree));
+    assert_eq!(
+        strings(&db, "SELECT job_id FROM items WHERE item_id = 'x'"),
+        ["job-b"]
+    );
+    assert_eq!(
+        count(&db, "SELECT COUNT(*) FROM jobs WHERE job_id = 'job-a'"),
+        0
+    );
+}
+
+#[test]
+fn add_job_id_wins_over_a_carried_job_id() {
+    let dir = TempDir::new("add-job-id");
+    let db = dir.join("dlq.db");
+    let mut carried = item("x", 1, "2025-01-01T00:00:00Z", "x");
+    carried["job_id"] = "old".into();
+    add_lines(&db, "new", [carried.clone()]);
+    assert_eq!(
+        strings(&db, "SELECT job_id FROM items WHERE item_id = 'x'"),
+        ["new"]
+    );
+    assert_eq!(
+        count(&db, "SELECT COUNT(*) FROM jobs WHERE job_id = 'old'"),
+        0
+    );
+    // Without --job-id the carried one is used.
+    let mut other = carried;
+    other["item_id"] = "y".into();
+    let output = with_stdin(dlq(&db).arg("add"), &format!("{other}\n"));
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert_eq!(
+        strings(&db, "SELECT job_id FROM items WHERE item_id = 'y'"),
+        ["old"]
+    );
+}
