@@ -570,11 +570,7 @@ fn leases_are_renewed_while_commands_run() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while std::fs::read_to_string(&log).map_or(0, |t| t.lines().count()) < 2 {
-        assert!(Instant::now() < deadline, "the first run did not start");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_for_lines(&log, 2);
     // Past the lease (1 s) twice over: only renewal keeps the items held.
     std::thread::sleep(Duration::from_millis(2_000));
     let second = json(&ok(

@@ -62,6 +62,20 @@ pub fn dlq(db: &Path) -> Command {
     command
 }
 
+/// Waits (up to 20 s) until the file at `path` has `n` lines, as when a
+/// background run has started its commands; fails the test otherwise.
+pub fn wait_for_lines(path: &Path, n: usize) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while std::fs::read_to_string(path).map_or(0, |t| t.lines().count()) < n {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{} did not reach {n} lines in 20 s",
+            path.display()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
 /// Runs a command and returns its output.
 pub fn run(command: &mut Command) -> Output {
     command.output().expect("run dlq")

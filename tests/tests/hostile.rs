@@ -29,19 +29,6 @@ fn refused(command: &mut Command) -> (i32, String) {
     )
 }
 
-/// Waits (up to 20 s) until `path` has `n` lines: the commands started.
-fn wait_for_lines(path: &Path, n: usize) {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while std::fs::read_to_string(path)
-        .map(|t| t.lines().count())
-        .unwrap_or(0)
-        < n
-        && Instant::now() < deadline
-    {
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
 /// Makes a named pipe at `path`.
 fn mkfifo(path: &Path) {
     let status = Command::new("mkfifo").arg(path).status().unwrap();

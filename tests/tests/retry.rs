@@ -294,19 +294,6 @@ fn logging_command(log: &Path, sleep: &str) -> String {
     )
 }
 
-/// Waits (up to 20 s) until the log has `n` lines: the run is under way.
-fn wait_for_lines(log: &Path, n: usize) {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while std::fs::read_to_string(log)
-        .map(|t| t.lines().count())
-        .unwrap_or(0)
-        < n
-    {
-        assert!(Instant::now() < deadline, "the run did not start");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
 fn now_nanos() -> u128 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
