@@ -137,6 +137,71 @@ fn two_histories_of_one_item_merge_into_their_union() {
 }
 
 #[test]
+fn a_newer_copy_replaces_the_stored_artifacts() {
+    // The older copy is stored first, so the merge must rewrite the
+    // worktree_artifacts row (the other order keeps the stored one).
+    let dir = TempDir::new("artifacts");
+    let db = dir.join("dlq.db");
+    let older = write_json(
+        dir.path(),
+        "1.json",
+        &item("a", 1, "2025-01-01T00:00:00Z", "first"),
+    );
+    let mut newer_item = item("a", 2, "2025-01-03T00:00:00Z", "second");
+    newer_item["worktree_artifacts"]["worktree_path"] = "/wt/a-second".into();
+    newer_item["worktree_artifacts"]["error_logs"] = "/logs/second.log".into();
+    let newer = write_json(dir.path(), "2.json", &newer_item);
+    ok(dlq(&db).args(["add", "--job-id", "j"]).arg(&older));
+    let out = json(&ok(dlq(&db)
+        .args(["add", "--json", "--job-id", "j"])
+        .arg(&newer)));
+    assert_eq!(out["items_merged"], 1);
+    let rows: Vec<String> = sql(&db)
+        .prepare("SELECT worktree_path FROM worktree_artifacts")
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(rows, ["/wt/a-second"]);
+    let shown = json(&ok(dlq(&db).args(["inspect", "--job-id", "j", "a"])));
+    assert_eq!(
+        shown["worktree_artifacts"],
+        newer_item["worktree_artifacts"]
+    );
+}
+
+#[test]
+fn a_write_transaction_sees_the_capacity_in_force() {
+    let dir = TempDir::new("txcap");
+    let dlq = dlqlite::Dlq::open(dir.join("dlq.db")).unwrap();
+    let one = dlqlite::DeadLetteredItem::from_json_str(
+        &item("a", 1, "2025-01-01T00:00:00Z", "boom").to_string(),
+    )
+    .unwrap();
+    dlq.add("capped", &one).unwrap();
+    dlq.add("open", &one).unwrap();
+    dlq.set_capacity(Some("capped"), Some(7)).unwrap();
+    dlq.set_capacity(None, Some(300)).unwrap();
+    let caps = |dlq: &dlqlite::Dlq| {
+        dlq.write(|tx| {
+            Ok((
+                tx.capacity("capped")?,
+                tx.capacity("open")?,
+                tx.capacity("no-such-job")?,
+            ))
+        })
+        .unwrap()
+    };
+    assert_eq!(caps(&dlq), (7, 300, 300));
+    dlq.set_capacity(Some("capped"), None).unwrap();
+    dlq.set_capacity(None, Some(0)).unwrap();
+    assert_eq!(caps(&dlq), (0, 0, 0));
+    dlq.set_capacity(None, Some(12)).unwrap();
+    assert_eq!(caps(&dlq), (12, 12, 12));
+}
+
+#[test]
 fn capacity_keeps_the_newest_and_records_every_eviction() {
     let dir = TempDir::new("cap");
     let db = dir.join("dlq.db");
