@@ -559,11 +559,29 @@ impl DeadLetteredItem {
         Ok(serde_json::to_value(self)?)
     }
 
-    /// The attempt with the highest (attempt_number, timestamp).
+    /// The item's last attempt: the one with the latest timestamp, and of
+    /// those the highest attempt_number. This is the one definition of
+    /// "last" (the SQL side is `store::counters::last_attempt_order`): it
+    /// decides `last_error_type`, the views, the counters and which copy
+    /// wins a merge. Attempt numbers alone cannot decide it: every copy the
+    /// legacy writer left numbers its one attempt 1, and agents that restart
+    /// their count send attempts out of order.
     pub fn last_failure(&self) -> Option<&FailureDetail> {
-        self.failure_history
-            .iter()
-            .max_by_key(|f| (f.attempt_number, f.timestamp))
+        self.failure_history.iter().max_by_key(|f| last_key(f))
+    }
+
+    /// How recent this copy is, for choosing between two copies of an item:
+    /// its last attempt's [`last_key`]; a copy without attempts ranks below
+    /// any with one, and by its `last_attempt` field among those without.
+    /// Two copies holding the same last attempt tie: they report the same
+    /// failure. (Breaking that tie on `last_attempt` would not commute: a
+    /// merged item's `last_attempt` is the latest of all copies, not the
+    /// winner's.)
+    fn recency(&self) -> (Option<(Timestamp, u32)>, Option<Timestamp>) {
+        match self.last_failure() {
+            Some(last) => (Some(last_key(last)), None),
+            None => (None, Some(self.last_attempt)),
+        }
     }
 }
 
@@ -803,18 +821,29 @@ pub struct MarkedFlags {
     pub manual_review_required: bool,
 }
 
+/// The order of "last" among attempts: latest timestamp, then highest
+/// attempt_number.
+pub fn last_key(attempt: &FailureDetail) -> (Timestamp, u32) {
+    (attempt.timestamp, attempt.attempt_number)
+}
+
 /// Merges `incoming` into `existing` by the engine's rule and returns the
 /// result. Histories are unioned on (attempt_number, timestamp), so merging
 /// the same item twice changes nothing; first_attempt is the min and
 /// last_attempt the max; failure_count never decreases and is at least the
-/// number of attempts; the rest comes from the side with the newer
-/// last_attempt (the existing side on a tie), except flags a person marked.
+/// number of attempts; the rest (data, signature, artifacts, flags) comes
+/// from the copy that holds the later last attempt
+/// ([`DeadLetteredItem::last_failure`]; a copy with attempts beats one
+/// without; between copies without, the later `last_attempt` field; the
+/// existing copy when both hold the same last attempt), so the merged
+/// item's signature belongs to its last attempt whatever order the copies
+/// arrive in. Flags a person marked are kept.
 pub fn merge(
     existing: &DeadLetteredItem,
     incoming: &DeadLetteredItem,
     marked: MarkedFlags,
 ) -> DeadLetteredItem {
-    let newer = if incoming.last_attempt > existing.last_attempt {
+    let newer = if incoming.recency() > existing.recency() {
         incoming
     } else {
         existing

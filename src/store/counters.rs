@@ -34,14 +34,16 @@ use crate::model::DeadLetteredItem;
 use rusqlite::{params, Connection};
 use std::collections::HashMap;
 
-/// The order that puts an item's last attempt first: the highest
-/// attempt_number, then the latest timestamp, with the columns of the
-/// attempts aliased `alias` (empty: unqualified). The Rust side of the same
+/// The order that puts an item's last attempt first: the latest timestamp,
+/// then the highest attempt_number, with the columns of the attempts
+/// aliased `alias` (empty: unqualified). Stored timestamps are fixed-width
+/// UTC text, so text order is time order. The index
+/// `failure_history_last` (schema V4) serves it. The Rust side of the same
 /// rule is [`DeadLetteredItem::last_failure`]; the `item_summary` view
-/// (schema V1) spells it out too, since a view cannot refer to this.
+/// (schema V4) spells it out too, since a view cannot refer to this.
 pub(crate) fn last_attempt_order(alias: &str) -> String {
     let dot = if alias.is_empty() { "" } else { "." };
-    format!("{alias}{dot}attempt_number DESC, {alias}{dot}timestamp DESC")
+    format!("{alias}{dot}timestamp DESC, {alias}{dot}attempt_number DESC")
 }
 
 /// A scalar subquery for `column` (e.g. `error_type`, or `id`) of the last

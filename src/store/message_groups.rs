@@ -5,8 +5,8 @@
 //! Built in two steps that read no row twice:
 //! 1. During analyze's one scan of the attempts ([`LastAttempts::offer`]),
 //!    each item keeps which of its attempts is last so far (the rule of
-//!    `counters::last_attempt_order`: highest attempt_number, then latest
-//!    timestamp) and that attempt's pattern. A message is normalised once:
+//!    `counters::last_attempt_order`: latest timestamp, then highest
+//!    attempt_number) and that attempt's pattern. A message is normalised once:
 //!    its pattern is cached by the message's hash.
 //! 2. One pass over the items in signature order ([`group_items`], on the
 //!    covering index `items_signature`) counts items per pattern and the
@@ -46,7 +46,7 @@ const EMPTY: Best = Best {
 
 impl Best {
     fn beaten_by(&self, attempt: u32, time: i64) -> bool {
-        self.pattern == NONE || (attempt, time) > (self.attempt, self.time)
+        self.pattern == NONE || (time, attempt) > (self.time, self.attempt)
     }
 }
 
@@ -412,14 +412,19 @@ mod tests {
     }
 
     #[test]
-    fn the_highest_attempt_wins_then_the_latest_time() {
+    fn the_latest_time_wins_then_the_highest_attempt() {
         let mut last = LastAttempts::new(1, 3, 3);
         let t = |s: &str| Timestamp::parse(s).unwrap().to_storage();
         last.offer(1, 2, t("2025-01-01T00:00:00Z").as_bytes(), b"second 2");
         last.offer(1, 1, t("2025-06-01T00:00:00Z").as_bytes(), b"first /a");
-        last.offer(1, 2, t("2025-01-02T00:00:00Z").as_bytes(), b"later 7");
+        last.offer(1, 3, t("2025-01-02T00:00:00Z").as_bytes(), b"third 7");
         let best = last.get(1);
-        assert_eq!(last.patterns.names[best.pattern as usize], "later <n>");
+        assert_eq!(last.patterns.names[best.pattern as usize], "first <path>");
+        // Same time: the higher attempt number.
+        last.offer(1, 0, t("2025-06-01T00:00:00Z").as_bytes(), b"zero 1");
+        last.offer(1, 4, t("2025-06-01T00:00:00Z").as_bytes(), b"four 9");
+        let best = last.get(1);
+        assert_eq!(last.patterns.names[best.pattern as usize], "four <n>");
         assert_eq!(last.get(2).pattern, NONE);
     }
 }

@@ -781,18 +781,21 @@ fn analyze_groups_add_up_to_every_item() {
             &format!("cargo test failed in /src/m{i}.rs after {i}s"),
         );
         if i % 5 == 0 {
-            // Attempt 3 (the last) comes before attempt 2 in the file and
-            // has the earlier timestamp: the attempt number decides.
+            // In the file: attempt 2 (the latest timestamp, so the last
+            // attempt), attempt 1, then attempt 3 (the highest number, but
+            // the earliest): the timestamp decides, not the number or the
+            // place in the file.
             let history = value["failure_history"].as_array_mut().unwrap();
             let mut third = history[0].clone();
             third["attempt_number"] = 3.into();
             third["timestamp"] = "2025-02-01T00:00:00Z".into();
-            third["error_message"] = format!("merge conflict in /src/x{i}.rs").into();
+            third["error_message"] = format!("agent {i} timed out").into();
             let mut second = history[0].clone();
             second["attempt_number"] = 2.into();
             second["timestamp"] = "2025-04-01T00:00:00Z".into();
-            history.insert(0, third);
-            history.push(second);
+            second["error_message"] = format!("merge conflict in /src/x{i}.rs").into();
+            history.insert(0, second);
+            history.push(third);
             value["failure_count"] = 3.into();
         }
         lines.push(value);
@@ -807,7 +810,8 @@ fn analyze_groups_add_up_to_every_item() {
         (0..3).map(|i| item(&format!("s{i}"), 1, "2025-03-02T00:00:00Z", "disk full")),
     );
 
-    // The reference: items per pattern of their last attempt's message.
+    // The reference: items per pattern of their last attempt's message
+    // (latest timestamp, then highest attempt number).
     let reference = |job: Option<&str>| -> BTreeMap<String, i64> {
         let conn = sql(&db);
         let mut last: BTreeMap<i64, (i64, String, String)> = BTreeMap::new();
@@ -830,7 +834,7 @@ fn analyze_groups_add_up_to_every_item() {
             let (key, n, at, message) = row.unwrap();
             let better = last
                 .get(&key)
-                .is_none_or(|(bn, bat, _)| (n, &at) > (*bn, bat));
+                .is_none_or(|(bn, bat, _)| (&at, n) > (bat, *bn));
             if better {
                 last.insert(key, (n, at, message));
             }

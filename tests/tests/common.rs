@@ -123,6 +123,38 @@ pub fn json(text: &str) -> serde_json::Value {
     serde_json::from_str(text).unwrap_or_else(|e| panic!("not JSON ({e}): {text}"))
 }
 
+/// Every stored row without its surrogate keys, as JSON arrays in a fixed
+/// order: items (with `last_error_type`), attempts, artifacts, job
+/// counters, signature and error-type counts, and the `item_summary` view.
+/// Two databases holding the same items dump equal.
+pub fn dump(db: &Path) -> Vec<String> {
+    let conn = sql(db);
+    let mut rows = Vec::new();
+    for query in [
+        "SELECT json_array(job_id, item_id, item_data, first_attempt, last_attempt, failure_count, error_signature,
+             reprocess_eligible, manual_review_required, extra, omitted_fields, last_error_type) FROM items ORDER BY job_id, item_id",
+        "SELECT json_array(i.job_id, i.item_id, f.attempt_number, f.timestamp, f.error_type, f.exit_code, f.error_type_json,
+             f.error_message, f.error_context, f.stack_trace, f.agent_id, f.step_failed, f.duration_ms,
+             f.json_log_location, f.extra, f.omitted_fields)
+         FROM failure_history f JOIN items i ON i.id = f.item_key ORDER BY 1",
+        "SELECT json_array(i.job_id, i.item_id, w.worktree_path, w.branch_name, w.uncommitted_changes, w.error_logs, w.extra)
+         FROM worktree_artifacts w JOIN items i ON i.id = w.item_key ORDER BY 1",
+        "SELECT json_array(job_id, repo, item_count, eligible_count, manual_review_count, failure_count_sum) FROM jobs ORDER BY job_id",
+        "SELECT json_array('signature', job_id, error_signature, item_count) FROM signature_counts ORDER BY 1",
+        "SELECT json_array('error_type', job_id, error_type, item_count) FROM error_type_counts ORDER BY 1",
+        "SELECT json_array('summary', job_id, item_id, error_type, exit_code, error_message) FROM item_summary ORDER BY 1",
+    ] {
+        let mut stmt = conn.prepare(query).unwrap();
+        let found: Vec<String> = stmt
+            .query_map([], |r| r.get(0))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        rows.extend(found);
+    }
+    rows
+}
+
 /// A current-format legacy item with one attempt.
 pub fn item(id: &str, attempt: u32, timestamp: &str, message: &str) -> serde_json::Value {
     serde_json::json!({

@@ -23,9 +23,10 @@ fn expected(conn: &rusqlite::Connection) -> (JobCounters, Tally, Tally, Vec<Stri
     for job in strings_of(conn, "SELECT job_id FROM jobs") {
         jobs.insert(job, [0; 4]);
     }
-    // The last attempt of each item: highest attempt_number, then latest
-    // timestamp (the documented rule), picked here in Rust.
-    let mut last: BTreeMap<i64, ((i64, String), String)> = BTreeMap::new();
+    // The last attempt of each item: latest timestamp, then highest
+    // attempt_number (the documented rule), picked here in Rust. Stored
+    // timestamps are fixed-width UTC, so their text orders like time.
+    let mut last: BTreeMap<i64, ((String, i64), String)> = BTreeMap::new();
     let mut stmt = conn
         .prepare("SELECT item_key, attempt_number, timestamp, error_type FROM failure_history")
         .unwrap();
@@ -33,8 +34,8 @@ fn expected(conn: &rusqlite::Connection) -> (JobCounters, Tally, Tally, Vec<Stri
     while let Some(row) = rows.next().unwrap() {
         let key: i64 = row.get(0).unwrap();
         let order = (
-            row.get::<_, i64>(1).unwrap(),
             row.get::<_, String>(2).unwrap(),
+            row.get::<_, i64>(1).unwrap(),
         );
         let error_type: String = row.get(3).unwrap();
         match last.get(&key) {

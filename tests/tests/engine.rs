@@ -312,6 +312,64 @@ fn a_newer_schema_is_refused_and_left_alone() {
     assert_eq!(std::fs::read(&db).unwrap(), before);
 }
 
+/// Schema V4 moved "last attempt" from the highest attempt_number to the
+/// latest timestamp. A database written under V3 gets every derived column
+/// and count recomputed by the upgrade.
+#[test]
+fn the_v4_upgrade_recomputes_the_last_attempt_of_stored_items() {
+    let dir = TempDir::new("v4");
+    let db = dir.join("dlq.db");
+    // Attempt 2 is the latest; attempt 3 (the highest number) is older.
+    let mut value = item("a", 2, "2025-04-01T00:00:00Z", "late");
+    let mut third = value["failure_history"][0].clone();
+    third["attempt_number"] = 3.into();
+    third["timestamp"] = "2025-02-01T00:00:00Z".into();
+    third["error_type"] = "Timeout".into();
+    value["failure_history"].as_array_mut().unwrap().push(third);
+    value["failure_count"] = 2.into();
+    add_lines(&db, "j", [value, item("b", 1, "2025-01-01T00:00:00Z", "b")]);
+    let current = dump(&db);
+    assert!(
+        current.contains(&r#"["error_type","j","CommandFailed",2]"#.to_string()),
+        "{current:#?}"
+    );
+    // Put the database back as V3 left it: the old rule's last error type
+    // (the trigger moves the counts), the old view, no new index.
+    let conn = sql(&db);
+    conn.execute_batch(
+        "UPDATE items SET last_error_type = 'Timeout' WHERE item_id = 'a';
+         DROP INDEX failure_history_last;
+         DROP VIEW item_summary;
+         CREATE VIEW item_summary AS SELECT i.job_id, i.item_id, f.error_type, f.exit_code, f.error_message
+             FROM items AS i LEFT JOIN failure_history AS f ON f.id = (
+             SELECT l.id FROM failure_history AS l WHERE l.item_key = i.id
+             ORDER BY l.attempt_number DESC, l.timestamp DESC LIMIT 1);
+         DELETE FROM refinery_schema_history WHERE version = 4;",
+    )
+    .unwrap();
+    drop(conn);
+    assert_ne!(dump(&db), current);
+    let info = json(&ok(dlq(&db).args(["db", "--json"])));
+    assert_eq!(info["schema_version"], 4);
+    assert_eq!(dump(&db), current);
+    // A recount from the rows agrees with what the upgrade left.
+    ok(dlq(&db).args(["db", "--recount"]));
+    assert_eq!(dump(&db), current);
+    // The last attempt of an item is one seek, not a sort of its history.
+    let plan: Vec<String> = sql(&db)
+        .prepare("EXPLAIN QUERY PLAN SELECT * FROM item_summary")
+        .unwrap()
+        .query_map([], |r| r.get(3))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    assert!(
+        plan.iter().any(|step| step.contains("failure_history_last"))
+            && !plan.iter().any(|step| step.contains("TEMP B-TREE")),
+        "{plan:#?}"
+    );
+}
+
 #[test]
 fn processes_adding_at_once_to_a_new_database_all_succeed() {
     let dir = TempDir::new("concurrent");

@@ -37,27 +37,6 @@ fn tree_hash(root: &Path) -> BTreeMap<PathBuf, String> {
 }
 
 /// Table contents without surrogate keys, in a fixed order.
-fn dump(db: &Path) -> Vec<String> {
-    let conn = sql(db);
-    let mut rows = Vec::new();
-    for query in [
-        "SELECT json_array(job_id, item_id, item_data, first_attempt, last_attempt, failure_count, error_signature,
-             reprocess_eligible, manual_review_required, extra, omitted_fields) FROM items ORDER BY job_id, item_id",
-        "SELECT json_array(i.job_id, i.item_id, f.attempt_number, f.timestamp, f.error_type, f.exit_code, f.error_type_json,
-             f.error_message, f.error_context, f.stack_trace, f.agent_id, f.step_failed, f.duration_ms,
-             f.json_log_location, f.extra, f.omitted_fields)
-         FROM failure_history f JOIN items i ON i.id = f.item_key ORDER BY 1",
-        "SELECT json_array(i.job_id, i.item_id, w.worktree_path, w.branch_name, w.uncommitted_changes, w.error_logs, w.extra)
-         FROM worktree_artifacts w JOIN items i ON i.id = w.item_key ORDER BY 1",
-        "SELECT json_array(job_id, repo, item_count, eligible_count, manual_review_count, failure_count_sum) FROM jobs ORDER BY job_id",
-    ] {
-        let mut stmt = conn.prepare(query).unwrap();
-        let found: Vec<String> = stmt.query_map([], |r| r.get(0)).unwrap().collect::<Result<_, _>>().unwrap();
-        rows.extend(found);
-    }
-    rows
-}
-
 /// Asserts two dumps are equal, showing only the first difference.
 fn assert_same(left: &[String], right: &[String]) {
     let short = |s: &str| s.chars().take(300).collect::<String>();

@@ -676,9 +676,9 @@ fn per_attempt(f: F) -> Option<bool> {
     }
 }
 
-/// The last attempt: highest attempt_number, then latest timestamp.
+/// The last attempt: latest timestamp, then highest attempt_number.
 fn last_attempt(item: &RefItem) -> Option<&RefAttempt> {
-    item.attempts.iter().max_by_key(|a| (a.number, nanos(a.at)))
+    item.attempts.iter().max_by_key(|a| (nanos(a.at), a.number))
 }
 
 /// One comparison, in SQL's three-valued logic.
@@ -1025,11 +1025,31 @@ pub fn ref_normalised(item: &Value) -> Value {
 
 /// The documented merge rule, written out again from the README.
 pub fn ref_merge(existing: &Value, incoming: &Value, marked: (bool, bool)) -> Value {
-    let newer = if instant_of(&incoming["last_attempt"]) > instant_of(&existing["last_attempt"]) {
-        incoming
-    } else {
-        existing
+    // The copy holding the later last attempt wins (latest instant, then
+    // highest number); a copy with attempts beats one without; two without
+    // go by the later last_attempt field; everything else: the stored copy.
+    let last = |copy: &Value| {
+        copy["failure_history"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| {
+                (
+                    instant_of(&a["timestamp"]),
+                    a["attempt_number"].as_u64().unwrap(),
+                )
+            })
+            .max()
     };
+    let incoming_wins = match (last(incoming), last(existing)) {
+        (Some(i), Some(e)) => i > e,
+        (Some(_), None) => true,
+        (None, Some(_)) => false,
+        (None, None) => {
+            instant_of(&incoming["last_attempt"]) > instant_of(&existing["last_attempt"])
+        }
+    };
+    let newer = if incoming_wins { incoming } else { existing };
     let mut merged = newer.clone();
     let history = ref_union(&existing["failure_history"], &incoming["failure_history"]);
     let pick = |key: &str, earliest: bool| {
@@ -1156,7 +1176,40 @@ struct Agreeing {
 impl Arbitrary for Agreeing {
     fn arbitrary(g: &mut Gen) -> Self {
         let id = hostile_id(g, 1);
-        let copies = copies(g, &id, false, true);
+        let mut copies = copies(g, &id, false, true);
+        // Copies holding the same last attempt report the same failure, so
+        // they agree on everything but what merging combines (history,
+        // first/last_attempt, failure_count), as a real writer's would.
+        let last_of = |copy: &Value| {
+            copy["failure_history"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|a| {
+                    (
+                        instant_of(&a["timestamp"]),
+                        a["attempt_number"].as_u64().unwrap(),
+                    )
+                })
+                .max()
+        };
+        for i in 1..copies.len() {
+            let Some(last) = last_of(&copies[i]) else {
+                continue;
+            };
+            if let Some(first) = (0..i).find(|&j| last_of(&copies[j]) == Some(last)) {
+                let mut agreed = copies[first].clone();
+                for key in [
+                    "failure_history",
+                    "first_attempt",
+                    "last_attempt",
+                    "failure_count",
+                ] {
+                    agreed[key] = copies[i][key].clone();
+                }
+                copies[i] = agreed;
+            }
+        }
         let mut order: Vec<usize> = (0..copies.len()).collect();
         for i in (1..order.len()).rev() {
             order.swap(i, usize::arbitrary(g) % (i + 1));
@@ -1165,6 +1218,11 @@ impl Arbitrary for Agreeing {
     }
 }
 
+/// Copies of one item that agree on their shared attempts, added in every
+/// order of arrival, give identical rows: the item, its attempts, its last
+/// error type, the counters and the `item_summary` view. The last attempt
+/// (latest timestamp, then highest number) decides which copy's signature
+/// and data win, so no order leaves an item contradicting itself.
 #[test]
 fn merge_is_commutative_and_idempotent() {
     fn property(case: Agreeing) -> TestResult {
@@ -1175,7 +1233,8 @@ fn merge_is_commutative_and_idempotent() {
         for copy in &case.copies {
             add_value(&in_order, "j", copy);
         }
-        let shuffled = Dlq::open_in_memory().unwrap();
+        let shuffled_db = dir.join("shuffled.db");
+        let shuffled = Dlq::open(&shuffled_db).unwrap();
         for &i in &case.order {
             add_value(&shuffled, "j", &case.copies[i]);
         }
@@ -1186,6 +1245,39 @@ fn merge_is_commutative_and_idempotent() {
                 "order {:?} gives another item:\n{a:#}\n{b:#}",
                 case.order
             ));
+        }
+        let (rows_a, rows_b) = (crate::common::dump(&db), crate::common::dump(&shuffled_db));
+        if rows_a != rows_b {
+            return TestResult::error(format!(
+                "order {:?} gives other rows:\n{rows_a:#?}\n{rows_b:#?}",
+                case.order
+            ));
+        }
+        // The stored signature is the one of the copy holding the last
+        // attempt (checked without the engine's rule).
+        let last = a["failure_history"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .max_by_key(|f| {
+                (
+                    f["timestamp"].as_str().unwrap().parse::<i128>().unwrap(),
+                    f["attempt_number"].as_u64().unwrap(),
+                )
+            })
+            .cloned();
+        if let Some(last) = last {
+            let holder = case.copies.iter().find(|c| {
+                c["failure_history"].as_array().unwrap().iter().any(|f| {
+                    f["attempt_number"] == last["attempt_number"]
+                        && instant_of(&f["timestamp"]).to_string() == last["timestamp"]
+                })
+            });
+            if holder.map(|c| &c["error_signature"]) != Some(&a["error_signature"]) {
+                return TestResult::error(format!(
+                    "the signature is not the last attempt's copy's:\n{a:#}"
+                ));
+            }
         }
         // Every copy again, in either order: nothing changes.
         for copy in case.copies.iter().rev() {

@@ -458,8 +458,10 @@ fn kill_after(db: &Path, args: &[&str], env: &[(&str, &str)], delay: Duration) -
 /// Kills `args` at seeded random moments within `window` until it has been
 /// killed mid-run 20 times, checking the database after each kill, then
 /// reruns it to the end. A run that finished before its kill is followed by
-/// `reset` (so the next run has the whole job to do again): the count of
-/// kills then holds however fast or slow the machine is. Returns the kills.
+/// `reset` (so the next run has the whole job to do again) and shrinks the
+/// window by a quarter (the timing run was slower than the machine is now,
+/// say because other tests were running then): the count of kills then
+/// holds however fast or slow the machine is. Returns the kills.
 fn crash_and_rerun(
     db: &Path,
     args: &[&str],
@@ -470,6 +472,7 @@ fn crash_and_rerun(
 ) -> usize {
     let mut rng = Rng::new(seed);
     let mut killed = 0;
+    let mut window = window;
     for _ in 0..60 {
         if killed == 20 {
             break;
@@ -483,6 +486,7 @@ fn crash_and_rerun(
             killed += 1;
         } else {
             reset();
+            window = window * 3 / 4;
         }
     }
     let mut command = dlq(db);
