@@ -2,7 +2,7 @@
 //! per-connection PRAGMAs and the schema migrations. The one place that knows
 //! how SQLite is set up.
 
-use crate::error::{Error, Result};
+use crate::error::{Error, ErrorKind, Result};
 use r2d2::Pool;
 use r2d2_sqlite::SqliteConnectionManager;
 use rusqlite::{Connection, OpenFlags};
@@ -16,16 +16,42 @@ mod embedded {
 /// The pool type every store function takes its connections from.
 pub type DbPool = Pool<SqliteConnectionManager>;
 
-/// How long a connection waits for another writer before giving up.
-/// `DLQ_BUSY_TIMEOUT_MS` overrides it (tests use a short one).
-/// A value SQLite cannot take (over 2^31-1 ms) is cut to the most it can;
-/// one that is not a number is ignored (`dlq` refuses both at start).
-pub fn busy_timeout() -> Duration {
-    std::env::var("DLQ_BUSY_TIMEOUT_MS")
-        .ok()
-        .and_then(|ms| ms.trim().parse::<u64>().ok())
-        .map(|ms| Duration::from_millis(ms.min(i32::MAX as u64)))
-        .unwrap_or(Duration::from_secs(30))
+/// How long a connection waits for another writer before giving up, unless
+/// [`crate::OpenOptions::busy_timeout`] says otherwise.
+pub const DEFAULT_BUSY_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Connections a file database's pool holds at most, unless
+/// [`crate::OpenOptions::pool_size`] says otherwise.
+pub const DEFAULT_POOL_SIZE: u32 = 8;
+
+/// How connections are opened: what [`crate::OpenOptions`] decides, in the
+/// form the functions below take.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Setup {
+    /// Create the file (and its parent directories) when missing.
+    pub create: bool,
+    /// Open read-only: no migration, no checkpoints, every write refused.
+    pub read_only: bool,
+    /// How long a statement waits for another connection's lock.
+    pub busy_timeout: Duration,
+    /// The most connections the pool holds.
+    pub pool_size: u32,
+}
+
+impl Default for Setup {
+    fn default() -> Self {
+        Setup {
+            create: true,
+            read_only: false,
+            busy_timeout: DEFAULT_BUSY_TIMEOUT,
+            pool_size: DEFAULT_POOL_SIZE,
+        }
+    }
+}
+
+/// A busy timeout SQLite can take (at most 2^31-1 ms).
+fn clamp_timeout(timeout: Duration) -> Duration {
+    timeout.min(Duration::from_millis(i32::MAX as u64))
 }
 
 /// The schema version this build creates and understands.
@@ -58,8 +84,8 @@ fn configure_sqlite_once() {
 /// PRAGMAs every connection needs. They are per connection (foreign_keys,
 /// busy_timeout) or must run outside a transaction (journal_mode), which is
 /// why they live here and not in a migration.
-fn configure(conn: &mut Connection, read_only: bool) -> rusqlite::Result<()> {
-    conn.busy_timeout(busy_timeout())?;
+fn configure(conn: &mut Connection, read_only: bool, busy: Duration) -> rusqlite::Result<()> {
+    conn.busy_timeout(clamp_timeout(busy))?;
     if !read_only {
         // Only takes effect on a new, empty database (before WAL is set).
         // 8 KiB, measured at 1,000,000 items: 4 KiB made analyze's scan
@@ -96,10 +122,10 @@ fn configure(conn: &mut Connection, read_only: bool) -> rusqlite::Result<()> {
 /// switch needs an exclusive lock, and SQLite answers busy at once, without
 /// waiting, when two connections that both read the file ask for it; so wait
 /// here, up to the busy timeout.
-fn configure_new(conn: &mut Connection) -> rusqlite::Result<()> {
-    let deadline = Instant::now() + busy_timeout();
+fn configure_new(conn: &mut Connection, busy: Duration) -> rusqlite::Result<()> {
+    let deadline = Instant::now() + clamp_timeout(busy);
     loop {
-        match configure(conn, false) {
+        match configure(conn, false, busy) {
             Err(e)
                 if e.sqlite_error_code() == Some(rusqlite::ErrorCode::DatabaseBusy)
                     && Instant::now() < deadline =>
@@ -144,45 +170,85 @@ fn create_private_file(path: &Path) -> Result<()> {
     }
 }
 
-/// Opens (creating if needed) the database at `path`, migrated to the
-/// current schema, behind a connection pool.
-pub fn open_pool(path: &Path) -> Result<DbPool> {
+/// Opens the database at `path` as `setup` says: created if missing (when
+/// allowed), migrated to the current schema (read-write only), behind a
+/// connection pool.
+pub(crate) fn open_pool(path: &Path, setup: Setup) -> Result<DbPool> {
     configure_sqlite_once();
     if path.is_dir() {
         return Err(Error::Open {
             path: path.to_path_buf(),
             reason: "is a directory".to_string(),
+            kind: ErrorKind::InvalidInput,
         });
     }
     if !path.exists() {
+        if !setup.create || setup.read_only {
+            return Err(Error::Open {
+                path: path.to_path_buf(),
+                reason: "no such database file".to_string(),
+                kind: ErrorKind::NotFound,
+            });
+        }
         create_private_file(path)?;
     }
+    let busy = setup.busy_timeout;
+    let read_only = setup.read_only;
+    let flags = if read_only {
+        OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX
+    } else {
+        OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX
+    };
     // Configure and migrate on a connection of our own first, so a file that
     // is not SQLite or a newer schema fails at once instead of inside the
     // pool's retry loop.
-    let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
     let mut conn = Connection::open_with_flags(path, flags).map_err(|e| open_error(path, e))?;
-    configure_new(&mut conn).map_err(|e| open_error(path, e))?;
-    migrate(&mut conn, path)?;
+    if read_only {
+        configure(&mut conn, true, busy).map_err(|e| open_error(path, e))?;
+        // A read-only handle cannot migrate: it needs the schema this build
+        // reads.
+        let found = check_not_newer(&conn, path)?;
+        let supported = supported_schema_version();
+        if found != Some(supported) {
+            return Err(Error::Open {
+                path: path.to_path_buf(),
+                reason: match found {
+                    None => "not a dlqlite database".to_string(),
+                    Some(found) => format!(
+                        "schema version {found} is older than this dlq's ({supported}); open it read-write once to upgrade it"
+                    ),
+                },
+                kind: if found.is_none() {
+                    ErrorKind::Corrupt
+                } else {
+                    ErrorKind::ReadOnly
+                },
+            });
+        }
+    } else {
+        configure_new(&mut conn, busy).map_err(|e| open_error(path, e))?;
+        migrate(&mut conn, path, busy)?;
+    }
     drop(conn);
     let manager = SqliteConnectionManager::file(path)
         .with_flags(flags)
-        .with_init(|conn| configure(conn, false));
+        .with_init(move |conn| configure(conn, read_only, busy));
     Ok(Pool::builder()
-        .max_size(8)
+        .max_size(setup.pool_size.max(1))
         .min_idle(Some(0))
-        .connection_timeout(busy_timeout() + Duration::from_secs(5))
+        .connection_timeout(clamp_timeout(busy) + Duration::from_secs(5))
         .build_unchecked(manager))
 }
 
 /// Opens an existing database read-only (for ad-hoc queries). Refuses a
 /// database whose schema is newer than this build.
-pub fn open_read_only(path: &Path) -> Result<Connection> {
+pub(crate) fn open_read_only(path: &Path) -> Result<Connection> {
     configure_sqlite_once();
     if !path.is_file() {
         return Err(Error::Open {
             path: path.to_path_buf(),
             reason: "no such database file".to_string(),
+            kind: ErrorKind::NotFound,
         });
     }
     let mut conn = Connection::open_with_flags(
@@ -190,7 +256,7 @@ pub fn open_read_only(path: &Path) -> Result<Connection> {
         OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
     )
     .map_err(|e| open_error(path, e))?;
-    configure(&mut conn, true).map_err(|e| open_error(path, e))?;
+    configure(&mut conn, true, DEFAULT_BUSY_TIMEOUT).map_err(|e| open_error(path, e))?;
     check_not_newer(&conn, path)?;
     Ok(conn)
 }
@@ -198,7 +264,7 @@ pub fn open_read_only(path: &Path) -> Result<Connection> {
 /// An in-memory database behind a pool of one connection (each SQLite
 /// in-memory connection is its own database). With `from`, it starts as a
 /// copy of that database file: a dry run works on the copy.
-pub fn open_memory_pool(from: Option<&Path>) -> Result<DbPool> {
+pub(crate) fn open_memory_pool(from: Option<&Path>) -> Result<DbPool> {
     configure_sqlite_once();
     let source = from.map(Path::to_path_buf);
     let manager = SqliteConnectionManager::memory()
@@ -215,7 +281,7 @@ pub fn open_memory_pool(from: Option<&Path>) -> Result<DbPool> {
                     None::<fn(rusqlite::backup::Progress)>,
                 )?;
             }
-            configure(conn, false)
+            configure(conn, false, DEFAULT_BUSY_TIMEOUT)
         });
     let label = from
         .map(Path::to_path_buf)
@@ -226,16 +292,17 @@ pub fn open_memory_pool(from: Option<&Path>) -> Result<DbPool> {
     }
     let pool = Pool::builder()
         .max_size(1)
-        .connection_timeout(busy_timeout() + Duration::from_secs(5))
+        .connection_timeout(DEFAULT_BUSY_TIMEOUT + Duration::from_secs(5))
         .build(manager)
         .map_err(|e| open_error(&label, e))?;
     let mut conn = pool.get().map_err(|e| open_error(&label, e))?;
-    migrate(&mut conn, &label)?;
+    migrate(&mut conn, &label, DEFAULT_BUSY_TIMEOUT)?;
     drop(conn);
     Ok(pool)
 }
 
-fn open_error(path: &Path, error: impl std::fmt::Display) -> Error {
+fn open_error(path: &Path, error: impl OpenCause) -> Error {
+    let kind = error.kind();
     let mut reason = error.to_string();
     // r2d2 wraps the SQLite message; keep the part a person can act on.
     if let Some(rest) = reason.strip_prefix("timed out waiting for connection: ") {
@@ -244,6 +311,32 @@ fn open_error(path: &Path, error: impl std::fmt::Display) -> Error {
     Error::Open {
         path: path.to_path_buf(),
         reason,
+        kind,
+    }
+}
+
+/// What can stop a database from opening, and its [`ErrorKind`].
+trait OpenCause: std::fmt::Display {
+    fn kind(&self) -> ErrorKind;
+}
+
+impl OpenCause for rusqlite::Error {
+    fn kind(&self) -> ErrorKind {
+        crate::error::sqlite_kind(self)
+    }
+}
+
+impl OpenCause for r2d2::Error {
+    fn kind(&self) -> ErrorKind {
+        // The first connection of an in-memory pool: SQLite's own message
+        // is in the text, and it can only fail as a resource problem.
+        ErrorKind::Other
+    }
+}
+
+impl OpenCause for Error {
+    fn kind(&self) -> ErrorKind {
+        Error::kind(self)
     }
 }
 
@@ -284,8 +377,8 @@ fn check_not_newer(conn: &Connection, path: &Path) -> Result<Option<i64>> {
 /// or, having read a stale version, fails on `CREATE TABLE` of a table the
 /// winner just made. Either way its transaction rolled back; when the applied
 /// version has moved meanwhile it looks again, and finds nothing left to do.
-fn migrate(conn: &mut Connection, path: &Path) -> Result<()> {
-    let deadline = Instant::now() + busy_timeout();
+fn migrate(conn: &mut Connection, path: &Path, busy: Duration) -> Result<()> {
+    let deadline = Instant::now() + clamp_timeout(busy);
     loop {
         let before = check_not_newer(conn, path)?;
         if before == Some(supported_schema_version()) {
@@ -323,20 +416,21 @@ pub const WAL_BOUND_BYTES: i64 = 64 << 20;
 /// Checkpoints the WAL from a thread of its own, every second, so that no
 /// commit pays for it: PASSIVE past [`CHECKPOINT_AT_BYTES`], TRUNCATE past
 /// [`WAL_BOUND_BYTES`]. Stops when dropped, with one last look at the WAL.
-pub struct Checkpointer {
+pub(crate) struct Checkpointer {
     stop: std::sync::Arc<(std::sync::Mutex<bool>, std::sync::Condvar)>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
 impl Checkpointer {
-    /// Starts checkpointing the database at `path`.
-    pub fn start(path: &Path) -> Result<Self> {
+    /// Starts checkpointing the database at `path`; a TRUNCATE waits up to
+    /// `busy` for readers and the writer.
+    pub(crate) fn start(path: &Path, busy: Duration) -> Result<Self> {
         let conn = Connection::open_with_flags(
             path,
             OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
         )
         .map_err(|e| open_error(path, e))?;
-        conn.busy_timeout(busy_timeout())
+        conn.busy_timeout(clamp_timeout(busy))
             .map_err(|e| open_error(path, e))?;
         conn.set_db_config(
             rusqlite::config::DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE,

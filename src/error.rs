@@ -1,26 +1,93 @@
 //! The library's typed error. Every variant says what went wrong and names the
 //! path, item or position it is about; the cause stays reachable through
-//! `source()`.
+//! `source()`. [`Error::kind`] sorts every error into an [`ErrorKind`], so a
+//! caller can tell busy from disk-full from corrupt without depending on the
+//! storage crates: none of their types is part of this API (the conversions
+//! from them are for `?` inside dlqlite and hidden from the docs).
+//!
+//! Storage errors carry the database's path: the store notes which database
+//! each thread is working on while it holds a connection ([`DbScope`]), and
+//! the conversion from a SQLite error reads it.
 
-use std::path::PathBuf;
+use std::cell::RefCell;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// Result with the library error as the default error type.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
+/// What kind of failure an [`Error`] is: what a caller can act on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ErrorKind {
+    /// Another connection held the lock past the busy timeout, or every
+    /// pooled connection stayed in use. Trying again later can succeed.
+    Busy,
+    /// The disk (or a quota, or a file-size limit) is full.
+    DiskFull,
+    /// The database, its directory or the file system cannot be written,
+    /// or the handle was opened read-only.
+    ReadOnly,
+    /// The file is not a dlqlite database, or it is damaged.
+    Corrupt,
+    /// The database was written by a newer dlqlite.
+    SchemaTooNew,
+    /// A job, item or file that does not exist.
+    NotFound,
+    /// Input that is not valid: an item, a filter, an argument, an id.
+    InvalidInput,
+    /// Reading or writing a file failed otherwise.
+    Io,
+    /// Anything else (a bug, or an error SQLite does not classify).
+    Other,
+}
+
+impl ErrorKind {
+    /// Whether the same call can succeed if tried again unchanged.
+    pub fn is_transient(self) -> bool {
+        matches!(self, ErrorKind::Busy)
+    }
+}
+
+/// A storage engine error, kept as the `source()` of [`Error::Storage`]
+/// without naming the engine's types.
+#[derive(Debug)]
+pub struct StorageError(Box<dyn std::error::Error + Send + Sync + 'static>);
+
+impl std::fmt::Display for StorageError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl std::error::Error for StorageError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.0.source()
+    }
+}
+
 /// Everything that can go wrong inside dlqlite.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum Error {
-    /// SQLite reported an error.
-    #[error("database error: {0}")]
-    Sqlite(#[from] rusqlite::Error),
-
-    /// The connection pool could not hand out a connection.
-    #[error("database pool error: {0}")]
-    Pool(#[from] r2d2::Error),
+    /// The database failed a statement: busy past the timeout, disk full,
+    /// read-only, corrupt, ... ([`Error::kind`] says which).
+    #[error("database {}: {source}", path_or_memory(.path))]
+    Storage {
+        kind: ErrorKind,
+        /// The database file (`None` in memory or when not known).
+        path: Option<PathBuf>,
+        #[source]
+        source: StorageError,
+    },
 
     /// The database could not be opened or prepared.
     #[error("cannot open database {path}: {reason}")]
-    Open { path: PathBuf, reason: String },
+    Open {
+        path: PathBuf,
+        reason: String,
+        kind: ErrorKind,
+    },
 
     /// The database was written by a newer dlqlite.
     #[error(
@@ -70,6 +137,17 @@ pub enum Error {
     /// A JSON value could not be produced or read.
     #[error("json error: {0}")]
     Json(#[from] serde_json::Error),
+
+    /// A filter expression is not valid.
+    #[error("invalid filter: {0}")]
+    Filter(#[from] crate::filter::FilterError),
+}
+
+fn path_or_memory(path: &Option<PathBuf>) -> String {
+    match path {
+        Some(path) => path.display().to_string(),
+        None => "error".to_string(),
+    }
 }
 
 fn job_hint(job_id: &Option<String>) -> String {
@@ -102,5 +180,131 @@ impl Error {
             what: what.into(),
             reason: reason.into(),
         }
+    }
+}
+
+impl Error {
+    /// What kind of failure this is.
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            Error::Storage { kind, .. } | Error::Open { kind, .. } => *kind,
+            Error::SchemaTooNew { .. } => ErrorKind::SchemaTooNew,
+            Error::Migration { .. } => ErrorKind::Other,
+            Error::Io { source, .. } => io_kind(source),
+            Error::InvalidItem { .. }
+            | Error::InvalidArgument { .. }
+            | Error::AmbiguousItem { .. }
+            | Error::Filter(_) => ErrorKind::InvalidInput,
+            Error::ItemNotFound { .. } | Error::JobNotFound(_) => ErrorKind::NotFound,
+            Error::Json(e) => match e.io_error_kind() {
+                Some(io) => io_kind(&std::io::Error::from(io)),
+                None => ErrorKind::InvalidInput,
+            },
+        }
+    }
+
+    /// Whether the same call can succeed if tried again unchanged (another
+    /// writer held the lock too long).
+    pub fn is_transient(&self) -> bool {
+        self.kind().is_transient()
+    }
+
+    /// A storage error of `kind` about the database at `path`.
+    pub(crate) fn storage(
+        kind: ErrorKind,
+        path: Option<PathBuf>,
+        source: impl std::error::Error + Send + Sync + 'static,
+    ) -> Self {
+        Error::Storage {
+            kind,
+            path,
+            source: StorageError(Box::new(source)),
+        }
+    }
+}
+
+fn io_kind(error: &std::io::Error) -> ErrorKind {
+    use std::io::ErrorKind as Io;
+    match error.kind() {
+        Io::NotFound => ErrorKind::NotFound,
+        Io::StorageFull | Io::QuotaExceeded | Io::FileTooLarge => ErrorKind::DiskFull,
+        Io::ReadOnlyFilesystem | Io::PermissionDenied => ErrorKind::ReadOnly,
+        Io::InvalidInput | Io::InvalidData | Io::InvalidFilename => ErrorKind::InvalidInput,
+        _ => match error.raw_os_error() {
+            Some(libc::ENOSPC) | Some(libc::EDQUOT) | Some(libc::EFBIG) => ErrorKind::DiskFull,
+            _ => ErrorKind::Io,
+        },
+    }
+}
+
+/// The kind of a SQLite error.
+pub(crate) fn sqlite_kind(error: &rusqlite::Error) -> ErrorKind {
+    use rusqlite::ErrorCode as Code;
+    match error.sqlite_error_code() {
+        Some(Code::DatabaseBusy | Code::DatabaseLocked) => ErrorKind::Busy,
+        Some(Code::DiskFull | Code::TooBig) => ErrorKind::DiskFull,
+        Some(Code::ReadOnly | Code::PermissionDenied) => ErrorKind::ReadOnly,
+        Some(Code::DatabaseCorrupt | Code::NotADatabase) => ErrorKind::Corrupt,
+        Some(Code::CannotOpen) => ErrorKind::NotFound,
+        Some(Code::SystemIoFailure) => ErrorKind::Io,
+        Some(Code::ConstraintViolation) => ErrorKind::InvalidInput,
+        _ => ErrorKind::Other,
+    }
+}
+
+thread_local! {
+    /// The databases this thread holds connections to, innermost last.
+    static SCOPES: RefCell<Vec<(u64, Arc<Path>)>> = const { RefCell::new(Vec::new()) };
+}
+
+/// While alive, SQLite errors raised on this thread name `path`. The store
+/// holds one with every connection it takes from its pool, so each `?` on a
+/// SQLite result becomes an [`Error::Storage`] with the path, without every
+/// call site passing it.
+pub(crate) struct DbScope(Option<u64>);
+
+impl DbScope {
+    pub(crate) fn enter(path: Option<&Arc<Path>>) -> Self {
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let Some(path) = path else {
+            return DbScope(None);
+        };
+        let id = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        SCOPES.with(|scopes| scopes.borrow_mut().push((id, Arc::clone(path))));
+        DbScope(Some(id))
+    }
+
+    fn current() -> Option<PathBuf> {
+        SCOPES.with(|scopes| scopes.borrow().last().map(|(_, path)| path.to_path_buf()))
+    }
+}
+
+impl Drop for DbScope {
+    fn drop(&mut self) {
+        if let Some(id) = self.0 {
+            // Usually the last one; an iterator kept past a later call can
+            // end out of order.
+            SCOPES.with(|scopes| {
+                let mut scopes = scopes.borrow_mut();
+                if let Some(at) = scopes.iter().rposition(|(other, _)| *other == id) {
+                    scopes.remove(at);
+                }
+            });
+        }
+    }
+}
+
+#[doc(hidden)]
+impl From<rusqlite::Error> for Error {
+    fn from(error: rusqlite::Error) -> Self {
+        Error::storage(sqlite_kind(&error), DbScope::current(), error)
+    }
+}
+
+#[doc(hidden)]
+impl From<r2d2::Error> for Error {
+    /// The pool gave no connection within its timeout: all were in use.
+    fn from(error: r2d2::Error) -> Self {
+        Error::storage(ErrorKind::Busy, DbScope::current(), error)
     }
 }

@@ -31,7 +31,13 @@ pub mod store;
 pub mod text;
 pub mod time;
 
-pub use error::{Error, Result};
+pub use error::{Error, ErrorKind, Result};
 pub use model::{DeadLetteredItem, ErrorType, FailureDetail, WorktreeArtifacts};
-pub use store::{Dlq, ListFilter};
+pub use store::{Dlq, JobOptions, ListFilter, OpenOptions};
 pub use time::Timestamp;
+
+// The README's Rust examples run as doctests, so they cannot drift from the
+// API they show.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;

@@ -17,6 +17,8 @@ mod engine;
 mod hostile;
 #[path = "tests/import.rs"]
 mod import;
+#[path = "tests/library.rs"]
+mod library;
 #[path = "tests/oracles.rs"]
 mod oracles;
 #[path = "tests/properties.rs"]

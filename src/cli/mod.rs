@@ -26,7 +26,7 @@ mod stats;
 
 use anyhow::{Context as _, Result};
 use clap::{Parser, Subcommand};
-use dlqlite::{Dlq, Timestamp};
+use dlqlite::{Dlq, OpenOptions, Timestamp};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -90,12 +90,14 @@ pub struct Context {
     db_path: PathBuf,
     /// `--now` / `DLQ_NOW`: "now" for age selection only.
     now: Option<Timestamp>,
+    /// `--busy-timeout-ms` / `DLQ_BUSY_TIMEOUT_MS`.
+    options: OpenOptions,
 }
 
 impl Context {
     /// Opens (creating if needed) the database.
     pub fn open(&self) -> Result<Dlq> {
-        let dlq = Dlq::open(&self.db_path)?;
+        let dlq = self.options.open(&self.db_path)?;
         Ok(self.with_age_clock(dlq))
     }
 
@@ -159,11 +161,6 @@ fn parse_now(text: &str) -> std::result::Result<Timestamp, String> {
 /// Runs the parsed command line.
 pub fn run(cli: Cli) -> Result<ExitCode> {
     output::RAW_CSV.store(cli.raw_csv, std::sync::atomic::Ordering::Relaxed);
-    if let Some(ms) = cli.busy_timeout_ms {
-        // The store reads the variable (a library user sets it in code);
-        // clap has checked it. Set before any thread exists.
-        std::env::set_var("DLQ_BUSY_TIMEOUT_MS", ms.to_string());
-    }
     let db_path = match cli.db {
         Some(path) => path,
         None => prodigy_home()?.join("dlq.db"),
@@ -174,9 +171,14 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
              (leases, attempt times and events keep the real clock)"
         );
     }
+    let mut options = OpenOptions::new();
+    if let Some(ms) = cli.busy_timeout_ms {
+        options.busy_timeout(std::time::Duration::from_millis(ms.into()));
+    }
     let ctx = Context {
         db_path,
         now: cli.now,
+        options,
     };
     match cli.command {
         Command::Import(args) => import::run(args, &ctx),

@@ -3,7 +3,7 @@
 
 use super::event_kinds;
 use super::query::resolve_job;
-use super::write::{default_capacity, EvictedItem};
+use super::write::{default_capacity, EvictedItem, WriteTx};
 use super::Dlq;
 use crate::error::{Error, Result};
 use rusqlite::{params, OptionalExtension};
@@ -165,11 +165,7 @@ impl Dlq {
         self.write(|tx| {
             let jobs: Vec<String> = match job_id {
                 Some(job) => {
-                    let changed = tx
-                        .conn()
-                        .prepare_cached("UPDATE jobs SET max_items = ?2 WHERE job_id = ?1")?
-                        .execute(params![job, max_items])?;
-                    if changed == 0 {
+                    if !set_job_capacity(tx, job, max_items)? {
                         return Err(Error::JobNotFound(job.to_string()));
                     }
                     vec![job.to_string()]
@@ -206,6 +202,72 @@ impl Dlq {
                 evicted.extend(tx.enforce_capacity(&job)?);
             }
             Ok(evicted)
+        })
+    }
+}
+
+/// Writes one job's capacity override; false when there is no such job.
+fn set_job_capacity(tx: &mut WriteTx<'_>, job: &str, max_items: Option<i64>) -> Result<bool> {
+    let changed = tx
+        .conn()
+        .prepare_cached("UPDATE jobs SET max_items = ?2 WHERE job_id = ?1")?
+        .execute(params![job, max_items])?;
+    Ok(changed > 0)
+}
+
+/// What [`Dlq::ensure_job`] sets on a job.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct JobOptions {
+    /// The job's capacity (0 = unlimited); `None` leaves it as it is (a new
+    /// job then follows the default).
+    pub max_items: Option<i64>,
+}
+
+impl Dlq {
+    /// Makes sure `job_id` exists, with `options` applied: a capacity can be
+    /// set before the job's first item arrives. Creating a job or changing
+    /// its capacity records an event (`job_created`, `capacity_set`); a job
+    /// over its new capacity is trimmed, and the evictions are returned.
+    pub fn ensure_job(&self, job_id: &str, options: &JobOptions) -> Result<Vec<EvictedItem>> {
+        if let Some(n) = options.max_items {
+            if n < 0 {
+                return Err(Error::invalid_argument(
+                    "capacity",
+                    format!("{n} is negative (0 means unlimited)"),
+                ));
+            }
+        }
+        self.write(|tx| {
+            let existing: Option<Option<i64>> = tx
+                .conn()
+                .prepare_cached("SELECT max_items FROM jobs WHERE job_id = ?1")?
+                .query_row([job_id], |row| row.get(0))
+                .optional()?;
+            tx.ensure_job(job_id, None)?;
+            if existing.is_none() {
+                tx.event(
+                    event_kinds::JOB_CREATED,
+                    Some(job_id),
+                    None,
+                    serde_json::json!({"max_items": options.max_items}),
+                )?;
+            }
+            let Some(n) = options.max_items else {
+                return Ok(Vec::new());
+            };
+            if existing == Some(Some(n)) {
+                return Ok(Vec::new());
+            }
+            set_job_capacity(tx, job_id, Some(n))?;
+            if existing.is_some() {
+                tx.event(
+                    event_kinds::CAPACITY,
+                    Some(job_id),
+                    None,
+                    serde_json::json!({"max_items": n}),
+                )?;
+            }
+            tx.enforce_capacity(job_id)
         })
     }
 }

@@ -16,6 +16,7 @@ mod events;
 mod leases;
 mod maintenance;
 mod message_groups;
+mod open;
 mod query;
 mod rows;
 mod stats;
@@ -28,7 +29,8 @@ pub use analysis::{
 pub(crate) use counters::last_attempt_select;
 pub use events::Event;
 pub use leases::{RunCounts, RunInfo};
-pub use maintenance::{CapacityInfo, MarkRequest, PurgeReport};
+pub use maintenance::{CapacityInfo, JobOptions, MarkRequest, PurgeReport};
+pub use open::OpenOptions;
 pub use query::{
     DbInfo, ItemIter, ItemSummary, JobInfo, JobItem, ListFilter, Page, PageCursor, SummaryIter,
 };
@@ -39,7 +41,7 @@ use crate::db::{self, DbPool};
 use crate::error::Result;
 use crate::time::Timestamp;
 use rusqlite::TransactionBehavior;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
 /// Where the current time comes from (tests inject a fixed clock).
@@ -50,7 +52,7 @@ pub type Clock = Arc<dyn Fn() -> Timestamp + Send + Sync>;
 #[derive(Clone)]
 pub struct Dlq {
     pool: DbPool,
-    path: Option<PathBuf>,
+    path: Option<Arc<Path>>,
     clock: Clock,
     /// "Now" for age selection only (purge cutoffs, `now` in filters), when
     /// it is not the real time: see [`Dlq::with_clock`].
@@ -81,24 +83,23 @@ pub mod event_kinds {
     pub const IMPORTED: &str = "imported";
     pub const MARKED: &str = "marked";
     pub const CAPACITY: &str = "capacity_set";
+    pub const JOB_CREATED: &str = "job_created";
     pub const RETRIED_OK: &str = "retried_ok";
     pub const RETRIED_FAILED: &str = "retried_failed";
     pub const REQUEUED: &str = "requeued";
 }
 
 impl Dlq {
-    /// Opens (creating and migrating as needed) the database at `path`.
+    /// Opens (creating and migrating as needed) the database at `path`, with
+    /// the default [`OpenOptions`].
     pub fn open(path: impl AsRef<Path>) -> Result<Self> {
-        let path = path.as_ref();
-        let pool = db::open_pool(path)?;
-        Ok(Dlq {
-            pool,
-            path: Some(path.to_path_buf()),
-            clock: Arc::new(Timestamp::now),
-            age_clock: None,
-            write_turn: Arc::default(),
-            _checkpointer: Some(Arc::new(db::Checkpointer::start(path)?)),
-        })
+        OpenOptions::new().open(path)
+    }
+
+    /// Opens the database at `path`, which must exist (see
+    /// [`OpenOptions::open_existing`]).
+    pub fn open_existing(path: impl AsRef<Path>) -> Result<Self> {
+        OpenOptions::new().open_existing(path)
     }
 
     /// A fresh database in memory (tests, dry runs, embedding).
@@ -184,7 +185,7 @@ impl Dlq {
             // rolled back when its connection went back to the pool.
             Err(poisoned) => poisoned.into_inner(),
         };
-        let mut conn = self.pool.get()?;
+        let mut conn = self.conn()?;
         if !foreign_keys {
             // A no-op inside a transaction, so it is set before BEGIN and
             // set back after COMMIT or ROLLBACK, before the connection goes
@@ -237,8 +238,33 @@ impl Dlq {
         self.pool.max_size() > 1
     }
 
-    fn conn(&self) -> Result<r2d2::PooledConnection<r2d2_sqlite::SqliteConnectionManager>> {
-        Ok(self.pool.get()?)
+    fn conn(&self) -> Result<Conn> {
+        // Entered first, so a pool timeout names the database too.
+        let scope = crate::error::DbScope::enter(self.path.as_ref());
+        Ok(Conn {
+            inner: self.pool.get()?,
+            _scope: scope,
+        })
+    }
+}
+
+/// A pooled connection, with this thread's note of which database it is on
+/// (so SQLite errors raised while it is held name the file).
+pub(crate) struct Conn {
+    inner: r2d2::PooledConnection<r2d2_sqlite::SqliteConnectionManager>,
+    _scope: crate::error::DbScope,
+}
+
+impl std::ops::Deref for Conn {
+    type Target = rusqlite::Connection;
+    fn deref(&self) -> &rusqlite::Connection {
+        &self.inner
+    }
+}
+
+impl std::ops::DerefMut for Conn {
+    fn deref_mut(&mut self) -> &mut rusqlite::Connection {
+        &mut self.inner
     }
 }
 

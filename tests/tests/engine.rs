@@ -364,7 +364,8 @@ fn the_v4_upgrade_recomputes_the_last_attempt_of_stored_items() {
         .map(Result::unwrap)
         .collect();
     assert!(
-        plan.iter().any(|step| step.contains("failure_history_last"))
+        plan.iter()
+            .any(|step| step.contains("failure_history_last"))
             && !plan.iter().any(|step| step.contains("TEMP B-TREE")),
         "{plan:#?}"
     );

@@ -1,0 +1,218 @@
+//! The library as an orchestrator embeds it: opening with `OpenOptions`,
+//! jobs set up before their first item, and errors told apart by
+//! `ErrorKind` alone (these tests name no rusqlite type in what they
+//! assert; `common::sql` is only the "other process" holding a lock).
+
+use crate::common::*;
+use dlqlite::{Dlq, Error, ErrorKind, JobOptions, OpenOptions};
+use std::time::{Duration, Instant};
+
+fn one_item(id: &str) -> dlqlite::DeadLetteredItem {
+    dlqlite::DeadLetteredItem::from_json_str(
+        &item(id, 1, "2025-01-01T00:00:00Z", "boom").to_string(),
+    )
+    .unwrap()
+}
+
+#[test]
+fn open_existing_refuses_a_missing_path_and_creates_nothing() {
+    let dir = TempDir::new("open-existing");
+    let db = dir.join("typo/dlq.db");
+    let err = OpenOptions::new().open_existing(&db).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::NotFound, "{err}");
+    assert!(err.to_string().contains("typo/dlq.db"), "{err}");
+    let err = Dlq::open_existing(&db).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::NotFound);
+    assert!(!dir.join("typo").exists(), "a directory was created");
+    // The same options create it when allowed, and open it after.
+    OpenOptions::new()
+        .open(&db)
+        .unwrap()
+        .add("j", &one_item("a"))
+        .unwrap();
+    let dlq = Dlq::open_existing(&db).unwrap();
+    assert_eq!(dlq.job_stats("j").unwrap().total_items, 1);
+}
+
+#[test]
+fn a_read_only_handle_reads_and_refuses_every_write() {
+    let dir = TempDir::new("read-only");
+    let db = dir.join("dlq.db");
+    Dlq::open(&db).unwrap().add("j", &one_item("a")).unwrap();
+    let before = dump(&db);
+    let reader = OpenOptions::new().read_only(true).open(&db).unwrap();
+    assert_eq!(reader.stats().unwrap().0.total_items, 1);
+    let err = reader.add("j", &one_item("b")).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::ReadOnly, "{err}");
+    assert!(!err.is_transient());
+    // The error names the database and keeps SQLite's reason as its source.
+    assert!(err.to_string().contains(&db.display().to_string()), "{err}");
+    assert!(std::error::Error::source(&err).is_some());
+    let err = reader.set_capacity(None, Some(5)).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::ReadOnly, "{err}");
+    assert_eq!(dump(&db), before);
+    // A missing file is not created read-only.
+    let err = OpenOptions::new()
+        .read_only(true)
+        .open(dir.join("none.db"))
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::NotFound);
+    assert!(!dir.join("none.db").exists());
+}
+
+#[test]
+fn a_held_lock_is_busy_after_the_timeout_and_transient() {
+    let dir = TempDir::new("busy");
+    let db = dir.join("dlq.db");
+    let dlq = OpenOptions::new()
+        .busy_timeout(Duration::from_millis(200))
+        .open(&db)
+        .unwrap();
+    dlq.add("j", &one_item("a")).unwrap();
+    // Another process holds the write lock.
+    let other = sql(&db);
+    other.execute_batch("BEGIN IMMEDIATE").unwrap();
+    let started = Instant::now();
+    let err = dlq.add("j", &one_item("b")).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Busy, "{err}");
+    assert!(err.is_transient());
+    assert!(started.elapsed() >= Duration::from_millis(200));
+    match &err {
+        Error::Storage { path, .. } => assert_eq!(path.as_deref(), Some(db.as_path())),
+        other => panic!("not a storage error: {other:?}"),
+    }
+    other.execute_batch("ROLLBACK").unwrap();
+    // Tried again, it succeeds.
+    dlq.add("j", &one_item("b")).unwrap();
+    assert_eq!(dlq.job_stats("j").unwrap().total_items, 2);
+}
+
+#[test]
+fn every_error_kind_can_be_told_apart() {
+    let dir = TempDir::new("kinds");
+    // Not a database.
+    let junk = dir.join("junk.db");
+    std::fs::write(&junk, vec![b'x'; 8192]).unwrap();
+    let err = Dlq::open(&junk).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Corrupt, "{err}");
+    // A directory.
+    let err = Dlq::open(dir.path()).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidInput, "{err}");
+    // Written by a newer dlqlite.
+    let db = dir.join("dlq.db");
+    let dlq = Dlq::open(&db).unwrap();
+    dlq.add("j", &one_item("a")).unwrap();
+    drop(dlq);
+    sql(&db)
+        .execute(
+            "INSERT INTO refinery_schema_history (version, name, applied_on, checksum)
+             VALUES (99, 'future', '2030-01-01T00:00:00Z', '1')",
+            [],
+        )
+        .unwrap();
+    let err = Dlq::open(&db).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::SchemaTooNew, "{err}");
+    sql(&db)
+        .execute("DELETE FROM refinery_schema_history WHERE version = 99", [])
+        .unwrap();
+    let dlq = Dlq::open(&db).unwrap();
+    // Not found: jobs and items.
+    let err = dlq.job_stats("nosuch").unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::NotFound, "{err}");
+    let err = dlq.get(Some("j"), "nosuch").unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::NotFound, "{err}");
+    // Invalid input: an id, a capacity, a filter (through `?`).
+    let err = dlq.add("", &one_item("a")).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidInput, "{err}");
+    let err = dlq.set_capacity(None, Some(-1)).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidInput, "{err}");
+    fn parse_in_app(text: &str) -> dlqlite::Result<dlqlite::filter::Expr> {
+        Ok(dlqlite::filter::parse(text)?)
+    }
+    let err = parse_in_app("failure_count >").unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidInput, "{err}");
+    assert!(matches!(err, Error::Filter(_)));
+    assert!(!err.is_transient());
+}
+
+#[test]
+fn ensure_job_caps_a_job_before_its_first_item() {
+    let dir = TempDir::new("ensure-job");
+    let dlq = Dlq::open(dir.join("dlq.db")).unwrap();
+    let evicted = dlq
+        .ensure_job("new", &JobOptions { max_items: Some(2) })
+        .unwrap();
+    assert!(evicted.is_empty());
+    let info = dlq.capacity(Some("new")).unwrap();
+    assert_eq!((info.job_max_items, info.effective_max_items), (Some(2), 2));
+    for i in 0..5 {
+        let mut value = item(&format!("i{i}"), 1, "2025-01-01T00:00:00Z", "boom");
+        value["last_attempt"] = format!("2025-01-0{}T00:00:00Z", i + 1).into();
+        value["failure_history"][0]["timestamp"] = value["last_attempt"].clone();
+        dlq.add(
+            "new",
+            &dlqlite::DeadLetteredItem::from_json_str(&value.to_string()).unwrap(),
+        )
+        .unwrap();
+    }
+    let kept: Vec<String> = dlq
+        .list(dlqlite::ListFilter {
+            job_id: Some("new".into()),
+            ..Default::default()
+        })
+        .map(|item| item.unwrap().item_id)
+        .collect();
+    assert_eq!(kept.len(), 2, "{kept:?}");
+    assert!(kept.contains(&"i4".to_string()) && kept.contains(&"i3".to_string()));
+    // The same options again change nothing and record nothing.
+    let events = |dlq: &Dlq| dlq.events(None, None, usize::MAX).unwrap().len();
+    let before = events(&dlq);
+    dlq.ensure_job("new", &JobOptions { max_items: Some(2) })
+        .unwrap();
+    dlq.ensure_job("new", &JobOptions::default()).unwrap();
+    assert_eq!(events(&dlq), before);
+    // A lower cap trims at once, with the evictions returned and recorded.
+    let evicted = dlq
+        .ensure_job("new", &JobOptions { max_items: Some(1) })
+        .unwrap();
+    assert_eq!(evicted.len(), 1);
+    assert_eq!(dlq.job_stats("new").unwrap().total_items, 1);
+    // A new job without options follows the default; bad input is refused.
+    dlq.ensure_job("plain", &JobOptions::default()).unwrap();
+    assert_eq!(dlq.capacity(Some("plain")).unwrap().job_max_items, None);
+    let err = dlq
+        .ensure_job(
+            "x",
+            &JobOptions {
+                max_items: Some(-3),
+            },
+        )
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidInput);
+    let err = dlq.ensure_job("", &JobOptions::default()).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidInput);
+}
+
+#[test]
+fn a_default_capacity_given_at_open_is_stored_once() {
+    let dir = TempDir::new("open-capacity");
+    let db = dir.join("dlq.db");
+    let dlq = OpenOptions::new().default_capacity(3).open(&db).unwrap();
+    assert_eq!(dlq.capacity(None).unwrap().default_max_items, 3);
+    drop(dlq);
+    let capacity_events = || {
+        count(
+            &db,
+            "SELECT COUNT(*) FROM events WHERE kind = 'capacity_set'",
+        )
+    };
+    assert_eq!(capacity_events(), 1);
+    // Opening again with the same value records nothing more.
+    OpenOptions::new().default_capacity(3).open(&db).unwrap();
+    assert_eq!(capacity_events(), 1);
+    let err = OpenOptions::new()
+        .default_capacity(-1)
+        .open(&db)
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidInput);
+}
