@@ -892,4 +892,52 @@ fn a_large_add_past_the_cap_keeps_the_newest() {
         600
     );
     assert_no_drift(&db, "an add of 700 items into a job capped at 100");
+
+    // 356 items: the very last add fills an eviction batch (256 over the
+    // cap), so nothing is left for the settling before commit.
+    let exact: Vec<serde_json::Value> = items[..356].to_vec();
+    let summary = add_jsonl(&db, "exact", &exact);
+    assert_eq!(summary["items_evicted"], 256, "{summary}");
+    assert_eq!(
+        count(&db, "SELECT COUNT(*) FROM items WHERE job_id = 'exact'"),
+        100
+    );
+    assert_no_drift(&db, "an add whose last item fills an eviction batch");
+}
+
+/// Importing never evicts, and never touches the capacity of a job that
+/// fits it.
+#[test]
+fn an_import_that_fits_leaves_the_capacity_alone() {
+    let dir = TempDir::new("import-fits");
+    let db = dir.join("dlq.db");
+    ok(dlq(&db).args(["capacity", "--set", "50"]));
+    let tree = dir.join("tree");
+    for i in 0..3 {
+        let value = item_with(
+            &format!("f{i}"),
+            &[(1, "2025-01-01T00:00:00Z", "Timeout")],
+            true,
+        );
+        let items = tree.join("mapreduce/dlq/fits/items");
+        std::fs::create_dir_all(&items).unwrap();
+        std::fs::write(items.join(format!("f{i}.json")), value.to_string()).unwrap();
+    }
+    ok(dlq(&db).arg("import").arg(&tree));
+    assert_eq!(count(&db, "SELECT COUNT(*) FROM items"), 3);
+    assert_eq!(
+        count(
+            &db,
+            "SELECT COUNT(*) FROM jobs WHERE job_id = 'fits' AND max_items IS NULL"
+        ),
+        1
+    );
+    assert_eq!(
+        count(
+            &db,
+            "SELECT COUNT(*) FROM events WHERE kind = 'capacity_set'"
+        ),
+        1,
+        "only the --set"
+    );
 }
