@@ -407,15 +407,30 @@ fn migrate(conn: &mut Connection, path: &Path, busy: Duration) -> Result<()> {
 /// database without waiting for anyone). Below it, it is left alone: a
 /// short-lived `dlq add` then costs one fsync, its commit's.
 pub const CHECKPOINT_AT_BYTES: u64 = 4 << 20;
-/// Past this size the checkpoint also resets the WAL (TRUNCATE: it waits,
-/// up to the busy timeout, for readers of old pages and for the writer), so
-/// a steady write load cannot grow it without bound; `journal_size_limit`
-/// is set to the same size.
+/// Past this size the WAL is reset (TRUNCATE). A PASSIVE checkpoint copies
+/// frames back but never lets the WAL start over while writers keep
+/// appending (measured: 4,000 back-to-back adds with a reader streaming
+/// `list()` grew it to 421 MB), so the reset holds this process's write
+/// turn: its writers wait for it instead of starving it.
+pub const RESET_AT_BYTES: u64 = 16 << 20;
+/// The WAL stays under this size under any steady write load from one
+/// process; `journal_size_limit` is set to it too. The checkpointer looks
+/// every [`CHECKPOINT_INTERVAL`] and resets past [`RESET_AT_BYTES`], which
+/// leaves room for what writers add meanwhile. What no checkpoint can undo:
+/// one read transaction held open for long (a reader's snapshot pins the
+/// WAL until it ends); dlqlite's own reads page in short transactions.
 pub const WAL_BOUND_BYTES: i64 = 64 << 20;
+/// How often the checkpointer looks at the WAL's size (one stat call).
+pub const CHECKPOINT_INTERVAL: Duration = Duration::from_millis(100);
+/// How long a reset waits for readers to finish with the WAL before it
+/// gives up until the next look (writers of this process wait that long
+/// at most).
+const RESET_WAIT: Duration = Duration::from_millis(250);
 
-/// Checkpoints the WAL from a thread of its own, every second, so that no
-/// commit pays for it: PASSIVE past [`CHECKPOINT_AT_BYTES`], TRUNCATE past
-/// [`WAL_BOUND_BYTES`]. Stops when dropped, with one last look at the WAL.
+/// Checkpoints the WAL from a thread of its own, so that no commit pays for
+/// it: PASSIVE past [`CHECKPOINT_AT_BYTES`], TRUNCATE past
+/// [`RESET_AT_BYTES`] (holding the write turn). Stops when dropped, with one
+/// last look at the WAL.
 pub(crate) struct Checkpointer {
     stop: std::sync::Arc<(std::sync::Mutex<bool>, std::sync::Condvar)>,
     thread: Option<std::thread::JoinHandle<()>>,
@@ -424,7 +439,11 @@ pub(crate) struct Checkpointer {
 impl Checkpointer {
     /// Starts checkpointing the database at `path`; a TRUNCATE waits up to
     /// `busy` for readers and the writer.
-    pub(crate) fn start(path: &Path, busy: Duration) -> Result<Self> {
+    pub(crate) fn start(
+        path: &Path,
+        busy: Duration,
+        write_turn: std::sync::Arc<std::sync::Mutex<()>>,
+    ) -> Result<Self> {
         let conn = Connection::open_with_flags(
             path,
             OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
@@ -449,11 +468,11 @@ impl Checkpointer {
                     Err(poisoned) => poisoned.into_inner(),
                 };
                 loop {
-                    checkpoint_if_due(&conn, &wal);
+                    checkpoint_if_due(&conn, &wal, &write_turn, busy);
                     if *stopped {
                         return;
                     }
-                    stopped = match wake.wait_timeout(stopped, Duration::from_secs(1)) {
+                    stopped = match wake.wait_timeout(stopped, CHECKPOINT_INTERVAL) {
                         Ok((guard, _)) => guard,
                         Err(poisoned) => poisoned.into_inner().0,
                     };
@@ -475,17 +494,31 @@ fn wal_path(path: &Path) -> PathBuf {
 }
 
 /// One look at the WAL's size, and the checkpoint it calls for. Errors
-/// (busy past the timeout, a vanished file) wait for the next look.
-fn checkpoint_if_due(conn: &Connection, wal: &Path) {
-    let size = std::fs::metadata(wal).map(|m| m.len()).unwrap_or(0);
-    let mode = if size >= WAL_BOUND_BYTES as u64 {
-        "TRUNCATE"
-    } else if size >= CHECKPOINT_AT_BYTES {
-        "PASSIVE"
-    } else {
+/// (busy past the wait, a vanished file) wait for the next look.
+fn checkpoint_if_due(
+    conn: &Connection,
+    wal: &Path,
+    write_turn: &std::sync::Mutex<()>,
+    busy: Duration,
+) {
+    let size = || std::fs::metadata(wal).map(|m| m.len()).unwrap_or(0);
+    if size() < CHECKPOINT_AT_BYTES {
         return;
+    }
+    let _ = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()));
+    if size() < RESET_AT_BYTES {
+        return;
+    }
+    // This process's writers wait on the turn (FIFO enough: a mutex), not
+    // in SQLite's busy loop, so the reset gets the write lock at once
+    // unless another process holds it.
+    let _turn = match write_turn.lock() {
+        Ok(turn) => turn,
+        Err(poisoned) => poisoned.into_inner(),
     };
-    let _ = conn.query_row(&format!("PRAGMA wal_checkpoint({mode})"), [], |_| Ok(()));
+    let _ = conn.busy_timeout(RESET_WAIT.min(busy));
+    let _ = conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()));
+    let _ = conn.busy_timeout(clamp_timeout(busy));
 }
 
 impl Drop for Checkpointer {

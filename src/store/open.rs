@@ -105,12 +105,14 @@ impl OpenOptions {
             }
         }
         let pool = db::open_pool(path, self.setup)?;
+        let write_turn: Arc<std::sync::Mutex<()>> = Arc::default();
         let checkpointer = if self.setup.read_only {
             None
         } else {
             Some(Arc::new(db::Checkpointer::start(
                 path,
                 self.setup.busy_timeout,
+                Arc::clone(&write_turn),
             )?))
         };
         let dlq = Dlq {
@@ -118,7 +120,7 @@ impl OpenOptions {
             path: Some(Arc::from(path)),
             clock: Arc::new(Timestamp::now),
             age_clock: None,
-            write_turn: Arc::default(),
+            write_turn,
             _checkpointer: checkpointer,
         };
         if let Some(n) = self.default_capacity {

@@ -903,6 +903,15 @@ fn a_large_add_past_the_cap_keeps_the_newest() {
         100
     );
     assert_no_drift(&db, "an add whose last item fills an eviction batch");
+
+    // 455 items: a batch at the 356th, then 99 more that bring the job back
+    // to its cap only if the batch's evictions were counted.
+    let summary = add_jsonl(&db, "after", &items[..455]);
+    assert_eq!(summary["items_evicted"], 355, "{summary}");
+    assert_eq!(
+        count(&db, "SELECT COUNT(*) FROM items WHERE job_id = 'after'"),
+        100
+    );
 }
 
 /// Importing never evicts, and never touches the capacity of a job that

@@ -216,3 +216,71 @@ fn a_default_capacity_given_at_open_is_stored_once() {
         .unwrap_err();
     assert_eq!(err.kind(), ErrorKind::InvalidInput);
 }
+
+#[test]
+fn lowering_the_default_capacity_trims_every_job_that_follows_it() {
+    let dir = TempDir::new("lower-default");
+    let dlq = Dlq::open(dir.join("dlq.db")).unwrap();
+    for job in ["a", "b"] {
+        for i in 0..5 {
+            dlq.add(job, &one_item(&format!("{job}{i}"))).unwrap();
+        }
+    }
+    dlq.ensure_job("b", &JobOptions { max_items: Some(0) })
+        .unwrap();
+    let evicted = dlq.set_capacity(None, Some(2)).unwrap();
+    assert_eq!(evicted.len(), 3, "{evicted:?}");
+    assert!(evicted.iter().all(|e| e.job_id == "a"));
+    assert_eq!(dlq.job_stats("a").unwrap().total_items, 2);
+    // b has its own capacity (unlimited) and keeps everything.
+    assert_eq!(dlq.job_stats("b").unwrap().total_items, 5);
+}
+
+/// Back-to-back adds with a reader streaming `list()` the whole time: a
+/// PASSIVE checkpoint alone let the WAL grow past 400 MB here; the reset
+/// that takes the write turn keeps it under its documented bound.
+#[test]
+fn the_wal_stays_bounded_under_steady_adds_and_reads() {
+    let dir = TempDir::new("wal-bound");
+    let db = dir.join("dlq.db");
+    let wal = dir.join("dlq.db-wal");
+    let dlq = Dlq::open(&db).unwrap();
+    dlq.set_capacity(None, Some(0)).unwrap();
+    let padding = "x".repeat(1_500);
+    let items: Vec<dlqlite::DeadLetteredItem> = (0..1_500)
+        .map(|i| {
+            let mut value = item(&format!("w{i}"), 1, "2025-01-01T00:00:00Z", "boom");
+            value["item_data"]["padding"] = padding.clone().into();
+            dlqlite::DeadLetteredItem::from_json_str(&value.to_string()).unwrap()
+        })
+        .collect();
+    let done = std::sync::atomic::AtomicBool::new(false);
+    let peak = std::thread::scope(|scope| {
+        let reader = scope.spawn(|| {
+            while !done.load(std::sync::atomic::Ordering::Relaxed) {
+                for summary in dlq.list(dlqlite::ListFilter::default()) {
+                    summary.unwrap();
+                }
+            }
+        });
+        let sampler = scope.spawn(|| {
+            let mut peak = 0;
+            while !done.load(std::sync::atomic::Ordering::Relaxed) {
+                peak = peak.max(std::fs::metadata(&wal).map(|m| m.len()).unwrap_or(0));
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            peak
+        });
+        for item in &items {
+            dlq.add("j", item).unwrap();
+        }
+        done.store(true, std::sync::atomic::Ordering::Relaxed);
+        reader.join().unwrap();
+        sampler.join().unwrap()
+    });
+    assert!(
+        peak <= dlqlite::db::WAL_BOUND_BYTES as u64,
+        "the WAL reached {peak} bytes"
+    );
+    assert_eq!(dlq.job_stats("j").unwrap().total_items, 1_500);
+}

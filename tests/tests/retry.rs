@@ -746,3 +746,97 @@ fn a_run_that_fails_gives_back_its_leases() {
     );
     assert_eq!(count(&db, "SELECT COUNT(*) FROM items"), 6);
 }
+
+/// A run claims at most one round ahead of its workers: with --parallel P,
+/// never more than 2P items are leased at once, however long the job.
+#[test]
+fn a_run_leases_at_most_two_rounds_of_items() {
+    use dlqlite::retry::{retry, RunControl};
+    let (_dir, db) = job_j("lease-bound", 20, |_| true);
+    let dlq = dlqlite::Dlq::open(&db).unwrap();
+    for parallel in [1usize, 3] {
+        let most = std::sync::atomic::AtomicI64::new(0);
+        let handler = |_: &dlqlite::retry::Attempt<'_>| {
+            let leased = count(
+                &db,
+                "SELECT COUNT(*) FROM items WHERE lease_owner IS NOT NULL",
+            );
+            most.fetch_max(leased, std::sync::atomic::Ordering::SeqCst);
+            std::thread::sleep(Duration::from_millis(10));
+            failure("again")
+        };
+        let summary = retry(
+            &dlq,
+            &closure_options(&format!("bound-{parallel}"), parallel),
+            &handler,
+            &RunControl::default(),
+            |_| {},
+        )
+        .unwrap();
+        assert_eq!(summary.counts.failed, 20);
+        let most = most.load(std::sync::atomic::Ordering::SeqCst);
+        assert!(
+            most <= 2 * parallel as i64 && most >= parallel as i64,
+            "--parallel {parallel}: {most} items leased at once"
+        );
+    }
+}
+
+/// A second Ctrl-C kills the running commands (the first lets them
+/// finish): the run ends without waiting for them, their attempts are
+/// recorded as failed, and no lease is left.
+#[test]
+fn a_second_ctrl_c_kills_the_running_commands() {
+    let (dir, db) = job_j("retry-kill", 4, |_| true);
+    let log = dir.join("log");
+    // A sleep whose arguments only this test uses, to look for it after.
+    let sleep = format!("sleep 60.{}", std::process::id());
+    let command = format!("echo start >> {}; exec {sleep}", log.display());
+    let child = dlq(&db)
+        .args([
+            "retry",
+            "j",
+            "--parallel",
+            "2",
+            "--json",
+            "--exec",
+            &command,
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_for_lines(&log, 2);
+    for _ in 0..2 {
+        let status = Command::new("kill")
+            .args(["-INT", &child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(status.success());
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let output = child.wait_with_output().unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    let summary = json(&String::from_utf8(output.stdout).unwrap());
+    assert_eq!(summary["interrupted"], true, "{summary}");
+    assert_eq!(summary["succeeded"], 0, "{summary}");
+    assert_eq!(
+        count(
+            &db,
+            "SELECT COUNT(*) FROM items WHERE lease_owner IS NOT NULL"
+        ),
+        0
+    );
+    assert_eq!(count(&db, "SELECT COUNT(*) FROM items"), 4);
+    // The killed commands are gone: none of the sleeps is left.
+    let alive: Vec<String> = std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|entry| std::fs::read(entry.ok()?.path().join("cmdline")).ok())
+        .map(|cmdline| String::from_utf8_lossy(&cmdline).replace('\0', " "))
+        .filter(|cmdline| cmdline.trim_end() == sleep)
+        .collect();
+    assert!(
+        alive.is_empty(),
+        "a command survived the second Ctrl-C: {alive:?}"
+    );
+}
