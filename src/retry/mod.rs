@@ -34,7 +34,8 @@ pub struct RetryOptions {
     pub parallel: usize,
     /// Attempts per item within this run.
     pub max_retries: u32,
-    /// At most this many attempt starts per second.
+    /// At most this many attempt starts per second (`None`, or 0 or less:
+    /// no limit).
     pub rate: Option<f64>,
     /// Backoff before attempt k+1 of an item: base * 2^(k-1), capped.
     pub backoff_base: Duration,

@@ -462,6 +462,7 @@ fn ctrl_c_lets_running_commands_finish_and_a_rerun_continues() {
     assert_eq!(output.status.code(), Some(1));
     let summary = json(&String::from_utf8(output.stdout).unwrap());
     assert_eq!(summary["interrupted"], true);
+    assert_adds_up(&summary);
     let logged = std::fs::read_to_string(&log).unwrap();
     assert_eq!(
         logged.matches("start").count(),
@@ -820,6 +821,7 @@ fn a_second_ctrl_c_kills_the_running_commands() {
     let summary = json(&String::from_utf8(output.stdout).unwrap());
     assert_eq!(summary["interrupted"], true, "{summary}");
     assert_eq!(summary["succeeded"], 0, "{summary}");
+    assert_adds_up(&summary);
     assert_eq!(
         count(
             &db,
@@ -838,5 +840,57 @@ fn a_second_ctrl_c_kills_the_running_commands() {
     assert!(
         alive.is_empty(),
         "a command survived the second Ctrl-C: {alive:?}"
+    );
+}
+
+/// Every attempted item ended one way: succeeded, failed or lost; an item
+/// a stopping run never started counts in none of them.
+fn assert_adds_up(summary: &serde_json::Value) {
+    let n = |key: &str| {
+        summary[key]
+            .as_u64()
+            .unwrap_or_else(|| panic!("{key}: {summary}"))
+    };
+    assert_eq!(
+        n("attempted"),
+        n("succeeded") + n("failed") + n("lost"),
+        "{summary}"
+    );
+}
+
+/// A rate of 0 (or less) is no limit, and the progress a run reports
+/// counts what it did so far.
+#[test]
+fn a_zero_rate_is_no_limit_and_progress_counts_the_work() {
+    use dlqlite::retry::{retry, RunControl};
+    let (_dir, db) = job_j("zero-rate", 12, |_| true);
+    let dlq = dlqlite::Dlq::open(&db).unwrap();
+    let mut options = closure_options("zero-rate", 1);
+    options.rate = Some(0.0);
+    let handler = |_: &dlqlite::retry::Attempt<'_>| {
+        std::thread::sleep(Duration::from_millis(40));
+        failure("again")
+    };
+    let reports = std::sync::Mutex::new(Vec::new());
+    let summary = retry(&dlq, &options, &handler, &RunControl::default(), |p| {
+        reports
+            .lock()
+            .unwrap()
+            .push((p.succeeded, p.failed, p.running));
+    })
+    .unwrap();
+    assert_eq!(summary.counts.failed, 12);
+    let reports = reports.into_inner().unwrap();
+    // 12 x 40 ms on one worker: progress every 200 ms, so at least two.
+    assert!(reports.len() >= 2, "{reports:?}");
+    assert!(
+        reports
+            .iter()
+            .all(|&(ok, failed, running)| ok == 0 && failed <= 12 && running <= 1),
+        "{reports:?}"
+    );
+    assert!(
+        reports.iter().any(|&(_, failed, _)| failed > 0),
+        "{reports:?}"
     );
 }
