@@ -481,6 +481,9 @@ fn ctrl_c_lets_running_commands_finish_and_a_rerun_continues() {
     assert!(left > 0);
     let runs = json(&ok(dlq(&db).args(["retry", "--status", "--json"])));
     assert_eq!(runs[0]["status"], "interrupted");
+    // The run record names this machine (crash detection compares it).
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap();
+    assert_eq!(runs[0]["host"], host.trim(), "{runs}");
     let (code, _) = retry_json(&db, &["j", "--exec", &command, "--parallel", "4"]);
     assert_eq!(code, 0);
     assert_eq!(count(&db, "SELECT COUNT(*) FROM items"), 0);
