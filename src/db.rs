@@ -182,6 +182,16 @@ pub(crate) fn open_pool(path: &Path, setup: Setup) -> Result<DbPool> {
             kind: ErrorKind::InvalidInput,
         });
     }
+    if let Ok(meta) = std::fs::metadata(path) {
+        // A fifo would block the open forever, a device is no database.
+        if !meta.is_file() {
+            return Err(Error::Open {
+                path: path.to_path_buf(),
+                reason: "is not a regular file".to_string(),
+                kind: ErrorKind::InvalidInput,
+            });
+        }
+    }
     if !path.exists() {
         if !setup.create || setup.read_only {
             return Err(Error::Open {
@@ -226,6 +236,8 @@ pub(crate) fn open_pool(path: &Path, setup: Setup) -> Result<DbPool> {
             });
         }
     } else {
+        // Before configure_new, which would switch it to WAL.
+        refuse_foreign(&conn, path)?;
         configure_new(&mut conn, busy).map_err(|e| open_error(path, e))?;
         migrate(&mut conn, path, busy)?;
     }
@@ -302,7 +314,12 @@ pub(crate) fn open_memory_pool(from: Option<&Path>) -> Result<DbPool> {
 }
 
 fn open_error(path: &Path, error: impl OpenCause) -> Error {
-    let kind = error.kind();
+    let mut kind = error.kind();
+    // SQLite says "unable to open" both for a missing file and for one it
+    // may not open (permissions, a read-only file system).
+    if kind == ErrorKind::NotFound && path.exists() {
+        kind = ErrorKind::Io;
+    }
     let mut reason = error.to_string();
     // r2d2 wraps the SQLite message; keep the part a person can act on.
     if let Some(rest) = reason.strip_prefix("timed out waiting for connection: ") {
@@ -384,6 +401,9 @@ fn migrate(conn: &mut Connection, path: &Path, busy: Duration) -> Result<()> {
         if before == Some(supported_schema_version()) {
             return Ok(());
         }
+        if before.is_none() {
+            refuse_foreign(conn, path)?;
+        }
         match embedded::migrations::runner().set_grouped(true).run(conn) {
             Ok(_) => return Ok(()),
             Err(e) => {
@@ -401,6 +421,32 @@ fn migrate(conn: &mut Connection, path: &Path, busy: Duration) -> Result<()> {
             }
         }
     }
+}
+
+/// Refuses another application's database (a mistyped `--db`): it has
+/// tables but no dlqlite schema, and adding ours (or switching it to WAL)
+/// would change it.
+fn refuse_foreign(conn: &Connection, path: &Path) -> Result<()> {
+    if has_foreign_tables(conn).map_err(|e| open_error(path, e))? {
+        return Err(Error::Open {
+            path: path.to_path_buf(),
+            reason: "is another application's SQLite database (it has tables but no dlqlite schema); refusing to change it".to_string(),
+            kind: ErrorKind::InvalidInput,
+        });
+    }
+    Ok(())
+}
+
+/// Whether the database has tables but not dlqlite's migration history
+/// (which another process creating this database may have made, still
+/// empty, a moment before its migrations commit).
+fn has_foreign_tables(conn: &Connection) -> rusqlite::Result<bool> {
+    conn.query_row(
+        "SELECT NOT EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'refinery_schema_history')
+            AND EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\')",
+        [],
+        |row| row.get(0),
+    )
 }
 
 /// Past this size the WAL is checkpointed (PASSIVE: copied back into the
@@ -467,8 +513,9 @@ impl Checkpointer {
                     Ok(guard) => guard,
                     Err(poisoned) => poisoned.into_inner(),
                 };
+                let mut reset_after = (Instant::now(), Duration::ZERO);
                 loop {
-                    checkpoint_if_due(&conn, &wal, &write_turn, busy);
+                    checkpoint_if_due(&conn, &wal, &write_turn, busy, &mut reset_after);
                     if *stopped {
                         return;
                     }
@@ -494,31 +541,50 @@ fn wal_path(path: &Path) -> PathBuf {
 }
 
 /// One look at the WAL's size, and the checkpoint it calls for. Errors
-/// (busy past the wait, a vanished file) wait for the next look.
+/// (busy past the wait, a vanished file) wait for the next look. A reset
+/// that found the WAL pinned by a reader is not tried again before
+/// `*reset_after`, which backs off (200 ms, doubling up to 1 s): each try holds this
+/// process's writers for up to [`RESET_WAIT`], and a reader holding one
+/// snapshot makes every try fail until it ends.
 fn checkpoint_if_due(
     conn: &Connection,
     wal: &Path,
     write_turn: &std::sync::Mutex<()>,
     busy: Duration,
+    reset_after: &mut (Instant, Duration),
 ) {
     let size = || std::fs::metadata(wal).map(|m| m.len()).unwrap_or(0);
     if size() < CHECKPOINT_AT_BYTES {
         return;
     }
     let _ = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()));
-    if size() < RESET_AT_BYTES {
+    if size() < RESET_AT_BYTES || Instant::now() < reset_after.0 {
         return;
     }
     // This process's writers wait on the turn (FIFO enough: a mutex), not
     // in SQLite's busy loop, so the reset gets the write lock at once
     // unless another process holds it.
-    let _turn = match write_turn.lock() {
-        Ok(turn) => turn,
-        Err(poisoned) => poisoned.into_inner(),
+    let done = {
+        let _turn = match write_turn.lock() {
+            Ok(turn) => turn,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        let _ = conn.busy_timeout(RESET_WAIT.min(busy));
+        // The first column is 1 when the checkpoint could not finish.
+        let result = conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |row| {
+            row.get::<_, i64>(0)
+        });
+        let _ = conn.busy_timeout(clamp_timeout(busy));
+        matches!(result, Ok(0))
     };
-    let _ = conn.busy_timeout(RESET_WAIT.min(busy));
-    let _ = conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()));
-    let _ = conn.busy_timeout(clamp_timeout(busy));
+    if done {
+        *reset_after = (Instant::now(), Duration::ZERO);
+    } else {
+        let backoff = (reset_after.1 * 2)
+            .max(Duration::from_millis(200))
+            .min(Duration::from_secs(1));
+        *reset_after = (Instant::now() + backoff, backoff);
+    }
 }
 
 impl Drop for Checkpointer {

@@ -253,44 +253,47 @@ pub(crate) fn sqlite_kind(error: &rusqlite::Error) -> ErrorKind {
 }
 
 thread_local! {
-    /// The databases this thread holds connections to, innermost last.
-    static SCOPES: RefCell<Vec<(u64, Arc<Path>)>> = const { RefCell::new(Vec::new()) };
+    /// The databases this thread holds connections to, innermost last
+    /// (`None`: an in-memory one).
+    static SCOPES: RefCell<Vec<(u64, Option<Arc<Path>>)>> = const { RefCell::new(Vec::new()) };
 }
 
 /// While alive, SQLite errors raised on this thread name `path`. The store
 /// holds one with every connection it takes from its pool, so each `?` on a
 /// SQLite result becomes an [`Error::Storage`] with the path, without every
 /// call site passing it.
-pub(crate) struct DbScope(Option<u64>);
+pub(crate) struct DbScope(u64);
 
 impl DbScope {
+    /// Enters the database at `path` (`None`: in memory, whose errors name
+    /// no file even inside another database's scope).
     pub(crate) fn enter(path: Option<&Arc<Path>>) -> Self {
         static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-        let Some(path) = path else {
-            return DbScope(None);
-        };
         let id = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        SCOPES.with(|scopes| scopes.borrow_mut().push((id, Arc::clone(path))));
-        DbScope(Some(id))
+        SCOPES.with(|scopes| scopes.borrow_mut().push((id, path.cloned())));
+        DbScope(id)
     }
 
     fn current() -> Option<PathBuf> {
-        SCOPES.with(|scopes| scopes.borrow().last().map(|(_, path)| path.to_path_buf()))
+        SCOPES.with(|scopes| {
+            scopes
+                .borrow()
+                .last()
+                .and_then(|(_, path)| path.as_deref().map(Path::to_path_buf))
+        })
     }
 }
 
 impl Drop for DbScope {
     fn drop(&mut self) {
-        if let Some(id) = self.0 {
-            // Usually the last one; an iterator kept past a later call can
-            // end out of order.
-            SCOPES.with(|scopes| {
-                let mut scopes = scopes.borrow_mut();
-                if let Some(at) = scopes.iter().rposition(|(other, _)| *other == id) {
-                    scopes.remove(at);
-                }
-            });
-        }
+        // Usually the last one; an iterator kept past a later call can end
+        // out of order.
+        SCOPES.with(|scopes| {
+            let mut scopes = scopes.borrow_mut();
+            if let Some(at) = scopes.iter().rposition(|(other, _)| *other == self.0) {
+                scopes.remove(at);
+            }
+        });
     }
 }
 
@@ -303,8 +306,24 @@ impl From<rusqlite::Error> for Error {
 
 #[doc(hidden)]
 impl From<r2d2::Error> for Error {
-    /// The pool gave no connection within its timeout: all were in use.
+    /// The pool gave no connection within its timeout: all were in use
+    /// (Busy), or opening a new one kept failing. r2d2 keeps only the last
+    /// failure's text, so that is what tells them apart (SQLite's messages
+    /// are stable): a corrupt or unreadable file must not read as
+    /// transient.
     fn from(error: r2d2::Error) -> Self {
-        Error::storage(ErrorKind::Busy, DbScope::current(), error)
+        let text = error.to_string().to_ascii_lowercase();
+        let kind = if text.contains("not a database") || text.contains("malformed") {
+            ErrorKind::Corrupt
+        } else if text.contains("disk is full") {
+            ErrorKind::DiskFull
+        } else if text.contains("readonly") || text.contains("read-only") {
+            ErrorKind::ReadOnly
+        } else if text.contains("unable to open") || text.contains("disk i/o error") {
+            ErrorKind::Io
+        } else {
+            ErrorKind::Busy
+        };
+        Error::storage(kind, DbScope::current(), error)
     }
 }

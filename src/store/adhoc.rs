@@ -20,6 +20,9 @@ pub fn query_read_only(
             "it is empty: give one SQL statement",
         ));
     }
+    // Errors of this connection name its database, not whatever other
+    // handle this thread is using.
+    let _scope = crate::error::DbScope::enter(Some(&std::sync::Arc::from(path)));
     let conn = crate::db::open_read_only(path)?;
     let mut stmt = conn.prepare(sql).map_err(|e| {
         // SQLite says "API misuse" for text with no statement in it (only

@@ -219,17 +219,29 @@ impl Dlq {
                 .prepare_cached("SELECT COALESCE(MAX(attempt_number), 0) FROM failure_history WHERE item_key = ?1")?
                 .query_row([key], |row| row.get(0))?;
             failure.attempt_number = highest.saturating_add(1);
+            // The new attempt has the highest number; it is the item's last
+            // (counters::last_attempt_order) unless an attempt is dated
+            // later (a skewed or future clock). Only then does it keep the
+            // signature and last error type it has.
+            let later_exists: bool = conn
+                .prepare_cached(
+                    "SELECT EXISTS (SELECT 1 FROM failure_history WHERE item_key = ?1 AND timestamp > ?2)",
+                )?
+                .query_row(params![key, failure.timestamp], |row| row.get(0))?;
             rows::insert_history(conn, key, std::slice::from_ref(&failure))?;
             conn.prepare_cached(
                 "UPDATE items SET failure_count = failure_count + 1,
-                     last_attempt = MAX(last_attempt, ?2), error_signature = ?3, last_error_type = ?4
+                     last_attempt = MAX(last_attempt, ?2),
+                     error_signature = CASE WHEN ?5 THEN error_signature ELSE ?3 END,
+                     last_error_type = CASE WHEN ?5 THEN last_error_type ELSE ?4 END
                  WHERE id = ?1",
             )?
             .execute(params![
                 key,
                 failure.timestamp,
                 crate::classify::error_signature(&failure.error_message),
-                failure.error_type.name
+                failure.error_type.name,
+                later_exists
             ])?;
             tx.event(
                 event_kinds::RETRIED_FAILED,

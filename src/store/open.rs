@@ -109,8 +109,11 @@ impl OpenOptions {
         let checkpointer = if self.setup.read_only {
             None
         } else {
+            // SQLite follows a symlink and keeps the WAL beside the real
+            // file: watch that one.
+            let real = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
             Some(Arc::new(db::Checkpointer::start(
-                path,
+                &real,
                 self.setup.busy_timeout,
                 Arc::clone(&write_turn),
             )?))

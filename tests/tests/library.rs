@@ -241,10 +241,32 @@ fn lowering_the_default_capacity_trims_every_job_that_follows_it() {
 /// that takes the write turn keeps it under its documented bound.
 #[test]
 fn the_wal_stays_bounded_under_steady_adds_and_reads() {
-    let dir = TempDir::new("wal-bound");
-    let db = dir.join("dlq.db");
-    let wal = dir.join("dlq.db-wal");
-    let dlq = Dlq::open(&db).unwrap();
+    // Also when opened through a symlink: SQLite keeps the WAL beside the
+    // real file, and the checkpointer once watched the link's name.
+    for via_link in [false, true] {
+        let dir = TempDir::new("wal-bound");
+        let db = dir.join("dlq.db");
+        let wal = dir.join("dlq.db-wal");
+        let opened = if via_link {
+            let link = dir.join("link.db");
+            Dlq::open(&db).unwrap();
+            std::os::unix::fs::symlink(&db, &link).unwrap();
+            link
+        } else {
+            db.clone()
+        };
+        let peak = storm_with_reader(&opened, &wal);
+        assert!(
+            peak <= dlqlite::db::WAL_BOUND_BYTES as u64,
+            "via a link: {via_link}: the WAL reached {peak} bytes"
+        );
+    }
+}
+
+/// 1,500 adds of ~2 KB items with a reader streaming `list()` the whole
+/// time; returns the WAL's peak size.
+fn storm_with_reader(db: &std::path::Path, wal: &std::path::Path) -> u64 {
+    let dlq = Dlq::open(db).unwrap();
     dlq.set_capacity(None, Some(0)).unwrap();
     let padding = "x".repeat(1_500);
     let items: Vec<dlqlite::DeadLetteredItem> = (0..1_500)
@@ -266,7 +288,7 @@ fn the_wal_stays_bounded_under_steady_adds_and_reads() {
         let sampler = scope.spawn(|| {
             let mut peak = 0;
             while !done.load(std::sync::atomic::Ordering::Relaxed) {
-                peak = peak.max(std::fs::metadata(&wal).map(|m| m.len()).unwrap_or(0));
+                peak = peak.max(std::fs::metadata(wal).map(|m| m.len()).unwrap_or(0));
                 std::thread::sleep(Duration::from_millis(5));
             }
             peak
@@ -278,9 +300,78 @@ fn the_wal_stays_bounded_under_steady_adds_and_reads() {
         reader.join().unwrap();
         sampler.join().unwrap()
     });
-    assert!(
-        peak <= dlqlite::db::WAL_BOUND_BYTES as u64,
-        "the WAL reached {peak} bytes"
-    );
     assert_eq!(dlq.job_stats("j").unwrap().total_items, 1_500);
+    peak
+}
+
+/// What is not a dlqlite database file is refused before SQLite touches
+/// it: a fifo (opening one would block forever), a device, another
+/// application's SQLite database (dlqlite would add its tables to it).
+#[test]
+fn files_that_are_not_dlqlite_databases_are_refused_unchanged() {
+    let dir = TempDir::new("not-ours");
+    let fifo = dir.join("fifo.db");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    for options in [
+        OpenOptions::new(),
+        OpenOptions::new().read_only(true).clone(),
+    ] {
+        let err = options.open(&fifo).unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::InvalidInput, "{err}");
+        let err = options.open("/dev/null").unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::InvalidInput, "{err}");
+    }
+    let foreign = dir.join("app.sqlite");
+    sql(&foreign)
+        .execute_batch("CREATE TABLE notes (id INTEGER PRIMARY KEY, body TEXT); INSERT INTO notes (body) VALUES ('keep me');")
+        .unwrap();
+    let before = std::fs::read(&foreign).unwrap();
+    for open in [Dlq::open, Dlq::open_existing] {
+        let err = open(foreign.clone()).unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::InvalidInput, "{err}");
+        assert!(err.to_string().contains("another application"), "{err}");
+    }
+    assert!(
+        std::fs::read(&foreign).unwrap() == before,
+        "the file changed"
+    );
+    assert!(!dir.join("app.sqlite-wal").exists());
+}
+
+/// An error names the database it happened in: a query on one database
+/// inside another handle's callback, and an in-memory handle inside a file
+/// one.
+#[test]
+fn errors_name_their_own_database() {
+    let dir = TempDir::new("own-path");
+    let (a, b) = (dir.join("a.db"), dir.join("b.db"));
+    let dlq_a = Dlq::open(&a).unwrap();
+    dlq_a.add("j", &one_item("x")).unwrap();
+    Dlq::open(&b).unwrap().add("j", &one_item("y")).unwrap();
+    let memory = Dlq::open_in_memory().unwrap();
+    let mut inner = Vec::new();
+    for summary in dlq_a.list(dlqlite::ListFilter::default()) {
+        summary.unwrap();
+        // Held: a's iterator; failing: b, then the in-memory handle.
+        let err = dlqlite::store::adhoc::query_read_only(
+            &b,
+            "SELECT abs(-9223372036854775807 - 1)",
+            |_| Ok(()),
+            |_| Ok(()),
+        );
+        inner.push(err.unwrap_err().to_string());
+        let err = memory.job_stats("nosuch").unwrap_err();
+        inner.push(err.to_string());
+        let err = memory.add("", &one_item("z")).unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::InvalidInput);
+    }
+    assert!(
+        inner[0].contains("b.db") && !inner[0].contains("a.db"),
+        "{inner:?}"
+    );
+    assert!(!inner[1].contains("a.db"), "{inner:?}");
 }

@@ -897,3 +897,36 @@ fn a_zero_rate_is_no_limit_and_progress_counts_the_work() {
         "{reports:?}"
     );
 }
+
+/// A retry's failure is the item's last attempt unless one is dated later
+/// (a skewed or future clock): then the signature and last error type stay
+/// that attempt's, and the counters still equal a recount.
+#[test]
+fn a_retry_failure_before_a_future_dated_attempt_is_not_the_last() {
+    let dir = TempDir::new("future-attempt");
+    let db = dir.join("dlq.db");
+    let mut value = item("f", 1, "2099-01-01T00:00:00Z", "from the future");
+    value["failure_history"][0]["error_type"] = "Timeout".into();
+    add_lines(&db, "j", [value]);
+    let before: Vec<String> = strings(
+        &db,
+        "SELECT error_signature || '/' || last_error_type FROM items",
+    );
+    let (code, _) = retry_json(&db, &["j", "--exec", "exit 3", "--max-retries", "1"]);
+    assert_eq!(code, 1);
+    assert_eq!(count(&db, "SELECT failure_count FROM items"), 2);
+    assert_eq!(
+        strings(
+            &db,
+            "SELECT error_signature || '/' || last_error_type FROM items"
+        ),
+        before
+    );
+    assert_eq!(
+        strings(&db, "SELECT error_type FROM item_summary"),
+        ["Timeout"]
+    );
+    let counted = dump(&db);
+    ok(dlq(&db).args(["db", "--recount"]));
+    assert_eq!(dump(&db), counted, "counters differ from a recount");
+}
