@@ -1023,25 +1023,28 @@ pub fn ref_normalised(item: &Value) -> Value {
     item
 }
 
+/// A copy's last attempt as (instant, attempt_number): the latest
+/// timestamp, then the highest number (the README's rule).
+fn ref_last(copy: &Value) -> Option<(i128, u64)> {
+    copy["failure_history"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| {
+            (
+                instant_of(&a["timestamp"]),
+                a["attempt_number"].as_u64().unwrap(),
+            )
+        })
+        .max()
+}
+
 /// The documented merge rule, written out again from the README.
 pub fn ref_merge(existing: &Value, incoming: &Value, marked: (bool, bool)) -> Value {
     // The copy holding the later last attempt wins (latest instant, then
     // highest number); a copy with attempts beats one without; two without
     // go by the later last_attempt field; everything else: the stored copy.
-    let last = |copy: &Value| {
-        copy["failure_history"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|a| {
-                (
-                    instant_of(&a["timestamp"]),
-                    a["attempt_number"].as_u64().unwrap(),
-                )
-            })
-            .max()
-    };
-    let incoming_wins = match (last(incoming), last(existing)) {
+    let incoming_wins = match (ref_last(incoming), ref_last(existing)) {
         (Some(i), Some(e)) => i > e,
         (Some(_), None) => true,
         (None, Some(_)) => false,
@@ -1180,24 +1183,11 @@ impl Arbitrary for Agreeing {
         // Copies holding the same last attempt report the same failure, so
         // they agree on everything but what merging combines (history,
         // first/last_attempt, failure_count), as a real writer's would.
-        let last_of = |copy: &Value| {
-            copy["failure_history"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|a| {
-                    (
-                        instant_of(&a["timestamp"]),
-                        a["attempt_number"].as_u64().unwrap(),
-                    )
-                })
-                .max()
-        };
         for i in 1..copies.len() {
-            let Some(last) = last_of(&copies[i]) else {
+            let Some(last) = ref_last(&copies[i]) else {
                 continue;
             };
-            if let Some(first) = (0..i).find(|&j| last_of(&copies[j]) == Some(last)) {
+            if let Some(first) = (0..i).find(|&j| ref_last(&copies[j]) == Some(last)) {
                 let mut agreed = copies[first].clone();
                 for key in [
                     "failure_history",
