@@ -191,6 +191,10 @@ fn ensure_job_caps_a_job_before_its_first_item() {
     assert_eq!(err.kind(), ErrorKind::InvalidInput);
     let err = dlq.ensure_job("", &JobOptions::default()).unwrap_err();
     assert_eq!(err.kind(), ErrorKind::InvalidInput);
+    // set_capacity, unlike ensure_job, does not create a job.
+    let err = dlq.set_capacity(Some("nosuch"), Some(3)).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::NotFound, "{err}");
+    assert!(dlq.capacity(Some("nosuch")).is_err());
 }
 
 #[test]
