@@ -73,7 +73,7 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
     sorted[((sorted.len() as f64 - 1.0) * p).round() as usize]
 }
 
-fn storm(dir: &Path, adds: usize, threads: usize) -> u64 {
+fn storm(dir: &Path, adds: usize, threads: usize, reader_on: bool) -> u64 {
     let db = dir.join(format!("storm-{threads}.db"));
     remove_db(&db);
     let dlq = Dlq::open(&db).expect("open");
@@ -89,7 +89,7 @@ fn storm(dir: &Path, adds: usize, threads: usize) -> u64 {
         // A reader that keeps streaming the job, as a dashboard would.
         let reader = scope.spawn(|| {
             let mut passes = 0;
-            while !done.load(Ordering::Relaxed) {
+            while reader_on && !done.load(Ordering::Relaxed) {
                 for summary in dlq.list(dlqlite::ListFilter::default()).take(5_000) {
                     summary.expect("list");
                 }
@@ -201,8 +201,9 @@ fn main() {
     let dir = bench_dir();
     std::fs::create_dir_all(&dir).expect("dir");
     println!("WAL benchmark, {adds} adds of ~2 KB items, a reader streaming list() meanwhile");
-    let one = storm(&dir, adds, 1);
-    let eight = storm(&dir, adds, 8);
+    let reader = std::env::var("DLQ_BENCH_READER").map_or(true, |v| v != "0");
+    let one = storm(&dir, adds, 1, reader);
+    let eight = storm(&dir, adds, 8, reader);
     let retry = retry_storm(&dir, items);
     let bound = dlqlite::db::WAL_BOUND_BYTES as u64;
     for (what, peak) in [

@@ -544,6 +544,29 @@ impl DeadLetteredItem {
         })
     }
 
+    /// Refuses an item no reader could have produced: an empty item id (or
+    /// one holding a NUL byte), or an attempt numbered 0 (attempts count
+    /// from 1). Items built in code are checked by every add.
+    pub fn validate(&self) -> Result<()> {
+        check_id(&self.item_id).map_err(|reason| {
+            Error::invalid_item(
+                format!("item {:?}", self.item_id),
+                format!("item_id {reason}"),
+            )
+        })?;
+        if let Some(at) = self
+            .failure_history
+            .iter()
+            .position(|a| a.attempt_number == 0)
+        {
+            return Err(Error::invalid_item(
+                format!("item {:?}", self.item_id),
+                format!("failure_history[{at}]: attempt_number is 0 (attempts count from 1)"),
+            ));
+        }
+        Ok(())
+    }
+
     /// The item data as a JSON value.
     pub fn item_data_value(&self) -> serde_json::Value {
         serde_json::from_str(self.item_data.get()).unwrap_or(serde_json::Value::Null)

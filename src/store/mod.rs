@@ -13,6 +13,7 @@ mod analysis;
 mod bulk;
 mod counters;
 mod events;
+mod group;
 mod leases;
 mod maintenance;
 mod message_groups;
@@ -58,12 +59,14 @@ pub struct Dlq {
     /// it is not the real time: see [`Dlq::with_clock`].
     age_clock: Option<Clock>,
     /// Writers of this process take turns here before asking SQLite for the
-    /// write lock: SQLite's busy handler waits by sleeping (1, 2, 5, 10 ms...),
-    /// which made eight retry workers 10x slower than the commands they run.
-    /// Other processes still wait in SQLite's busy handler.
-    write_turn: Arc<std::sync::Mutex<()>>,
+    /// write lock (see [`db::WriteTurn`]).
+    write_turn: Arc<db::WriteTurn>,
+    /// Adds waiting to be committed together (group.rs).
+    committer: Arc<group::Committer>,
+    /// How long an add waits for the lock unless it says otherwise.
+    busy: std::time::Duration,
     /// Checkpoints the WAL off the write path while any clone lives.
-    _checkpointer: Option<Arc<db::Checkpointer>>,
+    checkpointer: Option<Arc<db::Checkpointer>>,
 }
 
 impl std::fmt::Debug for Dlq {
@@ -110,7 +113,9 @@ impl Dlq {
             clock: Arc::new(Timestamp::now),
             age_clock: None,
             write_turn: Arc::default(),
-            _checkpointer: None,
+            committer: Arc::default(),
+            busy: db::DEFAULT_BUSY_TIMEOUT,
+            checkpointer: None,
         })
     }
 
@@ -129,7 +134,9 @@ impl Dlq {
             clock: Arc::new(Timestamp::now),
             age_clock: None,
             write_turn: Arc::default(),
-            _checkpointer: None,
+            committer: Arc::default(),
+            busy: db::DEFAULT_BUSY_TIMEOUT,
+            checkpointer: None,
         })
     }
 
@@ -163,7 +170,18 @@ impl Dlq {
     /// Runs `f` in one write transaction (BEGIN IMMEDIATE) and commits it when
     /// `f` returns Ok; any error rolls everything back.
     pub fn write<T>(&self, f: impl FnOnce(&mut WriteTx<'_>) -> Result<T>) -> Result<T> {
-        self.write_with(true, f)
+        self.write_with(true, None, f)
+    }
+
+    /// [`Dlq::write`] that waits for the lock (this process's turn, then
+    /// SQLite's) only until `deadline`, failing with
+    /// [`crate::ErrorKind::Busy`] after it.
+    pub(super) fn write_until<T>(
+        &self,
+        deadline: Option<std::time::Instant>,
+        f: impl FnOnce(&mut WriteTx<'_>) -> Result<T>,
+    ) -> Result<T> {
+        self.write_with(true, deadline, f)
     }
 
     /// [`Dlq::write`] with SQLite's foreign key actions off, for deletes
@@ -171,19 +189,23 @@ impl Dlq {
     /// cascade would look up every deleted item's history and artifacts
     /// once more and find nothing (measured: 2 s of a 500,000-item purge).
     pub(super) fn write_bulk<T>(&self, f: impl FnOnce(&mut WriteTx<'_>) -> Result<T>) -> Result<T> {
-        self.write_with(false, f)
+        self.write_with(false, None, f)
     }
 
     fn write_with<T>(
         &self,
         foreign_keys: bool,
+        deadline: Option<std::time::Instant>,
         f: impl FnOnce(&mut WriteTx<'_>) -> Result<T>,
     ) -> Result<T> {
-        let _turn = match self.write_turn.lock() {
-            Ok(turn) => turn,
-            // A writer that panicked left nothing half-done: its transaction
-            // rolled back when its connection went back to the pool.
-            Err(poisoned) => poisoned.into_inner(),
+        // A writer that panicked left nothing half-done: its transaction
+        // rolled back when its connection went back to the pool.
+        let _turn = match deadline {
+            None => self.write_turn.take(),
+            Some(deadline) => self
+                .write_turn
+                .take_until(deadline)
+                .ok_or_else(|| self.timed_out())?,
         };
         let mut conn = self.conn()?;
         if !foreign_keys {
@@ -192,10 +214,19 @@ impl Dlq {
             // back to the pool.
             conn.pragma_update(None, "foreign_keys", "OFF")?;
         }
+        if let Some(deadline) = deadline {
+            // Another process's lock is waited for until the deadline too
+            // (set back with foreign keys below).
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            conn.busy_timeout(left)?;
+        }
         // A panic in `f` unwinds through the transaction (rolling it back)
         // and is caught here only so that foreign keys are on again before
         // the connection goes back to the pool; then it carries on.
         let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            // A count left by a commit that did not come through here
+            // would be stale by the time it was handed over.
+            let _ = db::take_wal_frames();
             let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
             let value = {
                 let mut writer = WriteTx::new(&tx, self.now())?;
@@ -205,13 +236,21 @@ impl Dlq {
                 value
             };
             tx.commit()?;
+            if let (Some(checkpointer), Some(frames)) = (&self.checkpointer, db::take_wal_frames())
+            {
+                checkpointer.note_commit(frames);
+            }
             Ok(value)
         }));
         let restored = if foreign_keys {
             Ok(())
         } else {
             conn.pragma_update(None, "foreign_keys", "ON")
-        };
+        }
+        .and_then(|()| match deadline {
+            Some(_) => conn.busy_timeout(db::clamp_timeout(self.busy)),
+            None => Ok(()),
+        });
         match result {
             Err(panic) => std::panic::resume_unwind(panic),
             Ok(result) => {
@@ -219,16 +258,6 @@ impl Dlq {
                 result
             }
         }
-    }
-
-    /// Adds one item to a job: inserts it, or merges it into the copy already
-    /// there. Capacity is enforced in the same transaction.
-    pub fn add(&self, job_id: &str, item: &crate::model::DeadLetteredItem) -> Result<AddReport> {
-        self.write(|tx| {
-            let mut report = tx.add(job_id, None, item)?;
-            report.evicted.extend(tx.settle_evictions()?);
-            Ok(report)
-        })
     }
 
     /// Whether two connections can be out at once (not for an in-memory

@@ -105,7 +105,7 @@ impl OpenOptions {
             }
         }
         let pool = db::open_pool(path, self.setup)?;
-        let write_turn: Arc<std::sync::Mutex<()>> = Arc::default();
+        let write_turn: Arc<db::WriteTurn> = Arc::default();
         let checkpointer = if self.setup.read_only {
             None
         } else {
@@ -114,7 +114,6 @@ impl OpenOptions {
             let real = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
             Some(Arc::new(db::Checkpointer::start(
                 &real,
-                self.setup.busy_timeout,
                 Arc::clone(&write_turn),
             )?))
         };
@@ -124,7 +123,9 @@ impl OpenOptions {
             clock: Arc::new(Timestamp::now),
             age_clock: None,
             write_turn,
-            _checkpointer: checkpointer,
+            committer: Arc::default(),
+            busy: self.setup.busy_timeout,
+            checkpointer,
         };
         if let Some(n) = self.default_capacity {
             if dlq.capacity(None)?.default_max_items != n {

@@ -167,6 +167,7 @@ impl<'c> WriteTx<'c> {
         item: &DeadLetteredItem,
     ) -> Result<AddReport> {
         self.ensure_job(job_id, repo)?;
+        item.validate()?;
         let normalised = if item.is_normalised() {
             Cow::Borrowed(item)
         } else {

@@ -88,6 +88,155 @@ fn a_held_lock_is_busy_after_the_timeout_and_transient() {
 }
 
 #[test]
+fn add_timeout_bounds_the_wait_for_the_lock_and_stores_nothing_late() {
+    let dir = TempDir::new("add-timeout");
+    let db = dir.join("dlq.db");
+    // The handle's own timeout is long: only the call's deadline can end
+    // the wait this early.
+    let dlq = OpenOptions::new()
+        .busy_timeout(Duration::from_secs(60))
+        .open(&db)
+        .unwrap();
+    dlq.add("j", &one_item("a")).unwrap();
+    let other = sql(&db);
+    other.execute_batch("BEGIN IMMEDIATE").unwrap();
+    // One add waits for the lock, a second queues behind it: both end at
+    // their own deadlines.
+    let (first, second) = std::thread::scope(|scope| {
+        let waiting = scope.spawn(|| {
+            let started = Instant::now();
+            let result = dlq.add_timeout("j", &one_item("b"), Duration::from_millis(300));
+            (result, started.elapsed())
+        });
+        std::thread::sleep(Duration::from_millis(50));
+        let started = Instant::now();
+        let queued = dlq.add_timeout("j", &one_item("c"), Duration::from_millis(150));
+        (waiting.join().unwrap(), (queued, started.elapsed()))
+    });
+    for (result, waited, timeout) in [
+        (first.0, first.1, Duration::from_millis(300)),
+        (second.0, second.1, Duration::from_millis(150)),
+    ] {
+        let err = result.unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::Busy, "{err}");
+        assert!(err.is_transient());
+        assert!(
+            waited >= timeout,
+            "gave up after {waited:?}, before {timeout:?}"
+        );
+        assert!(waited < Duration::from_secs(10), "waited {waited:?}");
+    }
+    other.execute_batch("ROLLBACK").unwrap();
+    let stats = dlq.job_stats("j").unwrap();
+    assert_eq!(stats.total_items, 1, "a timed-out add was stored");
+    dlq.add_timeout("j", &one_item("b"), Duration::from_millis(300))
+        .unwrap();
+    assert_eq!(dlq.job_stats("j").unwrap().total_items, 2);
+}
+
+#[test]
+fn add_many_is_all_or_nothing_with_one_report_per_item() {
+    let dlq = Dlq::open_in_memory().unwrap();
+    let items: Vec<_> = ["a", "b", "c"].iter().map(|id| one_item(id)).collect();
+    let reports = dlq.add_many("j", &items).unwrap();
+    assert_eq!(reports.len(), 3);
+    assert!(reports
+        .iter()
+        .all(|r| r.outcome == dlqlite::store::AddOutcome::Inserted));
+    // The same three again change nothing; a new one among them is the
+    // only insert, in its place.
+    let mut again = items.clone();
+    again.insert(1, one_item("d"));
+    let outcomes: Vec<_> = dlq
+        .add_many("j", &again)
+        .unwrap()
+        .iter()
+        .map(|r| r.outcome)
+        .collect();
+    use dlqlite::store::AddOutcome::{Inserted, Unchanged};
+    assert_eq!(outcomes, [Unchanged, Inserted, Unchanged, Unchanged]);
+    // One bad item: nothing of the call is stored.
+    let mut bad = one_item("zero");
+    bad.failure_history[0].attempt_number = 0;
+    let err = dlq.add_many("j", &[one_item("e"), bad]).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidInput, "{err}");
+    assert!(err.to_string().contains("attempt_number is 0"), "{err}");
+    assert_eq!(dlq.job_stats("j").unwrap().total_items, 4);
+    assert!(dlq.add_many("j", &[]).unwrap().is_empty());
+}
+
+#[test]
+fn items_built_in_code_are_checked_before_they_are_stored() {
+    let dlq = Dlq::open_in_memory().unwrap();
+    let mut empty = one_item("x");
+    empty.item_id = String::new();
+    let err = dlq.add("j", &empty).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidInput, "{err}");
+    let mut zero = one_item("y");
+    zero.failure_history[0].attempt_number = 0;
+    let err = dlq.add("j", &zero).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidInput, "{err}");
+    // Inside a write transaction too.
+    let err = dlq.write(|tx| tx.add("j", None, &zero)).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidInput, "{err}");
+    let err = dlq.add("", &one_item("z")).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidInput, "{err}");
+    assert!(dlq.jobs().unwrap().is_empty());
+}
+
+/// Adds from many threads are committed in groups: every one stored once,
+/// the counters equal a recount, and a bad add fails alone, not the
+/// group it was committed with.
+#[test]
+fn concurrent_adds_share_commits_and_fail_alone() {
+    let dir = TempDir::new("group-commit");
+    let db = dir.join("dlq.db");
+    let dlq = Dlq::open(&db).unwrap();
+    dlq.set_capacity(None, Some(0)).unwrap();
+    // Adds that pass every check before the transaction and fail inside
+    // it, as a full disk or a constraint would.
+    sql(&db)
+        .execute_batch(
+            "CREATE TRIGGER poison BEFORE INSERT ON items WHEN NEW.item_id LIKE 'poison%'
+             BEGIN SELECT RAISE(ABORT, 'poisoned item'); END",
+        )
+        .unwrap();
+    let failures = std::sync::atomic::AtomicUsize::new(0);
+    std::thread::scope(|scope| {
+        for t in 0..8 {
+            let (dlq, failures) = (dlq.clone(), &failures);
+            scope.spawn(move || {
+                for n in 0..150 {
+                    // Every tenth add of each thread fails.
+                    let id = match n % 10 {
+                        9 => format!("poison-t{t}-{n}"),
+                        _ => format!("t{t}-{n}"),
+                    };
+                    match dlq.add(&format!("job-{}", t % 3), &one_item(&id)) {
+                        Ok(report) => assert_eq!(report.new_attempts, 1, "{id}"),
+                        Err(e) => {
+                            assert!(id.starts_with("poison"), "{id}: {e}");
+                            assert!(e.to_string().contains("poisoned item"), "{e}");
+                            failures.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        }
+                    }
+                }
+            });
+        }
+    });
+    assert_eq!(failures.into_inner(), 8 * 15);
+    assert_eq!(count(&db, "SELECT COUNT(*) FROM items"), 8 * 135);
+    assert_eq!(count(&db, "SELECT COUNT(*) FROM failure_history"), 8 * 135);
+    assert_eq!(
+        count(&db, "SELECT COUNT(*) FROM events WHERE kind = 'added'"),
+        8 * 135
+    );
+    let before = dump(&db);
+    dlq.recount().unwrap();
+    assert_eq!(dump(&db), before, "counters drifted from a recount");
+}
+
+#[test]
 fn every_error_kind_can_be_told_apart() {
     let dir = TempDir::new("kinds");
     // Not a database.
