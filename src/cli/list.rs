@@ -81,7 +81,7 @@ pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
     } else {
         args.limit
     };
-    for summary in dlq.list(filter).take(limit) {
+    for summary in dlq.list_newest(filter).take(limit) {
         let s = summary?;
         out.row(vec![
             json!(s.job_id),

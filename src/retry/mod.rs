@@ -238,7 +238,10 @@ pub fn preview(
     } else {
         dlq.count_matching(&selection(options, Some(false)))?
     };
-    let items = dlq.list(take).take(limit).collect::<Result<Vec<_>>>()?;
+    let items = dlq
+        .list_newest(take)
+        .take(limit)
+        .collect::<Result<Vec<_>>>()?;
     Ok((items, total, skipped))
 }
 

@@ -154,24 +154,55 @@ fn last_failure_join() -> String {
     )
 }
 
+/// The order a listing walks in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Order {
+    /// Newest last_attempt first (then newest row): for screens. A merge
+    /// makes an item's last_attempt newer, which can move it behind a walk's
+    /// cursor.
+    Newest,
+    /// On keys no merge changes: one job's items by item_id, several jobs'
+    /// by row key. A walk sees every item that exists from its start to its
+    /// end exactly once.
+    Stable,
+}
+
+/// A page of `select` (a SELECT from `items i`, without WHERE) by
+/// `filter` in `order`, after `after`.
 fn page_query(
+    select: &str,
     filter: &ListFilter,
     now: Timestamp,
     after: Option<&PageCursor>,
     limit: usize,
-    columns: &str,
-    join: &str,
+    order: Order,
 ) -> (String, Vec<Value>) {
-    let mut sql = format!("SELECT {columns} FROM items i {join} WHERE 1 = 1");
+    let mut sql = format!("{select} WHERE 1 = 1");
     let mut values = Vec::new();
     filter.push_conditions(now, &mut sql, &mut values);
-    if let Some(cursor) = after {
-        sql.push_str(" AND (i.last_attempt < ? OR (i.last_attempt = ? AND i.id < ?))");
-        values.push(Value::Text(cursor.sort_key.clone()));
-        values.push(Value::Text(cursor.sort_key.clone()));
-        values.push(Value::Integer(cursor.key));
+    let by_item_id = filter.job_id.is_some();
+    match (order, after) {
+        (Order::Newest, Some(cursor)) => {
+            sql.push_str(" AND (i.last_attempt < ? OR (i.last_attempt = ? AND i.id < ?))");
+            values.push(Value::Text(cursor.sort_key.clone()));
+            values.push(Value::Text(cursor.sort_key.clone()));
+            values.push(Value::Integer(cursor.key));
+        }
+        (Order::Stable, Some(cursor)) if by_item_id => {
+            sql.push_str(" AND i.item_id > ?");
+            values.push(Value::Text(cursor.sort_key.clone()));
+        }
+        (Order::Stable, Some(cursor)) => {
+            sql.push_str(" AND i.id > ?");
+            values.push(Value::Integer(cursor.key));
+        }
+        (_, None) => {}
     }
-    sql.push_str(" ORDER BY i.last_attempt DESC, i.id DESC LIMIT ?");
+    sql.push_str(match order {
+        Order::Newest => " ORDER BY i.last_attempt DESC, i.id DESC LIMIT ?",
+        Order::Stable if by_item_id => " ORDER BY i.item_id LIMIT ?",
+        Order::Stable => " ORDER BY i.id LIMIT ?",
+    });
     values.push(Value::Integer(i64::try_from(limit).unwrap_or(i64::MAX)));
     (sql, values)
 }
@@ -199,22 +230,31 @@ impl Dlq {
             })
     }
 
-    /// One page of summaries, newest last_attempt first.
+    /// One page of summaries, newest last_attempt first (for screens: an
+    /// item merged between two pages can move behind the cursor; a walk
+    /// that must see every item is [`Dlq::list`]).
     pub fn list_page(
         &self,
         filter: &ListFilter,
         after: Option<&PageCursor>,
         limit: usize,
     ) -> Result<Page<ItemSummary>> {
+        self.summary_page(filter, after, limit, Order::Newest)
+    }
+
+    fn summary_page(
+        &self,
+        filter: &ListFilter,
+        after: Option<&PageCursor>,
+        limit: usize,
+        order: Order,
+    ) -> Result<Page<ItemSummary>> {
         let conn = self.conn()?;
-        let (sql, values) = page_query(
-            filter,
-            self.age_now(),
-            after,
-            limit,
-            SUMMARY_COLUMNS,
-            &last_failure_join(),
+        let select = format!(
+            "SELECT {SUMMARY_COLUMNS} FROM items i {}",
+            last_failure_join()
         );
+        let (sql, values) = page_query(&select, filter, self.age_now(), after, limit, order);
         let mut stmt = conn.prepare_cached(&sql)?;
         let mut keys = Vec::new();
         let items = stmt
@@ -237,18 +277,38 @@ impl Dlq {
             })?
             .collect::<rusqlite::Result<Vec<_>>>()?;
         let next = match (items.last(), keys.last()) {
-            (Some(last), Some(key)) if items.len() == limit => {
-                Some(cursor_of(&last.last_attempt, *key))
-            }
+            (Some(last), Some(&key)) if items.len() == limit => Some(match order {
+                Order::Newest => cursor_of(&last.last_attempt, key),
+                Order::Stable => PageCursor {
+                    sort_key: last.item_id.clone(),
+                    key,
+                },
+            }),
             _ => None,
         };
         Ok(Page { items, next })
     }
 
-    /// All matching summaries, fetched a page at a time.
+    /// Every matching summary, fetched a page at a time on keys that no
+    /// merge changes (one job's items by item_id, several jobs' in the
+    /// order they were stored): a walk sees every item that exists from its
+    /// start to its end exactly once, however many adds and merges run
+    /// meanwhile, and holds no transaction open between pages (which would
+    /// keep the WAL from being reset).
     pub fn list(&self, filter: ListFilter) -> SummaryIter {
         SummaryIter {
             pager: Pager::new(self.clone(), filter),
+            order: Order::Stable,
+        }
+    }
+
+    /// Matching summaries newest last_attempt first, a page at a time: what
+    /// a screen shows (`dlq list`). An item merged while the walk is under
+    /// way can move behind it and be missed; [`Dlq::list`] cannot miss one.
+    pub fn list_newest(&self, filter: ListFilter) -> SummaryIter {
+        SummaryIter {
+            pager: Pager::new(self.clone(), filter),
+            order: Order::Newest,
         }
     }
 
@@ -272,25 +332,14 @@ impl Dlq {
         // item_id (its unique index), all jobs' by row key. Reading a large
         // database in last_attempt order jumps all over the file (measured:
         // an export of 1,000,000 items took 236 s that way).
-        let mut sql = String::from("SELECT i.id, i.item_id, i.job_id FROM items i WHERE 1 = 1");
-        let mut values = Vec::new();
-        filter.push_conditions(self.age_now(), &mut sql, &mut values);
-        let by_item_id = filter.job_id.is_some();
-        if let Some(cursor) = after {
-            if by_item_id {
-                sql.push_str(" AND i.item_id > ?");
-                values.push(Value::Text(cursor.sort_key.clone()));
-            } else {
-                sql.push_str(" AND i.id > ?");
-                values.push(Value::Integer(cursor.key));
-            }
-        }
-        sql.push_str(if by_item_id {
-            " ORDER BY i.item_id LIMIT ?"
-        } else {
-            " ORDER BY i.id LIMIT ?"
-        });
-        values.push(Value::Integer(i64::try_from(limit).unwrap_or(i64::MAX)));
+        let (sql, values) = page_query(
+            "SELECT i.id, i.item_id, i.job_id FROM items i",
+            filter,
+            self.age_now(),
+            after,
+            limit,
+            Order::Stable,
+        );
         // One read transaction for the page: a consistent view, and one lock
         // instead of one per statement.
         let read = conn.unchecked_transaction()?;
@@ -455,15 +504,18 @@ impl<T> Pager<T> {
     }
 }
 
-/// Streams item summaries; see [`Dlq::list`].
+/// Streams item summaries; see [`Dlq::list`] and [`Dlq::list_newest`].
 pub struct SummaryIter {
     pager: Pager<ItemSummary>,
+    order: Order,
 }
 
 impl Iterator for SummaryIter {
     type Item = Result<ItemSummary>;
     fn next(&mut self) -> Option<Self::Item> {
-        self.pager.next_with(Dlq::list_page)
+        let order = self.order;
+        self.pager
+            .next_with(|dlq, filter, after, limit| dlq.summary_page(filter, after, limit, order))
     }
 }
 

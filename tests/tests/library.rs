@@ -528,3 +528,91 @@ fn errors_name_their_own_database() {
     );
     assert!(!inner[1].contains("a.db"), "{inner:?}");
 }
+
+/// `list()` walks on keys no merge changes: with merges making items
+/// newer all the while (which moves them in last_attempt order), one walk
+/// still sees every item exactly once, for one job and for all jobs.
+#[test]
+fn list_sees_every_item_once_while_merges_run() {
+    let dir = TempDir::new("list-merges");
+    let db = dir.join("dlq.db");
+    let dlq = Dlq::open(&db).unwrap();
+    dlq.set_capacity(None, Some(0)).unwrap();
+    let n = 3_000;
+    for job in ["a", "b"] {
+        let items: Vec<_> = (0..n)
+            .map(|i| {
+                let at = format!(
+                    "2025-01-01T{:02}:{:02}:{:02}Z",
+                    i / 3600,
+                    (i / 60) % 60,
+                    i % 60
+                );
+                dlqlite::DeadLetteredItem::from_json_str(
+                    &item(&format!("{job}-{i:05}"), 1, &at, "boom").to_string(),
+                )
+                .unwrap()
+            })
+            .collect();
+        dlq.add_many(job, &items).unwrap();
+    }
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    for filter in [
+        dlqlite::ListFilter {
+            job_id: Some("a".into()),
+            ..Default::default()
+        },
+        dlqlite::ListFilter::default(),
+    ] {
+        let expected = if filter.job_id.is_some() { n } else { 2 * n };
+        stop.store(false, std::sync::atomic::Ordering::Relaxed);
+        let (seen, merged) = std::thread::scope(|scope| {
+            let merger = scope.spawn(|| {
+                // Oldest first: each merge moves an item the walk has not
+                // reached yet (in last_attempt order) to the very front.
+                let mut merged = 0;
+                let mut attempt = 2;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    for i in (0..n).step_by(7) {
+                        let value = item(
+                            &format!("a-{i:05}"),
+                            attempt,
+                            "2026-06-01T00:00:00Z",
+                            "again",
+                        );
+                        let newer =
+                            dlqlite::DeadLetteredItem::from_json_str(&value.to_string()).unwrap();
+                        dlq.add("a", &newer).unwrap();
+                        merged += 1;
+                        if stop.load(std::sync::atomic::Ordering::Relaxed) {
+                            break;
+                        }
+                    }
+                    attempt += 1;
+                }
+                merged
+            });
+            let mut seen = Vec::new();
+            for summary in dlq.list(filter.clone()) {
+                let summary = summary.unwrap();
+                seen.push((summary.job_id, summary.item_id));
+                // A slow consumer: merges land between pages.
+                if seen.len() % 256 == 0 {
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+            }
+            stop.store(true, std::sync::atomic::Ordering::Relaxed);
+            (seen, merger.join().unwrap())
+        });
+        assert!(merged > 20, "only {merged} merges ran during the walk");
+        let total = seen.len();
+        let mut unique = seen.clone();
+        unique.sort();
+        unique.dedup();
+        assert_eq!(unique.len(), total, "an item was listed twice");
+        assert_eq!(
+            total, expected,
+            "the walk missed items ({merged} merges ran)"
+        );
+    }
+}
