@@ -1,7 +1,7 @@
 //! The pure functions of the DLQ integration spec (shared/seeds/002_*): turn
 //! an agent's result into a dead-letter item, classify an error message,
 //! decide eligibility and manual review, and compute the error signature.
-//! No I/O and no clock: the caller passes the time.
+//! No I/O; the only clock is [`AgentResult::new`]'s default `finished_at`.
 
 use crate::model::{
     compact_raw, error_types, DeadLetteredItem, ErrorType, FailureDetail, Omitted,
@@ -22,11 +22,45 @@ pub enum AgentStatus {
     Timeout,
 }
 
-/// What an orchestrator knows about one agent's attempt.
+/// What an orchestrator knows about one agent's attempt. Built with
+/// [`AgentResult::failed`], [`AgentResult::timed_out`] or
+/// [`AgentResult::succeeded`] and the setters below, so that fields added
+/// later break no caller:
+///
+/// ```
+/// use dlqlite::classify::{agent_result_to_dlq_item, AgentResult};
+/// use dlqlite::Timestamp;
+///
+/// let finished = Timestamp::parse("2025-11-23T19:42:53Z").unwrap();
+/// let result = AgentResult::failed("item-7", "cargo test failed")
+///     .agent_id("agent-3")
+///     .step("agent_execution")
+///     .exit_code(101)
+///     .finished_at(finished)
+///     .duration(std::time::Duration::from_secs(12));
+/// let work_item = serde_json::json!({"path": "src/lib.rs"});
+/// let item = agent_result_to_dlq_item(&result, &work_item, 1).unwrap();
+/// assert_eq!(item.failure_history[0].agent_id, "agent-3");
+/// assert_eq!(item.failure_history[0].error_type.exit_code, Some(101));
+/// // The attempt is stamped with when the agent finished, not when it was
+/// // converted: converting it again gives the same attempt, and adding
+/// // that changes nothing.
+/// assert_eq!(agent_result_to_dlq_item(&result, &work_item, 1).unwrap().last_attempt, finished);
+/// ```
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct AgentResult {
     pub item_id: String,
     pub status: AgentStatus,
+    /// When the attempt ended: the attempt's timestamp, so that converting
+    /// the same result twice gives the same attempt.
+    pub finished_at: Timestamp,
+    /// Which agent made the attempt (default `agent-<item_id>`).
+    pub agent_id: String,
+    /// The step that failed (default `agent_execution`).
+    pub step: String,
+    /// The failed command's exit code, when there was one.
+    pub exit_code: Option<i64>,
     pub duration: Duration,
     /// Error output (becomes the attempt's stack_trace).
     pub error: Option<String>,
@@ -35,24 +69,114 @@ pub struct AgentResult {
     pub branch_name: Option<String>,
 }
 
-/// Converts a failed or timed-out agent result into a dead-letter item; a
-/// successful one gives `None`.
+/// The step an [`AgentResult`] names unless told otherwise.
+pub const DEFAULT_STEP: &str = "agent_execution";
+
+impl AgentResult {
+    /// An attempt with this status that finished now.
+    pub fn new(item_id: impl Into<String>, status: AgentStatus) -> Self {
+        let item_id = item_id.into();
+        AgentResult {
+            agent_id: format!("agent-{item_id}"),
+            item_id,
+            status,
+            finished_at: Timestamp::now(),
+            step: DEFAULT_STEP.to_string(),
+            exit_code: None,
+            duration: Duration::ZERO,
+            error: None,
+            json_log_location: None,
+            worktree_path: None,
+            branch_name: None,
+        }
+    }
+
+    /// A failed attempt with this message.
+    pub fn failed(item_id: impl Into<String>, message: impl Into<String>) -> Self {
+        AgentResult::new(item_id, AgentStatus::Failed(message.into()))
+    }
+
+    /// An attempt that ran past its time limit.
+    pub fn timed_out(item_id: impl Into<String>) -> Self {
+        AgentResult::new(item_id, AgentStatus::Timeout)
+    }
+
+    /// A successful attempt (converts to no item).
+    pub fn succeeded(item_id: impl Into<String>) -> Self {
+        AgentResult::new(item_id, AgentStatus::Success)
+    }
+
+    pub fn finished_at(mut self, at: Timestamp) -> Self {
+        self.finished_at = at;
+        self
+    }
+
+    pub fn agent_id(mut self, agent_id: impl Into<String>) -> Self {
+        self.agent_id = agent_id.into();
+        self
+    }
+
+    pub fn step(mut self, step: impl Into<String>) -> Self {
+        self.step = step.into();
+        self
+    }
+
+    pub fn exit_code(mut self, exit_code: i64) -> Self {
+        self.exit_code = Some(exit_code);
+        self
+    }
+
+    pub fn duration(mut self, duration: Duration) -> Self {
+        self.duration = duration;
+        self
+    }
+
+    /// The agent's error output (the attempt's stack_trace).
+    pub fn error_output(mut self, output: impl Into<String>) -> Self {
+        self.error = Some(output.into());
+        self
+    }
+
+    pub fn json_log_location(mut self, path: impl Into<String>) -> Self {
+        self.json_log_location = Some(path.into());
+        self
+    }
+
+    /// The agent's worktree, kept for a person to look at.
+    pub fn worktree(mut self, path: impl Into<String>, branch: impl Into<String>) -> Self {
+        self.worktree_path = Some(path.into());
+        self.branch_name = Some(branch.into());
+        self
+    }
+}
+
+/// Converts a failed or timed-out agent result into a dead-letter item
+/// (`None` for a success), as the DLQ integration spec calls it. The
+/// attempt is stamped with the result's `finished_at`, so the same result
+/// converted twice is the same attempt, and adding it again changes
+/// nothing. `None` also when `work_item` cannot be stored (JSON nested
+/// deeper than SQLite reads).
 pub fn agent_result_to_dlq_item(
     result: &AgentResult,
     work_item: &serde_json::Value,
     attempt_number: u32,
-    now: Timestamp,
 ) -> Option<DeadLetteredItem> {
     let message = match &result.status {
         AgentStatus::Success => return None,
         AgentStatus::Failed(message) => message.clone(),
         AgentStatus::Timeout => "Agent execution timed out".to_string(),
     };
-    let error_type = match result.status {
-        AgentStatus::Timeout => ErrorType::named(error_types::TIMEOUT),
-        _ => classify_error(&message),
+    let error_type = match (&result.status, result.exit_code) {
+        (AgentStatus::Timeout, _) => ErrorType::named(error_types::TIMEOUT),
+        (_, code) => match classify_error(&message) {
+            generic if generic.name == error_types::COMMAND_FAILED => {
+                ErrorType::command_failed_with_command(&result.step, code)
+            }
+            specific => specific,
+        },
     };
     let manual_review = requires_manual_review(&message);
+    let now = result.finished_at;
     let mut detail = FailureDetail {
         attempt_number,
         timestamp: now,
@@ -60,8 +184,8 @@ pub fn agent_result_to_dlq_item(
         error_message: message.clone(),
         error_context: None,
         stack_trace: result.error.clone(),
-        agent_id: format!("agent-{}", result.item_id),
-        step_failed: "agent_execution".to_string(),
+        agent_id: result.agent_id.clone(),
+        step_failed: result.step.clone(),
         duration_ms: u64::try_from(result.duration.as_millis()).unwrap_or(u64::MAX),
         json_log_location: result.json_log_location.clone(),
         extra: Default::default(),
@@ -153,15 +277,12 @@ mod tests {
     use super::*;
 
     fn result(status: AgentStatus) -> AgentResult {
-        AgentResult {
-            item_id: "item-1".into(),
-            status,
-            duration: Duration::from_millis(1500),
-            error: Some("trace".into()),
-            json_log_location: Some("/logs/a.json".into()),
-            worktree_path: Some("/wt/agent-1".into()),
-            branch_name: Some("agent-1".into()),
-        }
+        AgentResult::new("item-1", status)
+            .finished_at(now())
+            .duration(Duration::from_millis(1500))
+            .error_output("trace")
+            .json_log_location("/logs/a.json")
+            .worktree("/wt/agent-1", "agent-1")
     }
 
     fn now() -> Timestamp {
@@ -171,19 +292,15 @@ mod tests {
     #[test]
     fn success_returns_none() {
         let work = serde_json::json!({"id": 3});
-        assert!(agent_result_to_dlq_item(&result(AgentStatus::Success), &work, 1, now()).is_none());
+        assert!(agent_result_to_dlq_item(&result(AgentStatus::Success), &work, 1).is_none());
     }
 
     #[test]
     fn failed_result_becomes_an_item() {
         let work = serde_json::json!({"id": 1, "data": "test"});
-        let item = agent_result_to_dlq_item(
-            &result(AgentStatus::Failed("Test error".into())),
-            &work,
-            1,
-            now(),
-        )
-        .unwrap();
+        let item =
+            agent_result_to_dlq_item(&result(AgentStatus::Failed("Test error".into())), &work, 1)
+                .unwrap();
         assert_eq!(item.item_id, "item-1");
         assert_eq!(item.failure_count, 1);
         assert_eq!(item.failure_history.len(), 1);
@@ -204,8 +321,7 @@ mod tests {
     #[test]
     fn timeout_is_eligible_with_a_16_hex_signature() {
         let work = serde_json::json!({"id": 2});
-        let item =
-            agent_result_to_dlq_item(&result(AgentStatus::Timeout), &work, 1, now()).unwrap();
+        let item = agent_result_to_dlq_item(&result(AgentStatus::Timeout), &work, 1).unwrap();
         assert!(item.reprocess_eligible);
         assert_eq!(item.error_signature.len(), 16);
         assert!(item

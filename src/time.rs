@@ -14,9 +14,17 @@ impl Timestamp {
         Timestamp(Utc::now())
     }
 
-    /// Wraps a chrono time.
+    /// Wraps a chrono time, held to the years 0000-9999 that the storage
+    /// form can write (a time outside them becomes the nearest end).
     pub fn from_datetime(time: DateTime<Utc>) -> Self {
-        Timestamp(time)
+        let year = chrono::Datelike::year(&time);
+        if year < 0 {
+            Timestamp(DateTime::<Utc>::from_timestamp(-62_167_219_200, 0).unwrap_or(time))
+        } else if year > 9999 {
+            Timestamp(DateTime::<Utc>::from_timestamp(253_402_300_799, 999_999_999).unwrap_or(time))
+        } else {
+            Timestamp(time)
+        }
     }
 
     /// The chrono time.
@@ -128,6 +136,19 @@ impl Timestamp {
     }
 }
 
+impl From<DateTime<Utc>> for Timestamp {
+    /// See [`Timestamp::from_datetime`].
+    fn from(time: DateTime<Utc>) -> Self {
+        Timestamp::from_datetime(time)
+    }
+}
+
+impl From<std::time::SystemTime> for Timestamp {
+    fn from(time: std::time::SystemTime) -> Self {
+        Timestamp::from_datetime(DateTime::<Utc>::from(time))
+    }
+}
+
 impl fmt::Display for Timestamp {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.to_legacy())
@@ -163,6 +184,27 @@ impl rusqlite::types::FromSql for Timestamp {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn chrono_times_convert_and_stay_storable() {
+        let now = Utc::now();
+        assert_eq!(Timestamp::from(now).datetime(), now);
+        let far = DateTime::<Utc>::MAX_UTC;
+        assert_eq!(
+            Timestamp::from(far).to_storage(),
+            "9999-12-31T23:59:59.999999999Z"
+        );
+        let early = DateTime::<Utc>::MIN_UTC;
+        assert_eq!(
+            Timestamp::from(early).to_storage(),
+            "0000-01-01T00:00:00.000000000Z"
+        );
+        let system = std::time::UNIX_EPOCH + std::time::Duration::from_secs(86_400);
+        assert_eq!(
+            Timestamp::from(system).to_storage(),
+            "1970-01-02T00:00:00.000000000Z"
+        );
+    }
 
     #[test]
     fn every_fraction_width_and_offset_parses() {

@@ -7,7 +7,10 @@
 //! compares equal as JSON. The merge rule for two copies of one item lives
 //! here too, as a pure function.
 
+mod build;
 mod fast;
+
+pub use build::ItemBuilder;
 
 use crate::error::{Error, Result};
 use crate::time::Timestamp;

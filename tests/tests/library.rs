@@ -616,3 +616,134 @@ fn list_sees_every_item_once_while_merges_run() {
         );
     }
 }
+
+/// The spec's conversion, as an orchestrator calls it: the same failure
+/// converted and added twice (a retried DLQ write) changes nothing; the
+/// next attempt adds one; agents and steps are the real ones.
+#[test]
+fn adding_a_converted_failure_twice_changes_nothing() {
+    use dlqlite::classify::{agent_result_to_dlq_item, AgentResult};
+    use dlqlite::store::AddOutcome;
+    let dir = TempDir::new("convert-twice");
+    let db = dir.join("dlq.db");
+    let dlq = Dlq::open(&db).unwrap();
+    let finished = dlqlite::Timestamp::parse("2025-11-23T19:42:53Z").unwrap();
+    let result = AgentResult::failed("item-9", "cargo test failed")
+        .agent_id("agent-4")
+        .step("test")
+        .exit_code(101)
+        .finished_at(finished)
+        .duration(Duration::from_millis(1200));
+    let work = serde_json::json!({"path": "src/a.rs"});
+    let first = agent_result_to_dlq_item(&result, &work, 1).unwrap();
+    assert_eq!(dlq.add("j", &first).unwrap().outcome, AddOutcome::Inserted);
+    let before = dump(&db);
+    // Converted again later (the clock moved on): the same attempt.
+    std::thread::sleep(Duration::from_millis(20));
+    let again = agent_result_to_dlq_item(&result, &work, 1).unwrap();
+    let report = dlq.add("j", &again).unwrap();
+    assert_eq!(report.outcome, AddOutcome::Unchanged);
+    assert_eq!(report.new_attempts, 0);
+    assert_eq!(dump(&db), before);
+    // The next attempt, by another agent, is one more.
+    let second = AgentResult::timed_out("item-9")
+        .agent_id("agent-5")
+        .finished_at(dlqlite::Timestamp::parse("2025-11-23T20:00:00Z").unwrap());
+    let next = agent_result_to_dlq_item(&second, &work, 2).unwrap();
+    assert_eq!(dlq.add("j", &next).unwrap().new_attempts, 1);
+    let stored = dlq.get(Some("j"), "item-9").unwrap();
+    assert_eq!(stored.failure_count, 2);
+    let attempts: Vec<_> = stored
+        .failure_history
+        .iter()
+        .map(|a| {
+            (
+                a.attempt_number,
+                a.agent_id.as_str(),
+                a.step_failed.as_str(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        attempts,
+        [(1, "agent-4", "test"), (2, "agent-5", "agent_execution")]
+    );
+    assert_eq!(stored.failure_history[0].error_type.exit_code, Some(101));
+    let analysis = dlq.analyze(Some("j")).unwrap();
+    let mut agents: Vec<_> = analysis.top_agents.iter().map(|r| r.name.clone()).collect();
+    agents.sort();
+    assert_eq!(agents, ["agent-4", "agent-5"]);
+    // A success converts to nothing.
+    assert!(agent_result_to_dlq_item(&AgentResult::succeeded("item-9"), &work, 3).is_none());
+}
+
+/// An item built in code is stored and read back as built, its attempts
+/// in order whatever order they were given in, and bad ones are refused.
+#[test]
+fn built_items_round_trip_and_bad_ones_are_refused() {
+    use dlqlite::{DeadLetteredItem, ErrorType, FailureDetail, Timestamp};
+    let dlq = Dlq::open_in_memory().unwrap();
+    let t = |s: &str| Timestamp::parse(s).unwrap();
+    let built = DeadLetteredItem::builder("item-1", serde_json::json!({"n": 1}))
+        .attempt(
+            FailureDetail::new(
+                2,
+                t("2025-01-02T00:00:00Z"),
+                ErrorType::command_failed(2),
+                "second",
+            )
+            .agent_id("agent-b")
+            .step("verify")
+            .stack_trace("trace"),
+        )
+        .attempt(FailureDetail::new(
+            1,
+            t("2025-01-01T00:00:00Z"),
+            ErrorType::named("Timeout"),
+            "first",
+        ))
+        .worktree("/wt/1", "branch-1")
+        .build()
+        .unwrap();
+    assert_eq!(built.failure_count, 2);
+    assert_eq!(built.first_attempt, t("2025-01-01T00:00:00Z"));
+    assert_eq!(built.last_attempt, t("2025-01-02T00:00:00Z"));
+    assert_eq!(
+        built.error_signature,
+        dlqlite::classify::error_signature("second")
+    );
+    assert!(built.reprocess_eligible && !built.manual_review_required);
+    dlq.add("j", &built).unwrap();
+    let stored = dlq.get(Some("j"), "item-1").unwrap();
+    assert_eq!(
+        stored.to_json_value().unwrap(),
+        built.to_json_value().unwrap()
+    );
+    let numbers: Vec<_> = stored
+        .failure_history
+        .iter()
+        .map(|a| a.attempt_number)
+        .collect();
+    assert_eq!(numbers, [1, 2]);
+    // No attempt, attempt 0, an empty id, data nested too deep.
+    let at = t("2025-01-01T00:00:00Z");
+    let attempt = |n| FailureDetail::new(n, at, ErrorType::named("Timeout"), "x");
+    let mut deep = serde_json::json!(1);
+    for _ in 0..1_000 {
+        deep = serde_json::json!([deep]);
+    }
+    for bad in [
+        DeadLetteredItem::builder("a", serde_json::json!({})).build(),
+        DeadLetteredItem::builder("a", serde_json::json!({}))
+            .attempt(attempt(0))
+            .build(),
+        DeadLetteredItem::builder("", serde_json::json!({}))
+            .attempt(attempt(1))
+            .build(),
+        DeadLetteredItem::builder("a", deep)
+            .attempt(attempt(1))
+            .build(),
+    ] {
+        assert_eq!(bad.unwrap_err().kind(), ErrorKind::InvalidInput);
+    }
+}
