@@ -330,37 +330,3 @@ impl Dlq {
         })
     }
 }
-
-impl Dlq {
-    /// Removes exactly these (job_id, item_id) items in one transaction, a
-    /// `requeued` event each naming where they went. Returns how many.
-    pub fn take_items(&self, items: &[(String, String)], destination: &str) -> Result<usize> {
-        if items.is_empty() {
-            return Ok(0);
-        }
-        self.write_bulk(|tx| {
-            tx.conn().execute_batch(
-                "CREATE TEMP TABLE IF NOT EXISTS taken_items (job_id TEXT NOT NULL, item_id TEXT NOT NULL,
-                     PRIMARY KEY (job_id, item_id));
-                 DELETE FROM temp.taken_items;",
-            )?;
-            {
-                let mut insert = tx
-                    .conn()
-                    .prepare_cached("INSERT OR IGNORE INTO temp.taken_items (job_id, item_id) VALUES (?1, ?2)")?;
-                for (job_id, item_id) in items {
-                    insert.execute(params![job_id, item_id])?;
-                }
-            }
-            let taken = super::bulk::delete_items(
-                tx,
-                " AND EXISTS (SELECT 1 FROM temp.taken_items t WHERE t.job_id = i.job_id AND t.item_id = i.item_id)",
-                &[],
-                event_kinds::REQUEUED,
-                serde_json::json!({"destination": destination}),
-            )?;
-            tx.conn().execute_batch("DELETE FROM temp.taken_items;")?;
-            Ok(taken)
-        })
-    }
-}

@@ -4,7 +4,7 @@
 //! of an item's last attempt), `bulk` (set-based deletes), `query` (get,
 //! list, jobs), `stats` (the legacy statistics, streamed), `analysis` and
 //! `message_groups` (analyze), `maintenance` (remove, clear, mark, capacity,
-//! purge), `leases` (retry runs and claims), `events` (the audit log) and
+//! purge), `take` (requeue: taking eligible items out), `leases` (retry runs and claims), `events` (the audit log) and
 //! `adhoc` (read-only `dlq sql`). Every write runs in one IMMEDIATE
 //! transaction, so concurrent writers wait for each other instead of failing.
 
@@ -21,6 +21,7 @@ mod open;
 mod query;
 mod rows;
 mod stats;
+mod take;
 mod write;
 
 pub use analysis::{
@@ -36,6 +37,7 @@ pub use query::{
     DbInfo, ItemIter, ItemSummary, JobInfo, JobItem, ListFilter, Page, PageCursor, SummaryIter,
 };
 pub use stats::{Stats, StatsHead, StatsPart};
+pub use take::{TakeOptions, TakenItem};
 pub use write::{AddOutcome, AddReport, CapacityRaised, EvictedItem, Suspended, WriteTx};
 
 use crate::db::{self, DbPool};

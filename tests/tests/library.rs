@@ -747,3 +747,97 @@ fn built_items_round_trip_and_bad_ones_are_refused() {
         assert_eq!(bad.unwrap_err().kind(), ErrorKind::InvalidInput);
     }
 }
+
+/// Requeue in memory: exactly the eligible items come back and leave, in
+/// one transaction; with keep_history an item that fails again goes on
+/// counting.
+#[test]
+fn take_eligible_takes_exactly_the_eligible_items() {
+    use dlqlite::store::{MarkRequest, TakeOptions};
+    let dir = TempDir::new("take");
+    let db = dir.join("dlq.db");
+    let dlq = Dlq::open(&db).unwrap();
+    let err = dlq
+        .take_eligible("none", &TakeOptions::default())
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::NotFound, "{err}");
+    let items: Vec<_> = (0..6).map(|i| one_item(&format!("i{i}"))).collect();
+    dlq.add_many("j", &items).unwrap();
+    dlq.add("other", &one_item("i0")).unwrap();
+    let not_eligible = MarkRequest {
+        reprocess_eligible: Some(false),
+        ..Default::default()
+    };
+    dlq.mark(Some("j"), "i1", &not_eligible).unwrap();
+    let ids = |taken: &[dlqlite::store::TakenItem]| -> Vec<String> {
+        taken.iter().map(|t| t.item_id.clone()).collect()
+    };
+    // A filter and a limit narrow it.
+    let taken = dlq
+        .take_eligible(
+            "j",
+            &TakeOptions {
+                filter: dlqlite::ListFilter {
+                    expression: Some(dlqlite::filter::parse(r#"item_id != "i2""#).unwrap()),
+                    ..Default::default()
+                },
+                limit: Some(2),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+    assert_eq!(ids(&taken), ["i0", "i3"]);
+    assert_eq!(
+        taken[0].item_data,
+        serde_json::json!({"path": "src/i0.rs", "priority": 1})
+    );
+    let taken = dlq.take_eligible("j", &TakeOptions::default()).unwrap();
+    assert_eq!(ids(&taken), ["i2", "i4", "i5"]);
+    assert!(dlq
+        .take_eligible("j", &TakeOptions::default())
+        .unwrap()
+        .is_empty());
+    // Left: the item marked not eligible, and the other job's.
+    assert_eq!(
+        count(&db, "SELECT COUNT(*) FROM items WHERE job_id = 'j'"),
+        1
+    );
+    assert_eq!(
+        count(&db, "SELECT COUNT(*) FROM items WHERE job_id = 'other'"),
+        1
+    );
+    assert_eq!(
+        count(&db, "SELECT COUNT(*) FROM events WHERE kind = 'requeued'"),
+        5
+    );
+    let before = dump(&db);
+    dlq.recount().unwrap();
+    assert_eq!(dump(&db), before, "counters drifted");
+
+    // keep_history: taken but kept; its next failure continues its count.
+    dlq.add("k", &one_item("a")).unwrap();
+    let keep = TakeOptions {
+        keep_history: true,
+        ..Default::default()
+    };
+    assert_eq!(ids(&dlq.take_eligible("k", &keep).unwrap()), ["a"]);
+    assert!(
+        dlq.take_eligible("k", &keep).unwrap().is_empty(),
+        "taken twice"
+    );
+    let again = dlqlite::DeadLetteredItem::from_json_str(
+        &item("a", 2, "2025-01-02T00:00:00Z", "boom again").to_string(),
+    )
+    .unwrap();
+    dlq.add("k", &again).unwrap();
+    let stored = dlq.get(Some("k"), "a").unwrap();
+    assert_eq!(stored.failure_count, 2);
+    assert!(stored.reprocess_eligible, "its new failure decides again");
+    assert_eq!(
+        ids(&dlq.take_eligible("k", &TakeOptions::default()).unwrap()),
+        ["a"]
+    );
+    let before = dump(&db);
+    dlq.recount().unwrap();
+    assert_eq!(dump(&db), before, "counters drifted");
+}
