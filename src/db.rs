@@ -480,6 +480,20 @@ const PASSIVE_AGAIN_BYTES: u64 = 128 << 10;
 const RESET_POLL: Duration = Duration::from_micros(500);
 /// How many times a reset looks before it gives up until a later look.
 const RESET_POLLS: i32 = 40;
+/// Past this size the bound comes before the writers' latency: the reset
+/// is tried at every look and waits up to [`URGENT_RESET_POLLS`] polls
+/// for readers (measured on a loaded machine, with a reader streaming
+/// `list()` and slowed by other work: 20 ms windows kept missing and the
+/// WAL reached 82 MB).
+pub const URGENT_AT_BYTES: u64 = 24 << 20;
+/// See [`URGENT_AT_BYTES`]: 250 ms.
+const URGENT_RESET_POLLS: i32 = 500;
+
+thread_local! {
+    /// How many polls the checkpointer's busy handler makes (it is a plain
+    /// function, and runs on the checkpointer's own thread).
+    static POLL_LIMIT: std::cell::Cell<i32> = const { std::cell::Cell::new(RESET_POLLS) };
+}
 /// The WAL stays under this size under any steady write load from one
 /// process. The checkpointer looks every [`CHECKPOINT_INTERVAL`] and
 /// restarts it past [`RESET_AT_BYTES`], which leaves room for what writers
@@ -721,11 +735,20 @@ impl Looker {
             let _ = self.checkpoint("TRUNCATE");
             return;
         }
-        if in_wal * self.frame_bytes < RESET_AT_BYTES || Instant::now() < self.reset_after.0 {
+        let in_wal = in_wal * self.frame_bytes;
+        let urgent = in_wal >= URGENT_AT_BYTES;
+        if in_wal < RESET_AT_BYTES || (!urgent && Instant::now() < self.reset_after.0) {
             return;
         }
         let _turn = self.write_turn.take();
-        if self.checkpoint("RESTART").is_some() {
+        POLL_LIMIT.set(if urgent {
+            URGENT_RESET_POLLS
+        } else {
+            RESET_POLLS
+        });
+        let restarted = self.checkpoint("RESTART").is_some();
+        POLL_LIMIT.set(RESET_POLLS);
+        if restarted {
             // No commit of this process can come between the reset and
             // this: they wait for the turn. The next one starts the WAL
             // over and reports a small count.
@@ -763,9 +786,9 @@ fn sibling(path: &Path, suffix: &str) -> PathBuf {
 }
 
 /// The checkpointer's busy handler: look again every [`RESET_POLL`], up
-/// to [`RESET_POLLS`] times.
+/// to [`RESET_POLLS`] times (or [`URGENT_RESET_POLLS`]).
 fn reset_poll(polls: i32) -> bool {
-    if polls >= RESET_POLLS {
+    if polls >= POLL_LIMIT.get() {
         return false;
     }
     std::thread::sleep(RESET_POLL);
