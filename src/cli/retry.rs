@@ -4,7 +4,7 @@ use super::output::{parse_filter, print_json, Table};
 use super::Context;
 use anyhow::{bail, Result};
 use dlqlite::retry::command::CommandHandler;
-use dlqlite::retry::{new_run_id, preview, retry, Progress, RetryOptions, RunControl};
+use dlqlite::retry::{preview, retry, Progress, RetryOptions, RunControl};
 use dlqlite::text::for_terminal;
 use std::io::{IsTerminal, Write};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -123,17 +123,13 @@ pub fn run(args: Args, ctx: &super::Context) -> Result<std::process::ExitCode> {
     let Some(job_id) = args.job_id.clone() else {
         bail!("which job? dlq retry JOB --exec CMD");
     };
-    let options = RetryOptions {
-        job_id: job_id.clone(),
-        filter: parse_filter(args.filter.as_deref())?,
-        force: args.force,
-        parallel: usize::from(args.parallel),
-        max_retries: args.max_retries,
-        rate: args.rate,
-        backoff_base: Duration::from_millis(args.backoff_ms),
-        lease: Duration::from_secs(args.lease),
-        run_id: new_run_id(),
-        parameters: serde_json::json!({
+    let mut options = RetryOptions::new(job_id.clone())
+        .force(args.force)
+        .parallel(usize::from(args.parallel))
+        .max_retries(args.max_retries)
+        .backoff_base(Duration::from_millis(args.backoff_ms))
+        .lease(Duration::from_secs(args.lease))
+        .parameters(serde_json::json!({
             "exec": args.exec,
             "parallel": args.parallel,
             "max_retries": args.max_retries,
@@ -143,8 +139,9 @@ pub fn run(args: Args, ctx: &super::Context) -> Result<std::process::ExitCode> {
             "rate": args.rate,
             "backoff_ms": args.backoff_ms,
             "lease": args.lease,
-        }),
-    };
+        }));
+    options.filter = parse_filter(args.filter.as_deref())?;
+    options.rate = args.rate;
     let dlq = ctx.open_existing()?;
     dlq.require_job(&job_id)?;
     if args.dry_run {

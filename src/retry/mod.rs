@@ -22,8 +22,21 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{mpsc, Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
-/// What to replay and how.
+/// What to replay and how. Start from [`RetryOptions::new`] (the same
+/// defaults as `dlq retry`) and change what differs:
+///
+/// ```
+/// use dlqlite::retry::RetryOptions;
+/// use std::time::Duration;
+///
+/// let options = RetryOptions::new("nightly")
+///     .parallel(8)
+///     .max_retries(2)
+///     .backoff_base(Duration::from_millis(500));
+/// assert_eq!(options.lease, Duration::from_secs(60));
+/// ```
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct RetryOptions {
     pub job_id: String,
     /// Only items matching this expression.
@@ -45,6 +58,84 @@ pub struct RetryOptions {
     pub run_id: String,
     /// What the run record keeps as its parameters.
     pub parameters: serde_json::Value,
+}
+
+impl Default for RetryOptions {
+    /// [`RetryOptions::new`] without a job (set `job_id` before running).
+    fn default() -> Self {
+        RetryOptions::new("")
+    }
+}
+
+impl RetryOptions {
+    /// Replays `job_id`'s eligible items with `dlq retry`'s defaults: 10
+    /// workers, 3 attempts per item, no rate limit, a 200 ms backoff base,
+    /// 60 s leases, a fresh run id.
+    pub fn new(job_id: impl Into<String>) -> Self {
+        RetryOptions {
+            job_id: job_id.into(),
+            filter: None,
+            force: false,
+            parallel: 10,
+            max_retries: 3,
+            rate: None,
+            backoff_base: Duration::from_millis(200),
+            lease: Duration::from_secs(60),
+            run_id: new_run_id(),
+            parameters: serde_json::Value::Null,
+        }
+    }
+
+    /// Only items matching this filter expression.
+    pub fn filter(mut self, filter: Expr) -> Self {
+        self.filter = Some(filter);
+        self
+    }
+
+    /// Also items that are not eligible.
+    pub fn force(mut self, force: bool) -> Self {
+        self.force = force;
+        self
+    }
+
+    /// Worker threads (at least 1).
+    pub fn parallel(mut self, workers: usize) -> Self {
+        self.parallel = workers.max(1);
+        self
+    }
+
+    /// Attempts per item within this run (at least 1).
+    pub fn max_retries(mut self, attempts: u32) -> Self {
+        self.max_retries = attempts.max(1);
+        self
+    }
+
+    /// At most this many attempt starts per second.
+    pub fn rate(mut self, per_second: f64) -> Self {
+        self.rate = Some(per_second);
+        self
+    }
+
+    pub fn backoff_base(mut self, base: Duration) -> Self {
+        self.backoff_base = base;
+        self
+    }
+
+    pub fn lease(mut self, lease: Duration) -> Self {
+        self.lease = lease;
+        self
+    }
+
+    pub fn run_id(mut self, run_id: impl Into<String>) -> Self {
+        self.run_id = run_id.into();
+        self
+    }
+
+    /// What the run record keeps as the run's parameters.
+    pub fn parameters(mut self, parameters: serde_json::Value) -> Self {
+        self.parameters = parameters;
+        self
+    }
 }
 
 /// The longest backoff between two attempts of one item.

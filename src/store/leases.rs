@@ -50,6 +50,7 @@ fn count(n: u64) -> i64 {
 
 impl Dlq {
     /// Records the start of a run.
+    #[doc(hidden)] // The retry engine's; the counter tests drive it directly.
     pub fn register_run(
         &self,
         run_id: &str,
@@ -70,6 +71,7 @@ impl Dlq {
     }
 
     /// Records the end of a run (and its counts).
+    #[doc(hidden)] // The retry engine's; the counter tests drive it directly.
     pub fn finish_run(&self, run_id: &str, status: &str, counts: &RunCounts) -> Result<()> {
         self.write(|tx| {
             tx.conn()
@@ -95,6 +97,7 @@ impl Dlq {
     /// Takes up to `limit` items of the filter's job with a row key above
     /// `after`, free or with an expired lease, and leases them to `run_id`
     /// until `until`. Returns their row keys in order.
+    #[doc(hidden)] // The retry engine's; the counter tests drive it directly.
     pub fn claim(
         &self,
         run_id: &str,
@@ -140,7 +143,7 @@ impl Dlq {
     }
 
     /// Extends every lease of `run_id` (and its heartbeat) to `until`.
-    pub fn renew_leases(&self, run_id: &str, until: Timestamp) -> Result<usize> {
+    pub(crate) fn renew_leases(&self, run_id: &str, until: Timestamp) -> Result<usize> {
         self.write(|tx| {
             let renewed = tx
                 .conn()
@@ -154,7 +157,7 @@ impl Dlq {
     }
 
     /// The item leased to `run_id` with this row key, whole.
-    pub fn leased_item(&self, run_id: &str, key: i64) -> Result<Option<JobItem>> {
+    pub(crate) fn leased_item(&self, run_id: &str, key: i64) -> Result<Option<JobItem>> {
         let conn = self.conn()?;
         let job: Option<String> = conn
             .prepare_cached("SELECT job_id FROM items WHERE id = ?1 AND lease_owner = ?2")?
@@ -169,6 +172,7 @@ impl Dlq {
 
     /// The attempt succeeded: removes the item (if `run_id` still holds it)
     /// with a `retried_ok` event. False when the lease was lost.
+    #[doc(hidden)] // The retry engine's; the counter tests drive it directly.
     pub fn retry_succeeded(
         &self,
         run_id: &str,
@@ -200,6 +204,7 @@ impl Dlq {
     /// last_attempt, the signature and last error type, with a
     /// `retried_failed` event. Returns the attempt number, or None when the
     /// lease was lost.
+    #[doc(hidden)] // The retry engine's; the counter tests drive it directly.
     pub fn retry_failed(
         &self,
         run_id: &str,
@@ -259,7 +264,7 @@ impl Dlq {
     }
 
     /// Gives an item back (its lease ends now).
-    pub fn release_lease(&self, run_id: &str, key: i64) -> Result<()> {
+    pub(crate) fn release_lease(&self, run_id: &str, key: i64) -> Result<()> {
         self.write(|tx| {
             tx.conn()
                 .prepare_cached("UPDATE items SET lease_owner = NULL, lease_expires = NULL WHERE id = ?1 AND lease_owner = ?2")?
@@ -269,7 +274,7 @@ impl Dlq {
     }
 
     /// Gives back every item `run_id` holds.
-    pub fn release_all_leases(&self, run_id: &str) -> Result<usize> {
+    pub(crate) fn release_all_leases(&self, run_id: &str) -> Result<usize> {
         self.write(|tx| {
             Ok(tx
                 .conn()

@@ -38,7 +38,7 @@ pub use query::{
 };
 pub use stats::{Stats, StatsHead, StatsPart};
 pub use take::{TakeOptions, TakenItem};
-pub use write::{AddOutcome, AddReport, CapacityRaised, EvictedItem, Suspended, WriteTx};
+pub use write::{AddOutcome, AddReport, CapacityRaised, EvictedItem, WriteTx};
 
 use crate::db::{self, DbPool};
 use crate::error::Result;

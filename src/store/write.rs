@@ -63,7 +63,7 @@ pub struct AddReport {
 /// Schema objects (indexes, triggers) dropped for a bulk change, with the
 /// SQL that creates them again.
 #[must_use = "restore them before the transaction ends"]
-pub struct Suspended {
+pub(crate) struct Suspended {
     sql: Vec<String>,
     indexes: bool,
     /// The page cache size to go back to (indexes only).
@@ -407,7 +407,7 @@ impl<'c> WriteTx<'c> {
     /// transaction ends. Both run in the caller's transaction, so the
     /// indexes are never missing outside it. The definitions are read from
     /// the schema, so they follow migrations.
-    pub fn suspend_item_indexes(&mut self) -> Result<Suspended> {
+    pub(crate) fn suspend_item_indexes(&mut self) -> Result<Suspended> {
         self.indexes_suspended = true;
         let cache_size: i64 = self
             .conn
@@ -454,7 +454,7 @@ impl<'c> WriteTx<'c> {
     /// Creates again what [`WriteTx::suspend_item_indexes`] or
     /// [`WriteTx::suspend_item_triggers`] dropped.
     /// Evictions deferred while the indexes were suspended run now.
-    pub fn restore(&mut self, suspended: Suspended) -> Result<()> {
+    pub(crate) fn restore(&mut self, suspended: Suspended) -> Result<()> {
         for sql in suspended.sql {
             let statement = sql.trim_start().to_ascii_uppercase();
             if !["CREATE INDEX", "CREATE UNIQUE INDEX", "CREATE TRIGGER"]

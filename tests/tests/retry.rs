@@ -548,18 +548,12 @@ fn the_library_replays_through_a_closure() {
         )
         .unwrap();
     }
-    let options = RetryOptions {
-        job_id: "j".into(),
-        filter: None,
-        force: false,
-        parallel: 3,
-        max_retries: 2,
-        rate: None,
-        backoff_base: Duration::from_millis(1),
-        lease: Duration::from_secs(30),
-        run_id: "in-process".into(),
-        parameters: serde_json::json!({}),
-    };
+    let options = RetryOptions::new("j")
+        .parallel(3)
+        .max_retries(2)
+        .backoff_base(Duration::from_millis(1))
+        .lease(Duration::from_secs(30))
+        .run_id("in-process");
     let handler = |attempt: &dlqlite::retry::Attempt<'_>| {
         // i0 always fails; the rest succeed on their second attempt.
         if attempt.item.item.item_id == "i0" || attempt.number == 1 {
@@ -649,18 +643,11 @@ fn run_records_show_crashed_runs_and_keep_their_counts() {
 }
 
 fn closure_options(run_id: &str, parallel: usize) -> dlqlite::retry::RetryOptions {
-    dlqlite::retry::RetryOptions {
-        job_id: "j".into(),
-        filter: None,
-        force: false,
-        parallel,
-        max_retries: 1,
-        rate: None,
-        backoff_base: Duration::from_millis(1),
-        lease: Duration::from_secs(60),
-        run_id: run_id.into(),
-        parameters: serde_json::json!({}),
-    }
+    dlqlite::retry::RetryOptions::new("j")
+        .parallel(parallel)
+        .max_retries(1)
+        .backoff_base(Duration::from_millis(1))
+        .run_id(run_id)
 }
 
 fn failure(message: &str) -> dlqlite::retry::Outcome {
