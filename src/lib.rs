@@ -16,6 +16,8 @@
 //! # Ok(()) }
 //! ```
 
+#[cfg(feature = "tokio")]
+pub mod asynchronous;
 pub mod classify;
 pub mod db;
 pub mod error;
@@ -31,6 +33,8 @@ pub mod store;
 pub mod text;
 pub mod time;
 
+#[cfg(feature = "tokio")]
+pub use asynchronous::AsyncDlq;
 pub use error::{Error, ErrorKind, Result};
 pub use model::{DeadLetteredItem, ErrorType, FailureDetail, WorktreeArtifacts};
 pub use store::{Dlq, JobOptions, ListFilter, OpenOptions};

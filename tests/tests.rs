@@ -3,6 +3,9 @@
 //! The modules live in tests/tests/ so cargo does not build each as its own
 //! test binary.
 
+#[cfg(feature = "tokio")]
+#[path = "tests/asynchronous.rs"]
+mod asynchronous;
 #[path = "tests/cli.rs"]
 mod cli;
 #[path = "tests/commands.rs"]

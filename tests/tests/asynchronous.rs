@@ -1,0 +1,90 @@
+//! The async API (feature `tokio`) from a tokio runtime: many tasks adding
+//! at once, a retry with an async handler, a requeue in memory.
+
+use crate::common::*;
+use dlqlite::retry::{AttemptFailure, Outcome, RetryOptions, RunControl};
+use dlqlite::{AsyncDlq, DeadLetteredItem, ErrorKind};
+use std::sync::Arc;
+use std::time::Duration;
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap()
+}
+
+fn one(id: &str) -> DeadLetteredItem {
+    DeadLetteredItem::from_json_str(&item(id, 1, "2025-01-01T00:00:00Z", "boom").to_string())
+        .unwrap()
+}
+
+#[test]
+fn tasks_add_at_once_and_a_retry_runs_an_async_handler() {
+    let dir = TempDir::new("async");
+    let db = dir.join("dlq.db");
+    runtime().block_on(async {
+        let dlq = AsyncDlq::open(&db).await.unwrap();
+        // 32 tasks on one runtime thread, 10 adds each: the adds run on the
+        // blocking pool and share commits.
+        let tasks: Vec<_> = (0..32)
+            .map(|t| {
+                let dlq = dlq.clone();
+                tokio::spawn(async move {
+                    for n in 0..10 {
+                        dlq.add("j", one(&format!("t{t:02}-{n}"))).await.unwrap();
+                    }
+                })
+            })
+            .collect();
+        for task in tasks {
+            task.await.unwrap();
+        }
+        assert_eq!(dlq.job_stats("j").await.unwrap().total_items, 320);
+        let err = dlq.job_stats("none").await.unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::NotFound);
+
+        // Every item fails its first attempt and succeeds its second; the
+        // handler awaits another task meanwhile.
+        let options = RetryOptions::new("j")
+            .parallel(4)
+            .max_retries(2)
+            .backoff_base(Duration::from_millis(1));
+        let summary = dlq
+            .retry(
+                options,
+                Arc::new(RunControl::default()),
+                |attempt| async move {
+                    let number = tokio::spawn(async move { attempt.number }).await.unwrap();
+                    if number == 1 {
+                        Outcome::Failure(AttemptFailure {
+                            error_type: dlqlite::ErrorType::named("Timeout"),
+                            error_message: format!("{} not yet", attempt.item.item.item_id),
+                            stack_trace: None,
+                            step_failed: "async".into(),
+                        })
+                    } else {
+                        Outcome::Success
+                    }
+                },
+            )
+            .await
+            .unwrap();
+        assert_eq!(summary.counts.attempted, 320);
+        assert_eq!(summary.counts.succeeded, 320);
+        assert_eq!(summary.counts.attempts, 640);
+        assert_eq!(dlq.jobs().await.unwrap()[0].item_count, 0);
+
+        // Requeue in memory.
+        dlq.add_many("k", vec![one("a"), one("b")]).await.unwrap();
+        let taken = dlq
+            .take_eligible("k", dlqlite::store::TakeOptions::default())
+            .await
+            .unwrap();
+        assert_eq!(taken.len(), 2);
+        assert_eq!(dlq.job_stats("k").await.unwrap().total_items, 0);
+    });
+    assert_eq!(
+        count(&db, "SELECT COUNT(*) FROM events WHERE kind = 'retried_ok'"),
+        320
+    );
+}
