@@ -251,7 +251,9 @@ pub(crate) fn open_pool(path: &Path, setup: Setup) -> Result<DbPool> {
     Ok(Pool::builder()
         .max_size(setup.pool_size.max(1))
         .min_idle(Some(0))
-        .connection_timeout(clamp_timeout(busy) + Duration::from_secs(5))
+        // Past 2^31-1 ms r2d2's wait for a connection never ends (measured:
+        // a busy timeout of Duration::MAX hung the first add).
+        .connection_timeout(clamp_timeout(busy.saturating_add(Duration::from_secs(5))))
         .build_unchecked(manager))
 }
 

@@ -43,7 +43,7 @@ pub struct RetryOptions {
     pub filter: Option<Expr>,
     /// Also take items that are not eligible for reprocessing.
     pub force: bool,
-    /// Worker threads.
+    /// Worker threads (1 to [`MAX_PARALLEL`]; outside it, the nearest).
     pub parallel: usize,
     /// Attempts per item within this run.
     pub max_retries: u32,
@@ -98,9 +98,9 @@ impl RetryOptions {
         self
     }
 
-    /// Worker threads (at least 1).
+    /// Worker threads (1 to [`MAX_PARALLEL`]).
     pub fn parallel(mut self, workers: usize) -> Self {
-        self.parallel = workers.max(1);
+        self.parallel = workers.clamp(1, MAX_PARALLEL);
         self
     }
 
@@ -137,6 +137,10 @@ impl RetryOptions {
         self
     }
 }
+
+/// The most workers a run starts (`dlq retry --parallel` takes the same
+/// range): a larger number would only be threads waiting for the lock.
+pub const MAX_PARALLEL: usize = 1024;
 
 /// The longest backoff between two attempts of one item.
 pub const MAX_BACKOFF: Duration = Duration::from_secs(30);
@@ -371,7 +375,7 @@ pub fn retry(
             .map(|interval| interval.min(MAX_INTERVAL)),
         next: Mutex::new(Instant::now()),
     };
-    let parallel = options.parallel.max(1);
+    let parallel = options.parallel.clamp(1, MAX_PARALLEL);
     let lease = options.lease.max(Duration::from_secs(1));
     let lease_until = |dlq: &Dlq| {
         dlq.now()

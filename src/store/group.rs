@@ -189,7 +189,7 @@ impl Dlq {
     /// timeout ([`crate::OpenOptions::busy_timeout`]), then fails with
     /// [`ErrorKind::Busy`].
     pub fn add(&self, job_id: &str, item: &DeadLetteredItem) -> Result<AddReport> {
-        let deadline = Instant::now() + self.busy;
+        let deadline = deadline_after(self.busy);
         self.add_until(job_id, std::slice::from_ref(item), deadline)
             .map(single)
     }
@@ -202,7 +202,7 @@ impl Dlq {
         item: &DeadLetteredItem,
         timeout: Duration,
     ) -> Result<AddReport> {
-        let deadline = Instant::now() + timeout;
+        let deadline = deadline_after(timeout);
         self.add_until(job_id, std::slice::from_ref(item), deadline)
             .map(single)
     }
@@ -210,7 +210,7 @@ impl Dlq {
     /// Adds several items to a job in one transaction: all of them or, on
     /// any error, none. One report per item, in order.
     pub fn add_many(&self, job_id: &str, items: &[DeadLetteredItem]) -> Result<Vec<AddReport>> {
-        let deadline = Instant::now() + self.busy;
+        let deadline = deadline_after(self.busy);
         self.add_until(job_id, items, deadline)
     }
 
@@ -294,6 +294,15 @@ impl Dlq {
             ),
         )
     }
+}
+
+/// Now plus `wait`; a wait too long for the clock (`Duration::MAX`) is a
+/// century.
+fn deadline_after(wait: Duration) -> Instant {
+    let now = Instant::now();
+    now.checked_add(wait)
+        .or_else(|| now.checked_add(Duration::from_secs(100 * 365 * 86_400)))
+        .unwrap_or(now)
 }
 
 fn single(mut reports: Vec<AddReport>) -> AddReport {

@@ -209,7 +209,10 @@ impl Dlq {
                 .take_until(deadline)
                 .ok_or_else(|| self.timed_out())?,
         };
-        let mut conn = self.conn()?;
+        let mut conn = match deadline {
+            None => self.conn()?,
+            Some(deadline) => self.conn_until(deadline)?,
+        };
         if !foreign_keys {
             // A no-op inside a transaction, so it is set before BEGIN and
             // set back after COMMIT or ROLLBACK, before the connection goes
@@ -220,7 +223,7 @@ impl Dlq {
             // Another process's lock is waited for until the deadline too
             // (set back with foreign keys below).
             let left = deadline.saturating_duration_since(std::time::Instant::now());
-            conn.busy_timeout(left)?;
+            conn.busy_timeout(db::clamp_timeout(left))?;
         }
         // A panic in `f` unwinds through the transaction (rolling it back)
         // and is caught here only so that foreign keys are on again before
@@ -274,6 +277,17 @@ impl Dlq {
         let scope = crate::error::DbScope::enter(self.path.as_ref());
         Ok(Conn {
             inner: self.pool.get()?,
+            _scope: scope,
+        })
+    }
+
+    /// [`Dlq::conn`] that waits for a free connection only until
+    /// `deadline` (then [`crate::ErrorKind::Busy`]).
+    fn conn_until(&self, deadline: std::time::Instant) -> Result<Conn> {
+        let scope = crate::error::DbScope::enter(self.path.as_ref());
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        Ok(Conn {
+            inner: self.pool.get_timeout(db::clamp_timeout(left))?,
             _scope: scope,
         })
     }

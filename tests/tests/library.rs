@@ -841,3 +841,18 @@ fn take_eligible_takes_exactly_the_eligible_items() {
     dlq.recount().unwrap();
     assert_eq!(dump(&db), before, "counters drifted");
 }
+
+/// Waits too long for the clock are a very long wait, not a panic.
+#[test]
+fn huge_timeouts_do_not_panic() {
+    let dir = TempDir::new("huge");
+    let dlq = OpenOptions::new()
+        .busy_timeout(Duration::MAX)
+        .open(dir.join("dlq.db"))
+        .unwrap();
+    dlq.add("j", &one_item("a")).unwrap();
+    dlq.add_timeout("j", &one_item("b"), Duration::MAX).unwrap();
+    dlq.add_timeout("j", &one_item("c"), Duration::ZERO)
+        .unwrap();
+    assert_eq!(dlq.job_stats("j").unwrap().total_items, 3);
+}
