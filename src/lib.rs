@@ -19,6 +19,8 @@
 #[cfg(feature = "tokio")]
 pub mod asynchronous;
 pub mod classify;
+#[cfg(feature = "prodigy")]
+pub mod compat;
 pub mod db;
 pub mod error;
 pub mod export;
