@@ -24,6 +24,8 @@ mod import;
 mod library;
 #[path = "tests/oracles.rs"]
 mod oracles;
+#[path = "tests/prodigy.rs"]
+mod prodigy;
 #[path = "tests/properties.rs"]
 mod properties;
 #[path = "tests/retry.rs"]
