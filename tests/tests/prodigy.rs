@@ -551,3 +551,36 @@ fn an_item_dlqlite_refuses_is_an_error_that_names_it() {
     assert!(format!("{err:#}").contains("item_id"), "{err:#}");
     assert!(recorder.names().is_empty());
 }
+
+#[test]
+fn prodigy_json_files_migrate_with_dlq_import() {
+    // The tree Prodigy's own storage leaves: one pretty JSON file per item
+    // under <base>/mapreduce/dlq/<job_id>/items/.
+    let dir = TempDir::new("prodigy-migrate");
+    let base = dir.join("project");
+    let items_dir = base.join("mapreduce/dlq/job-1/items");
+    std::fs::create_dir_all(&items_dir).unwrap();
+    let legacy = [
+        full_item(),
+        item("b", at("2025-06-01T12:00:00Z"), "s", false),
+    ];
+    for it in &legacy {
+        std::fs::write(
+            items_dir.join(format!("{}.json", it.item_id)),
+            serde_json::to_string_pretty(it).unwrap(),
+        )
+        .unwrap();
+    }
+    let db = database_path(&base);
+    crate::common::ok(crate::common::dlq(&db).arg("import").arg(&base));
+    let (dlq, _) = queue(&base, "job-1", 100);
+    let listed = run(dlq.list_items(DLQFilter::default())).unwrap();
+    assert_eq!(ids(&listed), ["item_7", "b"]);
+    for it in &legacy {
+        let back = run(dlq.get_item(&it.item_id)).unwrap().unwrap();
+        assert_eq!(
+            serde_json::to_value(&back).unwrap(),
+            serde_json::to_value(it).unwrap()
+        );
+    }
+}
