@@ -6,7 +6,7 @@
 //! from them are for `?` inside dlqlite and hidden from the docs).
 //!
 //! Storage errors carry the database's path: the store notes which database
-//! each thread is working on while it holds a connection ([`DbScope`]), and
+//! each thread is working on while it holds a connection (`DbScope`), and
 //! the conversion from a SQLite error reads it.
 
 use std::cell::RefCell;

@@ -452,7 +452,7 @@ impl<'c> WriteTx<'c> {
     }
 
     /// Creates again what [`WriteTx::suspend_item_indexes`] or
-    /// [`WriteTx::suspend_item_triggers`] dropped.
+    /// `WriteTx::suspend_item_triggers` dropped.
     /// Evictions deferred while the indexes were suspended run now.
     pub(crate) fn restore(&mut self, suspended: Suspended) -> Result<()> {
         for sql in suspended.sql {
