@@ -4,7 +4,7 @@
 //! No I/O; the only clock is [`AgentResult::new`]'s default `finished_at`.
 
 use crate::model::{
-    compact_raw, error_types, DeadLetteredItem, ErrorType, FailureDetail, Omitted,
+    check_depth, compact_raw, error_types, DeadLetteredItem, ErrorType, FailureDetail, Omitted,
     WorktreeArtifacts,
 };
 use crate::time::Timestamp;
@@ -193,7 +193,9 @@ pub fn agent_result_to_dlq_item(
     };
     // Written back in the current legacy writer's shape.
     detail.omitted = detail.writer_omitted();
-    let item_data = compact_raw(&work_item.to_string()).ok()?;
+    let text = work_item.to_string();
+    check_depth(&text).ok()?;
+    let item_data = compact_raw(&text).ok()?;
     Some(DeadLetteredItem {
         item_id: result.item_id.clone(),
         item_data,

@@ -242,7 +242,9 @@ pub(crate) fn sqlite_kind(error: &rusqlite::Error) -> ErrorKind {
     use rusqlite::ErrorCode as Code;
     match error.sqlite_error_code() {
         Some(Code::DatabaseBusy | Code::DatabaseLocked) => ErrorKind::Busy,
-        Some(Code::DiskFull | Code::TooBig) => ErrorKind::DiskFull,
+        Some(Code::DiskFull) => ErrorKind::DiskFull,
+        // A string or blob past SQLite's limit: the value, not the disk.
+        Some(Code::TooBig) => ErrorKind::InvalidInput,
         Some(Code::ReadOnly | Code::PermissionDenied) => ErrorKind::ReadOnly,
         Some(Code::DatabaseCorrupt | Code::NotADatabase) => ErrorKind::Corrupt,
         Some(Code::CannotOpen) => ErrorKind::NotFound,

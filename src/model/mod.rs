@@ -313,6 +313,10 @@ pub fn check_id(id: &str) -> std::result::Result<(), String> {
     }
 }
 
+/// The largest item_data SQLite stores (its default SQLITE_MAX_LENGTH,
+/// one value of a row; the row's other columns come on top).
+pub const MAX_ITEM_DATA_BYTES: usize = 999_000_000;
+
 /// How deep JSON inside an item may nest. SQLite's JSON functions, which
 /// the schema's CHECK constraints use, refuse 1,000 levels: deeper data
 /// would parse here and then fail the whole transaction.
@@ -320,7 +324,7 @@ pub const MAX_JSON_DEPTH: usize = 900;
 
 /// Refuses an item whose JSON nests deeper than [`MAX_JSON_DEPTH`], naming
 /// the top-level field it happens in.
-fn check_depth(text: &str) -> std::result::Result<(), String> {
+pub(crate) fn check_depth(text: &str) -> std::result::Result<(), String> {
     let bytes = text.as_bytes();
     let mut depth = 0usize;
     let mut in_string = false;
@@ -547,14 +551,32 @@ impl DeadLetteredItem {
         })
     }
 
-    /// Refuses an item no reader could have produced: an empty item id (or
-    /// one holding a NUL byte), or an attempt numbered 0 (attempts count
-    /// from 1). Items built in code are checked by every add.
+    /// Refuses an item no reader could have produced or SQLite could not
+    /// store: an empty item id (or one holding a NUL byte), item_data
+    /// nested deeper than [`MAX_JSON_DEPTH`] or larger than
+    /// [`MAX_ITEM_DATA_BYTES`], or an attempt numbered 0 (attempts count
+    /// from 1). Every add checks it, before its transaction.
     pub fn validate(&self) -> Result<()> {
         check_id(&self.item_id).map_err(|reason| {
             Error::invalid_item(
                 format!("item {:?}", self.item_id),
                 format!("item_id {reason}"),
+            )
+        })?;
+        let data = self.item_data.get();
+        if data.len() > MAX_ITEM_DATA_BYTES {
+            return Err(Error::invalid_item(
+                format!("item {:?}", self.item_id),
+                format!(
+                    "item_data is {} bytes, more than SQLite stores in one value ({MAX_ITEM_DATA_BYTES})",
+                    data.len()
+                ),
+            ));
+        }
+        check_depth(data).map_err(|reason| {
+            Error::invalid_item(
+                format!("item {:?}", self.item_id),
+                format!("item_data: {reason}"),
             )
         })?;
         if let Some(at) = self

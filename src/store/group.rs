@@ -290,7 +290,7 @@ impl Dlq {
             self.path.as_deref().map(Into::into),
             std::io::Error::new(
                 std::io::ErrorKind::TimedOut,
-                "timed out waiting for the write lock (another writer held it past the busy timeout or the add's deadline)",
+                "timed out waiting for the write lock: the add's deadline (its timeout, or the busy timeout) passed first",
             ),
         )
     }

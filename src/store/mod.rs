@@ -287,11 +287,19 @@ impl Dlq {
         let scope = crate::error::DbScope::enter(self.path.as_ref());
         let left = deadline.saturating_duration_since(std::time::Instant::now());
         Ok(Conn {
-            inner: self.pool.get_timeout(db::clamp_timeout(left))?,
+            // Opening a connection is not waiting for anyone: even a zero
+            // deadline gets one (a handle with no connection yet has none
+            // idle).
+            inner: self
+                .pool
+                .get_timeout(db::clamp_timeout(left).max(POOL_FLOOR))?,
             _scope: scope,
         })
     }
 }
+
+/// The least an add with a deadline waits for a pooled connection.
+const POOL_FLOOR: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// A pooled connection, with this thread's note of which database it is on
 /// (so SQLite errors raised while it is held name the file).

@@ -856,3 +856,38 @@ fn huge_timeouts_do_not_panic() {
         .unwrap();
     assert_eq!(dlq.job_stats("j").unwrap().total_items, 3);
 }
+
+/// A zero timeout means "do not wait", not "always fail": with nothing
+/// else writing, the add goes through, on a fresh handle too.
+#[test]
+fn a_zero_timeout_adds_when_nothing_else_writes() {
+    let dir = TempDir::new("zero");
+    let dlq = OpenOptions::new()
+        .busy_timeout(Duration::ZERO)
+        .open(dir.join("dlq.db"))
+        .unwrap();
+    dlq.add("j", &one_item("a")).unwrap();
+    let fresh = Dlq::open(dir.join("other.db")).unwrap();
+    fresh
+        .add_timeout("j", &one_item("a"), Duration::ZERO)
+        .unwrap();
+}
+
+/// Item data SQLite could not store is refused before the transaction,
+/// naming the item; the conversion gives None for it, as documented.
+#[test]
+fn item_data_too_deep_is_refused_up_front() {
+    let dlq = Dlq::open_in_memory().unwrap();
+    let mut deep = serde_json::json!(1);
+    for _ in 0..1_001 {
+        deep = serde_json::json!([deep]);
+    }
+    let result = dlqlite::classify::AgentResult::failed("d", "x");
+    assert!(dlqlite::classify::agent_result_to_dlq_item(&result, &deep, 1).is_none());
+    let mut item = one_item("d");
+    item.item_data = serde_json::value::to_raw_value(&deep).unwrap();
+    let err = dlq.add("j", &item).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidInput, "{err}");
+    assert!(err.to_string().contains("item \"d\""), "{err}");
+    assert!(err.to_string().contains("item_data"), "{err}");
+}
