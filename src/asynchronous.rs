@@ -11,7 +11,7 @@ use crate::store::{
     JobOptions, ListFilter, MarkRequest, Page, PageCursor, PurgeReport, Stats, TakeOptions,
     TakenItem,
 };
-use crate::{Dlq, OpenOptions};
+use crate::{Dlq, EventKind, OpenOptions};
 use std::future::Future;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -161,10 +161,10 @@ impl AsyncDlq {
     pub async fn events(
         &self,
         job_id: Option<String>,
-        kind: Option<String>,
+        kind: Option<EventKind>,
         limit: usize,
     ) -> Result<Vec<Event>> {
-        self.run(move |dlq| dlq.events(job_id.as_deref(), kind.as_deref(), limit))
+        self.run(move |dlq| dlq.events(job_id.as_deref(), kind, limit))
             .await
     }
 

@@ -39,7 +39,7 @@ pub mod time;
 pub use asynchronous::AsyncDlq;
 pub use error::{Error, ErrorKind, Result};
 pub use model::{DeadLetteredItem, ErrorType, FailureDetail, WorktreeArtifacts};
-pub use store::{Dlq, JobOptions, ListFilter, OpenOptions, TakeOptions};
+pub use store::{Dlq, EventKind, JobOptions, ListFilter, OpenOptions, TakeOptions};
 pub use time::Timestamp;
 
 // The README's Rust examples run as doctests, so they cannot drift from the

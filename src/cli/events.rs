@@ -3,6 +3,7 @@
 use super::output::{Format, RowWriter};
 use super::Context;
 use anyhow::Result;
+use dlqlite::EventKind;
 use serde_json::json;
 use std::process::ExitCode;
 
@@ -16,9 +17,10 @@ pub struct Args {
     #[arg(long)]
     job_id: Option<String>,
     /// Only this kind (added, merged, removed, evicted, purged, cleared,
-    /// imported, marked, capacity_set, retried_ok, retried_failed)
-    #[arg(long)]
-    kind: Option<String>,
+    /// imported, marked, capacity_set, job_created, retried_ok,
+    /// retried_failed, requeued)
+    #[arg(long, value_parser = parse_kind)]
+    kind: Option<EventKind>,
     /// How many at most (0 = all)
     #[arg(long, default_value_t = 50)]
     limit: usize,
@@ -27,10 +29,21 @@ pub struct Args {
     format: Format,
 }
 
+/// An event kind by name; clap reports anything else as a usage error.
+fn parse_kind(name: &str) -> std::result::Result<EventKind, String> {
+    name.parse().map_err(|e: dlqlite::Error| e.to_string())
+}
+
 pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
-    let events = ctx.open_existing()?.events(
+    let dlq = ctx.open_existing()?;
+    if let Some(job) = &args.job_id {
+        // Events outlive their items, not their job: a job with none is an
+        // unknown job, said as every other command says it.
+        dlq.require_job(job)?;
+    }
+    let events = dlq.events(
         args.job_id.as_deref(),
-        args.kind.as_deref(),
+        args.kind,
         if args.limit == 0 {
             usize::MAX
         } else {

@@ -266,7 +266,7 @@ fn status(args: &Args, ctx: &Context) -> Result<std::process::ExitCode> {
         table.row(vec![
             run.run_id,
             run.job_id,
-            run.status,
+            run.status.to_string(),
             run.started_at.to_string(),
             run.ended_at.map(|t| t.to_string()).unwrap_or_default(),
             run.counts.attempted.to_string(),

@@ -9,7 +9,7 @@ pub mod discover;
 
 use crate::error::{Error, Result};
 use crate::model::DeadLetteredItem;
-use crate::store::{event_kinds, AddOutcome, CapacityRaised, Dlq, WriteTx};
+use crate::store::{AddOutcome, CapacityRaised, Dlq, EventKind, WriteTx};
 use discover::{JobDir, Walker};
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
@@ -528,7 +528,7 @@ pub fn import(
         }
         for (job_id, tally) in &writer.tallies {
             tx.event(
-                event_kinds::IMPORTED,
+                EventKind::Imported,
                 Some(job_id),
                 None,
                 serde_json::to_value(tally)?,

@@ -16,7 +16,7 @@ pub mod requeue;
 use crate::error::Result;
 use crate::filter::Expr;
 use crate::model::{ErrorType, FailureDetail, Omitted};
-use crate::store::{Dlq, JobItem, ListFilter, RunCounts};
+use crate::store::{Dlq, JobItem, ListFilter, RunCounts, RunStatus};
 use serde::Serialize;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{mpsc, Arc, Condvar, Mutex};
@@ -515,9 +515,9 @@ pub fn retry(
     };
     let interrupted = control.stopping();
     let status = if outcome.is_err() || interrupted {
-        "interrupted"
+        RunStatus::Interrupted
     } else {
-        "finished"
+        RunStatus::Finished
     };
     dlq.finish_run(&options.run_id, status, &counts)?;
     outcome?;

@@ -5,9 +5,11 @@
 //! here).
 
 use super::write::WriteTx;
+use super::EventKind;
 use crate::error::Result;
 use rusqlite::params_from_iter;
 use rusqlite::types::Value;
+use serde::Serialize;
 
 /// From this share of the table on, a bulk delete rebuilds the indexes of
 /// items instead of deleting from them (see below).
@@ -20,7 +22,7 @@ pub(super) fn delete_items(
     tx: &mut WriteTx<'_>,
     condition: &str,
     values: &[Value],
-    kind: &str,
+    kind: EventKind,
     extra: serde_json::Value,
 ) -> Result<usize> {
     with_temp_cache(tx, |tx| delete(tx, condition, values, kind, &extra))
@@ -57,7 +59,7 @@ fn delete(
     tx: &mut WriteTx<'_>,
     condition: &str,
     values: &[Value],
-    kind: &str,
+    kind: EventKind,
     extra: &serde_json::Value,
 ) -> Result<usize> {
     let conn = tx.conn();
@@ -117,4 +119,63 @@ fn delete(
     }
     tx.restore(triggers)?;
     Ok(doomed)
+}
+
+/// What a purge did (or, dry, would do).
+#[derive(Clone, Debug, Serialize)]
+pub struct PurgeReport {
+    /// Items whose last_attempt is before this were taken.
+    pub cutoff: crate::time::Timestamp,
+    pub items: usize,
+    pub dry_run: bool,
+}
+
+impl super::Dlq {
+    /// Removes the items matching `filter` whose last_attempt is more than
+    /// `older_than_days` days before now, one `purged` event per item, in one
+    /// transaction. With `dry_run`, counts them and changes nothing.
+    pub fn purge(
+        &self,
+        older_than_days: u32,
+        filter: &super::ListFilter,
+        dry_run: bool,
+    ) -> Result<PurgeReport> {
+        let cutoff = self
+            .age_now()
+            .minus_seconds(i64::from(older_than_days) * 86_400);
+        let mut filter = filter.clone();
+        filter.until = Some(match filter.until {
+            Some(until) => until.min(cutoff),
+            None => cutoff,
+        });
+        let now = self.age_now();
+        let mut condition = String::new();
+        let mut values = Vec::new();
+        filter.push_conditions(now, &mut condition, &mut values);
+        if dry_run {
+            let conn = self.conn()?;
+            let sql = format!("SELECT COUNT(*) FROM items i WHERE 1 = 1{condition}");
+            let items: i64 =
+                conn.query_row(&sql, rusqlite::params_from_iter(values), |row| row.get(0))?;
+            return Ok(PurgeReport {
+                cutoff,
+                items: usize::try_from(items).unwrap_or(0),
+                dry_run,
+            });
+        }
+        let items = self.write_bulk(|tx| {
+            super::bulk::delete_items(
+                tx,
+                &condition,
+                &values,
+                EventKind::Purged,
+                serde_json::json!({"cutoff": cutoff}),
+            )
+        })?;
+        Ok(PurgeReport {
+            cutoff,
+            items,
+            dry_run,
+        })
+    }
 }

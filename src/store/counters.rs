@@ -213,6 +213,15 @@ pub fn recount(conn: &Connection) -> Result<()> {
     Ok(())
 }
 
+impl super::Dlq {
+    /// Recomputes the job counters and signature counts from the items: for
+    /// after rows were inserted by hand (updates and deletes are counted by
+    /// triggers, inserts by dlq itself).
+    pub fn recount(&self) -> Result<()> {
+        self.write(|tx| super::counters::recount(tx.conn()))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

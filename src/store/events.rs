@@ -1,10 +1,114 @@
-//! Reading the audit log.
+//! The audit log: the kinds of event dlq writes ([`EventKind`]), and
+//! reading the log back ([`Dlq::events`]). Events are written inside each
+//! change's own transaction by [`super::WriteTx::event`].
 
 use super::Dlq;
 use crate::error::Result;
 use crate::time::Timestamp;
 use rusqlite::params;
 use serde::Serialize;
+
+/// The kinds of row dlq writes to `events`, one per change to an item or
+/// job (the `kind` column holds [`EventKind::as_str`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum EventKind {
+    /// A new item was stored.
+    Added,
+    /// An add merged into the copy already stored.
+    Merged,
+    /// One item removed by hand.
+    Removed,
+    /// Removed to keep a job under its capacity.
+    Evicted,
+    /// Removed by a purge (older than a cutoff).
+    Purged,
+    /// Removed by clearing its job.
+    Cleared,
+    /// Brought in from a legacy tree.
+    Imported,
+    /// Flags set by hand.
+    Marked,
+    /// A capacity (a job's or the default) was set.
+    CapacitySet,
+    /// A job was created ahead of its first add.
+    JobCreated,
+    /// A retry of the item succeeded; the item left the DLQ.
+    RetriedOk,
+    /// A retry of the item failed again; the attempt was recorded.
+    RetriedFailed,
+    /// Taken out to run again (requeue).
+    Requeued,
+}
+
+impl EventKind {
+    /// Every kind, in the order the help text lists them.
+    pub const ALL: [EventKind; 13] = [
+        EventKind::Added,
+        EventKind::Merged,
+        EventKind::Removed,
+        EventKind::Evicted,
+        EventKind::Purged,
+        EventKind::Cleared,
+        EventKind::Imported,
+        EventKind::Marked,
+        EventKind::CapacitySet,
+        EventKind::JobCreated,
+        EventKind::RetriedOk,
+        EventKind::RetriedFailed,
+        EventKind::Requeued,
+    ];
+
+    /// The name stored in the `kind` column.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EventKind::Added => "added",
+            EventKind::Merged => "merged",
+            EventKind::Removed => "removed",
+            EventKind::Evicted => "evicted",
+            EventKind::Purged => "purged",
+            EventKind::Cleared => "cleared",
+            EventKind::Imported => "imported",
+            EventKind::Marked => "marked",
+            EventKind::CapacitySet => "capacity_set",
+            EventKind::JobCreated => "job_created",
+            EventKind::RetriedOk => "retried_ok",
+            EventKind::RetriedFailed => "retried_failed",
+            EventKind::Requeued => "requeued",
+        }
+    }
+}
+
+impl std::fmt::Display for EventKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for EventKind {
+    type Err = crate::error::Error;
+
+    /// A kind by its stored name; anything else is an
+    /// [`crate::ErrorKind::InvalidInput`] error that lists the kinds.
+    fn from_str(name: &str) -> Result<Self> {
+        EventKind::ALL
+            .into_iter()
+            .find(|kind| kind.as_str() == name)
+            .ok_or_else(|| {
+                let known: Vec<&str> = EventKind::ALL.iter().map(|k| k.as_str()).collect();
+                crate::error::Error::invalid_argument(
+                    "event kind",
+                    format!("unknown kind {name:?}; the kinds are {}", known.join(", ")),
+                )
+            })
+    }
+}
+
+impl rusqlite::ToSql for EventKind {
+    fn to_sql(&self) -> rusqlite::Result<rusqlite::types::ToSqlOutput<'_>> {
+        Ok(self.as_str().into())
+    }
+}
 
 /// One row of `events`.
 #[derive(Clone, Debug, Serialize)]
@@ -23,7 +127,7 @@ impl Dlq {
     pub fn events(
         &self,
         job_id: Option<&str>,
-        kind: Option<&str>,
+        kind: Option<EventKind>,
         limit: usize,
     ) -> Result<Vec<Event>> {
         let conn = self.conn()?;

@@ -4,7 +4,7 @@
 //! holds or whose lease has expired, so two runs never hold one item.
 
 use super::rows::{self, StoredItem};
-use super::{event_kinds, Dlq, JobItem, ListFilter};
+use super::{Dlq, EventKind, JobItem, ListFilter};
 use crate::error::Result;
 use crate::model::FailureDetail;
 use crate::time::Timestamp;
@@ -27,6 +27,65 @@ pub struct RunCounts {
     pub attempts: u64,
 }
 
+/// Where a retry run is: [`RunStatus::Running`] until it ends, then
+/// finished or interrupted; a run still marked running whose process is
+/// gone (or whose heartbeat stopped) reads as crashed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+#[non_exhaustive]
+pub enum RunStatus {
+    Running,
+    /// Ended after trying every item it was given.
+    Finished,
+    /// Stopped early: asked to (Ctrl-C), or an error.
+    Interrupted,
+    /// Marked running, but its process is gone or its heartbeat stopped.
+    Crashed,
+}
+
+impl RunStatus {
+    /// The name stored in `retry_runs.status`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunStatus::Running => "running",
+            RunStatus::Finished => "finished",
+            RunStatus::Interrupted => "interrupted",
+            RunStatus::Crashed => "crashed",
+        }
+    }
+}
+
+impl std::fmt::Display for RunStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl rusqlite::ToSql for RunStatus {
+    fn to_sql(&self) -> rusqlite::Result<rusqlite::types::ToSqlOutput<'_>> {
+        Ok(self.as_str().into())
+    }
+}
+
+impl rusqlite::types::FromSql for RunStatus {
+    fn column_result(value: rusqlite::types::ValueRef<'_>) -> rusqlite::types::FromSqlResult<Self> {
+        let name = value.as_str()?;
+        [
+            RunStatus::Running,
+            RunStatus::Finished,
+            RunStatus::Interrupted,
+            RunStatus::Crashed,
+        ]
+        .into_iter()
+        .find(|status| status.as_str() == name)
+        .ok_or_else(|| {
+            rusqlite::types::FromSqlError::Other(
+                format!("retry_runs.status {name:?} is not a run status").into(),
+            )
+        })
+    }
+}
+
 /// A recorded run, as `dlq retry --status` shows it.
 #[derive(Clone, Debug, Serialize)]
 pub struct RunInfo {
@@ -37,8 +96,7 @@ pub struct RunInfo {
     pub started_at: Timestamp,
     pub heartbeat_at: Timestamp,
     pub ended_at: Option<Timestamp>,
-    /// running, finished, interrupted or crashed.
-    pub status: String,
+    pub status: RunStatus,
     pub parameters: serde_json::Value,
     #[serde(flatten)]
     pub counts: RunCounts,
@@ -63,16 +121,24 @@ impl Dlq {
             tx.conn()
                 .prepare_cached(
                     "INSERT INTO retry_runs (run_id, job_id, host, pid, started_at, heartbeat_at, status, parameters)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?5, 'running', ?6)",
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?5, ?6, ?7)",
                 )?
-                .execute(params![run_id, job_id, host, pid, tx.now(), parameters.to_string()])?;
+                .execute(params![
+                    run_id,
+                    job_id,
+                    host,
+                    pid,
+                    tx.now(),
+                    RunStatus::Running,
+                    parameters.to_string()
+                ])?;
             Ok(())
         })
     }
 
     /// Records the end of a run (and its counts).
     #[doc(hidden)] // The retry engine's; the counter tests drive it directly.
-    pub fn finish_run(&self, run_id: &str, status: &str, counts: &RunCounts) -> Result<()> {
+    pub fn finish_run(&self, run_id: &str, status: RunStatus, counts: &RunCounts) -> Result<()> {
         self.write(|tx| {
             tx.conn()
                 .prepare_cached(
@@ -190,7 +256,7 @@ impl Dlq {
                 return Ok(false);
             };
             tx.event(
-                event_kinds::RETRIED_OK,
+                EventKind::RetriedOk,
                 Some(&job_id),
                 Some(&item_id),
                 serde_json::json!({"run_id": run_id, "attempt": attempt, "duration_ms": duration_ms}),
@@ -249,7 +315,7 @@ impl Dlq {
                 later_exists
             ])?;
             tx.event(
-                event_kinds::RETRIED_FAILED,
+                EventKind::RetriedFailed,
                 Some(&job_id),
                 Some(&item_id),
                 serde_json::json!({
@@ -344,11 +410,11 @@ impl Dlq {
         Ok(runs
             .into_iter()
             .map(|mut run| {
-                if run.status == "running" {
+                if run.status == RunStatus::Running {
                     let gone = run.host == host && !process_alive(run.pid);
                     let stale = run.heartbeat_at < now.minus_seconds(stale_after_secs);
                     if gone || stale {
-                        run.status = "crashed".to_string();
+                        run.status = RunStatus::Crashed;
                     }
                 }
                 run

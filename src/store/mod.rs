@@ -14,11 +14,11 @@ mod bulk;
 mod counters;
 mod events;
 mod group;
+mod items;
+mod jobs;
 mod leases;
-mod maintenance;
 mod message_groups;
 mod open;
-mod query;
 mod rows;
 mod stats;
 mod take;
@@ -28,14 +28,14 @@ pub use analysis::{
     failure_category, normalise_message, Analysis, AnalyzeOptions, MessageGroup, Omitted,
     PatternGroup,
 };
+pub use bulk::PurgeReport;
 pub(crate) use counters::last_attempt_select;
-pub use events::Event;
-pub use leases::{RunCounts, RunInfo};
-pub use maintenance::{CapacityInfo, JobOptions, MarkRequest, PurgeReport};
+pub use events::{Event, EventKind};
+pub use items::MarkRequest;
+pub use items::{ItemIter, ItemSummary, JobItem, ListFilter, Page, PageCursor, SummaryIter};
+pub use jobs::{CapacityInfo, JobInfo, JobOptions};
+pub use leases::{RunCounts, RunInfo, RunStatus};
 pub use open::OpenOptions;
-pub use query::{
-    DbInfo, ItemIter, ItemSummary, JobInfo, JobItem, ListFilter, Page, PageCursor, SummaryIter,
-};
 pub use stats::{Stats, StatsHead, StatsPart};
 pub use take::{TakeOptions, TakenItem};
 pub use write::{AddOutcome, AddReport, CapacityRaised, EvictedItem, WriteTx};
@@ -44,6 +44,7 @@ use crate::db::{self, DbPool};
 use crate::error::Result;
 use crate::time::Timestamp;
 use rusqlite::TransactionBehavior;
+use serde::Serialize;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -77,21 +78,18 @@ impl std::fmt::Debug for Dlq {
     }
 }
 
-/// Event kinds written to the `events` table.
-pub mod event_kinds {
-    pub const ADDED: &str = "added";
-    pub const MERGED: &str = "merged";
-    pub const REMOVED: &str = "removed";
-    pub const EVICTED: &str = "evicted";
-    pub const PURGED: &str = "purged";
-    pub const CLEARED: &str = "cleared";
-    pub const IMPORTED: &str = "imported";
-    pub const MARKED: &str = "marked";
-    pub const CAPACITY: &str = "capacity_set";
-    pub const JOB_CREATED: &str = "job_created";
-    pub const RETRIED_OK: &str = "retried_ok";
-    pub const RETRIED_FAILED: &str = "retried_failed";
-    pub const REQUEUED: &str = "requeued";
+/// Facts about the database file (`dlq db`).
+#[derive(Clone, Debug, Serialize)]
+pub struct DbInfo {
+    pub path: Option<String>,
+    pub schema_version: Option<i64>,
+    pub supported_schema_version: i64,
+    pub jobs: i64,
+    pub items: i64,
+    pub failure_history: i64,
+    pub worktree_artifacts: i64,
+    pub events: i64,
+    pub size_bytes: i64,
 }
 
 impl Dlq {
@@ -167,6 +165,32 @@ impl Dlq {
             Some(clock) => clock(),
             None => self.now(),
         }
+    }
+
+    /// Facts about the database.
+    pub fn db_info(&self) -> Result<DbInfo> {
+        let conn = self.conn()?;
+        let count = |table: &str| -> Result<i64> {
+            // Table names come from the fixed list below, never from input.
+            Ok(
+                conn.query_row(&format!("SELECT COUNT(*) FROM {table}"), [], |row| {
+                    row.get(0)
+                })?,
+            )
+        };
+        let page_count: i64 = conn.query_row("PRAGMA page_count", [], |row| row.get(0))?;
+        let page_size: i64 = conn.query_row("PRAGMA page_size", [], |row| row.get(0))?;
+        Ok(DbInfo {
+            path: self.path().map(|p| p.display().to_string()),
+            schema_version: crate::db::applied_schema_version(&conn)?,
+            supported_schema_version: crate::db::supported_schema_version(),
+            jobs: count("jobs")?,
+            items: count("items")?,
+            failure_history: count("failure_history")?,
+            worktree_artifacts: count("worktree_artifacts")?,
+            events: count("events")?,
+            size_bytes: page_count * page_size,
+        })
     }
 
     /// Runs `f` in one write transaction (BEGIN IMMEDIATE) and commits it when

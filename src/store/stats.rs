@@ -151,23 +151,6 @@ fn job_counts(
 }
 
 impl Dlq {
-    /// Whether a job exists (it does from its first add or capacity set).
-    pub fn job_exists(&self, job_id: &str) -> Result<bool> {
-        Ok(self
-            .conn()?
-            .prepare_cached("SELECT EXISTS (SELECT 1 FROM jobs WHERE job_id = ?1)")?
-            .query_row([job_id], |row| row.get(0))?)
-    }
-
-    /// [`Error::JobNotFound`] unless the job exists.
-    pub fn require_job(&self, job_id: &str) -> Result<()> {
-        if self.job_exists(job_id)? {
-            Ok(())
-        } else {
-            Err(Error::JobNotFound(job_id.to_string()))
-        }
-    }
-
     /// The statistics of one job without its signatures and error types
     /// (an error if it does not exist).
     pub fn job_head(&self, job_id: &str) -> Result<StatsHead> {

@@ -3,9 +3,9 @@
 //! `dlq requeue` wrote them to a file ([`Dlq::take_items`]). Either way in
 //! one transaction, with a `requeued` event per item.
 
-use super::event_kinds;
-use super::query::ListFilter;
+use super::items::ListFilter;
 use super::Dlq;
+use super::EventKind;
 use crate::error::{Error, Result};
 use rusqlite::params;
 use rusqlite::types::Value;
@@ -97,7 +97,7 @@ impl Dlq {
                 )?;
                 for item in &taken {
                     tx.event(
-                        event_kinds::REQUEUED,
+                        EventKind::Requeued,
                         Some(job_id),
                         Some(&item.item_id),
                         detail.clone(),
@@ -108,7 +108,7 @@ impl Dlq {
                     tx,
                     " AND i.id IN (SELECT id FROM temp.taken_keys)",
                     &[],
-                    event_kinds::REQUEUED,
+                    EventKind::Requeued,
                     detail,
                 )?;
             }
@@ -146,7 +146,7 @@ impl Dlq {
                 tx,
                 " AND EXISTS (SELECT 1 FROM temp.taken_items t WHERE t.job_id = i.job_id AND t.item_id = i.item_id)",
                 &[],
-                event_kinds::REQUEUED,
+                EventKind::Requeued,
                 serde_json::json!({"destination": destination}),
             )?;
             tx.conn().execute_batch("DELETE FROM temp.taken_items;")?;

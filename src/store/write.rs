@@ -3,8 +3,8 @@
 //! transaction, so an add and the evictions it causes commit together.
 
 use super::counters::InsertCounts;
-use super::event_kinds;
 use super::rows;
+use super::EventKind;
 use crate::error::Result;
 use crate::model::{merge, DeadLetteredItem};
 use crate::time::Timestamp;
@@ -180,7 +180,7 @@ impl<'c> WriteTx<'c> {
             }
             if self.item_events {
                 self.event(
-                    event_kinds::ADDED,
+                    EventKind::Added,
                     Some(job_id),
                     Some(&item.item_id),
                     serde_json::json!({"failure_count": normalised.failure_count}),
@@ -231,7 +231,7 @@ impl<'c> WriteTx<'c> {
         }
         if self.item_events {
             self.event(
-                event_kinds::MERGED,
+                EventKind::Merged,
                 Some(job_id),
                 Some(&incoming.item_id),
                 serde_json::json!({"new_attempts": new_attempts, "failure_count": merged.failure_count}),
@@ -245,7 +245,7 @@ impl<'c> WriteTx<'c> {
     }
 
     /// The capacity in force for a job (0 = unlimited).
-    pub fn capacity(&self, job_id: &str) -> Result<i64> {
+    pub fn max_items(&self, job_id: &str) -> Result<i64> {
         let cap: Option<Option<i64>> = self
             .conn
             .prepare_cached("SELECT max_items FROM jobs WHERE job_id = ?1")?
@@ -331,7 +331,7 @@ impl<'c> WriteTx<'c> {
             .execute(params![job_id, count])?;
         self.job_load.insert(job_id.to_string(), (count, count));
         self.event(
-            event_kinds::CAPACITY,
+            EventKind::CapacitySet,
             Some(job_id),
             None,
             serde_json::json!({
@@ -374,7 +374,7 @@ impl<'c> WriteTx<'c> {
         }
         for item in &evicted {
             self.event(
-                event_kinds::EVICTED,
+                EventKind::Evicted,
                 Some(job_id),
                 Some(&item.item_id),
                 serde_json::json!({
@@ -391,7 +391,7 @@ impl<'c> WriteTx<'c> {
     /// Appends one row to the audit log.
     pub fn event(
         &self,
-        kind: &str,
+        kind: EventKind,
         job_id: Option<&str>,
         item_id: Option<&str>,
         detail: serde_json::Value,

@@ -161,6 +161,26 @@ fn events_come_newest_first_and_limit_and_filters_cut_them() {
 }
 
 #[test]
+fn events_refuse_an_unknown_kind_or_job_instead_of_an_empty_table() {
+    let dir = TempDir::new("events-bad");
+    let db = dir.join("dlq.db");
+    add_lines(&db, "j1", [item("a", 1, "2025-01-01T00:00:00Z", "x")]);
+    let output = run(dlq(&db).args(["events", "--kind", "bogus"]));
+    assert_eq!(output.status.code(), Some(2), "a usage error");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("bogus") && stderr.contains("requeued"),
+        "names the value and the kinds: {stderr}"
+    );
+    let stderr = fails(dlq(&db).args(["events", "--job-id", "nosuch"]));
+    assert!(stderr.contains("nosuch") && stderr.contains("not found"), "{stderr}");
+    // Every kind the help lists is accepted.
+    for kind in dlqlite::EventKind::ALL {
+        ok(dlq(&db).args(["events", "--kind", kind.as_str()]));
+    }
+}
+
+#[test]
 fn purge_takes_only_its_job_and_its_filter() {
     let dir = TempDir::new("purge-scope");
     let db = dir.join("dlq.db");

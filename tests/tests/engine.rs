@@ -186,9 +186,9 @@ fn a_write_transaction_sees_the_capacity_in_force() {
     let caps = |dlq: &dlqlite::Dlq| {
         dlq.write(|tx| {
             Ok((
-                tx.capacity("capped")?,
-                tx.capacity("open")?,
-                tx.capacity("no-such-job")?,
+                tx.max_items("capped")?,
+                tx.max_items("open")?,
+                tx.max_items("no-such-job")?,
             ))
         })
         .unwrap()

@@ -609,7 +609,8 @@ fn run_records_show_crashed_runs_and_keep_their_counts() {
         skipped: 7,
         attempts: 11,
     };
-    dlq.finish_run("done", "finished", &counts).unwrap();
+    dlq.finish_run("done", dlqlite::store::RunStatus::Finished, &counts)
+        .unwrap();
     sql(&db)
         .execute(
             "UPDATE retry_runs SET heartbeat_at = '2020-01-01T00:00:00.000000000Z' WHERE run_id = 'stale-elsewhere'",
@@ -619,7 +620,7 @@ fn run_records_show_crashed_runs_and_keep_their_counts() {
     let runs = dlq.runs(None, 10, "this-host", 60).unwrap();
     let status: Vec<(String, String)> = runs
         .iter()
-        .map(|r| (r.run_id.clone(), r.status.clone()))
+        .map(|r| (r.run_id.clone(), r.status.to_string()))
         .collect();
     assert_eq!(
         status,

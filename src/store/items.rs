@@ -1,12 +1,17 @@
-//! Read queries: one item, filtered listings with keyset paging (streamed a
-//! page at a time, never collected whole), jobs, stats and database facts.
+//! Items: reading one ([`Dlq::get`]), filtered listings with keyset paging
+//! (streamed a page at a time, never collected whole: [`Dlq::list`],
+//! [`Dlq::items`]), and the changes made to one item by hand: removing it
+//! and marking its flags, each leaving a row in `events`. Adding and merging
+//! items is write.rs (one add) and group.rs (concurrent adds).
 
 use super::rows::{self, StoredItem};
 use super::Dlq;
+use super::EventKind;
 use crate::error::{Error, Result};
 use crate::model::DeadLetteredItem;
 use crate::time::Timestamp;
 use rusqlite::types::Value;
+use rusqlite::{params, OptionalExtension};
 use rusqlite::{params_from_iter, Connection};
 use serde::Serialize;
 use std::collections::VecDeque;
@@ -63,34 +68,6 @@ pub struct ItemSummary {
     pub error_type: Option<String>,
     pub exit_code: Option<i64>,
     pub error_message: Option<String>,
-}
-
-/// One job and its counters.
-#[derive(Clone, Debug, Serialize, PartialEq)]
-pub struct JobInfo {
-    pub job_id: String,
-    pub repo: Option<String>,
-    pub created_at: Timestamp,
-    pub updated_at: Timestamp,
-    /// The job's own capacity, when it overrides the default.
-    pub max_items: Option<i64>,
-    pub item_count: i64,
-    pub eligible_count: i64,
-    pub manual_review_count: i64,
-}
-
-/// Facts about the database file (`dlq db`).
-#[derive(Clone, Debug, Serialize)]
-pub struct DbInfo {
-    pub path: Option<String>,
-    pub schema_version: Option<i64>,
-    pub supported_schema_version: i64,
-    pub jobs: i64,
-    pub items: i64,
-    pub failure_history: i64,
-    pub worktree_artifacts: i64,
-    pub events: i64,
-    pub size_bytes: i64,
 }
 
 impl ListFilter {
@@ -212,6 +189,13 @@ fn cursor_of(last_attempt: &Timestamp, key: i64) -> PageCursor {
         sort_key: last_attempt.to_storage(),
         key,
     }
+}
+
+/// What `mark` should change; `None` leaves a flag as it is.
+#[derive(Clone, Debug, Default)]
+pub struct MarkRequest {
+    pub reprocess_eligible: Option<bool>,
+    pub manual_review_required: Option<bool>,
 }
 
 impl Dlq {
@@ -379,54 +363,70 @@ impl Dlq {
         Ok(!any)
     }
 
-    /// Every job, by job_id.
-    pub fn jobs(&self) -> Result<Vec<JobInfo>> {
-        let conn = self.conn()?;
-        let mut stmt = conn.prepare_cached(
-            "SELECT job_id, repo, created_at, updated_at, max_items, item_count, eligible_count,
-                 manual_review_count
-             FROM jobs ORDER BY job_id",
-        )?;
-        let jobs = stmt
-            .query_map([], |row| {
-                Ok(JobInfo {
-                    job_id: row.get(0)?,
-                    repo: row.get(1)?,
-                    created_at: row.get(2)?,
-                    updated_at: row.get(3)?,
-                    max_items: row.get(4)?,
-                    item_count: row.get(5)?,
-                    eligible_count: row.get(6)?,
-                    manual_review_count: row.get(7)?,
-                })
-            })?
-            .collect::<rusqlite::Result<Vec<_>>>()?;
-        Ok(jobs)
+    /// Removes one item (recorded as a `removed` event).
+    pub fn remove(&self, job_id: Option<&str>, item_id: &str) -> Result<()> {
+        self.write(|tx| {
+            let job = match job_id {
+                Some(job) => job.to_string(),
+                None => resolve_job(tx.conn(), item_id)?,
+            };
+            let signature: Option<String> = tx
+                .conn()
+                .prepare_cached("DELETE FROM items WHERE job_id = ?1 AND item_id = ?2 RETURNING error_signature")?
+                .query_row(params![job, item_id], |row| row.get(0))
+                .optional()?;
+            let Some(signature) = signature else {
+                return Err(Error::ItemNotFound {
+                    job_id: Some(job),
+                    item_id: item_id.to_string(),
+                });
+            };
+            tx.event(
+                EventKind::Removed,
+                Some(&job),
+                Some(item_id),
+                serde_json::json!({"error_signature": signature}),
+            )
+        })
     }
 
-    /// Facts about the database.
-    pub fn db_info(&self) -> Result<DbInfo> {
-        let conn = self.conn()?;
-        let count = |table: &str| -> Result<i64> {
-            // Table names come from the fixed list below, never from input.
-            Ok(
-                conn.query_row(&format!("SELECT COUNT(*) FROM {table}"), [], |row| {
-                    row.get(0)
-                })?,
+    /// Sets flags by hand. A flag set here survives later merges until it is
+    /// marked again.
+    pub fn mark(&self, job_id: Option<&str>, item_id: &str, request: &MarkRequest) -> Result<()> {
+        if request.reprocess_eligible.is_none() && request.manual_review_required.is_none() {
+            return Err(Error::invalid_argument("mark", "nothing to change"));
+        }
+        self.write(|tx| {
+            let job = match job_id {
+                Some(job) => job.to_string(),
+                None => resolve_job(tx.conn(), item_id)?,
+            };
+            let changed = tx
+                .conn()
+                .prepare_cached(
+                    "UPDATE items SET
+                         reprocess_eligible = COALESCE(?3, reprocess_eligible),
+                         reprocess_eligible_marked = CASE WHEN ?3 IS NULL THEN reprocess_eligible_marked ELSE 1 END,
+                         manual_review_required = COALESCE(?4, manual_review_required),
+                         manual_review_required_marked = CASE WHEN ?4 IS NULL THEN manual_review_required_marked ELSE 1 END
+                     WHERE job_id = ?1 AND item_id = ?2",
+                )?
+                .execute(params![job, item_id, request.reprocess_eligible, request.manual_review_required])?;
+            if changed == 0 {
+                return Err(Error::ItemNotFound {
+                    job_id: Some(job),
+                    item_id: item_id.to_string(),
+                });
+            }
+            tx.event(
+                EventKind::Marked,
+                Some(&job),
+                Some(item_id),
+                serde_json::json!({
+                    "reprocess_eligible": request.reprocess_eligible,
+                    "manual_review_required": request.manual_review_required,
+                }),
             )
-        };
-        let page_count: i64 = conn.query_row("PRAGMA page_count", [], |row| row.get(0))?;
-        let page_size: i64 = conn.query_row("PRAGMA page_size", [], |row| row.get(0))?;
-        Ok(DbInfo {
-            path: self.path().map(|p| p.display().to_string()),
-            schema_version: crate::db::applied_schema_version(&conn)?,
-            supported_schema_version: crate::db::supported_schema_version(),
-            jobs: count("jobs")?,
-            items: count("items")?,
-            failure_history: count("failure_history")?,
-            worktree_artifacts: count("worktree_artifacts")?,
-            events: count("events")?,
-            size_bytes: page_count * page_size,
         })
     }
 }

@@ -1,0 +1,247 @@
+//! Jobs: which exist ([`Dlq::jobs`], [`Dlq::require_job`]), the capacity
+//! each is held to (a per-job cap or the database default, settable before
+//! a job's first add), and clearing one. Capacity changes and clears leave
+//! rows in `events`; nothing leaves the DLQ silently.
+
+use super::write::{default_capacity, EvictedItem, WriteTx};
+use super::{Dlq, EventKind};
+use crate::error::{Error, Result};
+use crate::time::Timestamp;
+use rusqlite::{params, OptionalExtension};
+use serde::Serialize;
+
+/// One job and its counters.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct JobInfo {
+    pub job_id: String,
+    pub repo: Option<String>,
+    pub created_at: Timestamp,
+    pub updated_at: Timestamp,
+    /// The job's own capacity, when it overrides the default.
+    pub max_items: Option<i64>,
+    pub item_count: i64,
+    pub eligible_count: i64,
+    pub manual_review_count: i64,
+}
+
+/// The capacity settings in force.
+#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+pub struct CapacityInfo {
+    /// The default for jobs without an override (0 = unlimited).
+    pub default_max_items: i64,
+    /// The job asked about, if any.
+    pub job_id: Option<String>,
+    /// That job's override, if it has one.
+    pub job_max_items: Option<i64>,
+    /// What applies to that job (or the default).
+    pub effective_max_items: i64,
+}
+
+/// What [`Dlq::ensure_job`] sets on a job.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct JobOptions {
+    /// The job's capacity (0 = unlimited); `None` leaves it as it is (a new
+    /// job then follows the default).
+    pub max_items: Option<i64>,
+}
+
+impl Dlq {
+    /// Every job, by job_id.
+    pub fn jobs(&self) -> Result<Vec<JobInfo>> {
+        let conn = self.conn()?;
+        let mut stmt = conn.prepare_cached(
+            "SELECT job_id, repo, created_at, updated_at, max_items, item_count, eligible_count,
+                 manual_review_count
+             FROM jobs ORDER BY job_id",
+        )?;
+        let jobs = stmt
+            .query_map([], |row| {
+                Ok(JobInfo {
+                    job_id: row.get(0)?,
+                    repo: row.get(1)?,
+                    created_at: row.get(2)?,
+                    updated_at: row.get(3)?,
+                    max_items: row.get(4)?,
+                    item_count: row.get(5)?,
+                    eligible_count: row.get(6)?,
+                    manual_review_count: row.get(7)?,
+                })
+            })?
+            .collect::<rusqlite::Result<Vec<_>>>()?;
+        Ok(jobs)
+    }
+
+    /// Whether a job exists (it does from its first add or capacity set).
+    pub fn job_exists(&self, job_id: &str) -> Result<bool> {
+        Ok(self
+            .conn()?
+            .prepare_cached("SELECT EXISTS (SELECT 1 FROM jobs WHERE job_id = ?1)")?
+            .query_row([job_id], |row| row.get(0))?)
+    }
+
+    /// [`Error::JobNotFound`] unless the job exists.
+    pub fn require_job(&self, job_id: &str) -> Result<()> {
+        if self.job_exists(job_id)? {
+            Ok(())
+        } else {
+            Err(Error::JobNotFound(job_id.to_string()))
+        }
+    }
+
+    /// The capacity for a job, or the default.
+    pub fn capacity(&self, job_id: Option<&str>) -> Result<CapacityInfo> {
+        let conn = self.conn()?;
+        let default = default_capacity(&conn)?;
+        let job_max = match job_id {
+            None => None,
+            Some(job) => conn
+                .prepare_cached("SELECT max_items FROM jobs WHERE job_id = ?1")?
+                .query_row([job], |row| row.get::<_, Option<i64>>(0))
+                .optional()?
+                .ok_or_else(|| Error::JobNotFound(job.to_string()))?,
+        };
+        Ok(CapacityInfo {
+            default_max_items: default,
+            job_id: job_id.map(str::to_string),
+            job_max_items: job_max,
+            effective_max_items: job_max.unwrap_or(default),
+        })
+    }
+
+    /// Sets the default capacity (`job_id` None) or one job's override
+    /// (`max_items` None removes the override). Jobs over their new capacity
+    /// are trimmed at once; the evictions are returned and in `events`.
+    pub fn set_capacity(
+        &self,
+        job_id: Option<&str>,
+        max_items: Option<i64>,
+    ) -> Result<Vec<EvictedItem>> {
+        if let Some(n) = max_items {
+            if n < 0 {
+                return Err(Error::invalid_argument(
+                    "capacity",
+                    format!("{n} is negative (0 means unlimited)"),
+                ));
+            }
+        }
+        self.write(|tx| {
+            let jobs: Vec<String> = match job_id {
+                Some(job) => {
+                    if !set_job_capacity(tx, job, max_items)? {
+                        return Err(Error::JobNotFound(job.to_string()));
+                    }
+                    vec![job.to_string()]
+                }
+                None => {
+                    let Some(n) = max_items else {
+                        return Err(Error::invalid_argument(
+                            "capacity",
+                            "the default needs a number",
+                        ));
+                    };
+                    tx.conn()
+                        .prepare_cached(
+                            "UPDATE settings SET value = ?1 WHERE key = 'default_max_items'",
+                        )?
+                        .execute([n.to_string()])?;
+                    tx.reload_default_capacity()?;
+                    tx.conn()
+                        .prepare_cached(
+                            "SELECT job_id FROM jobs WHERE max_items IS NULL ORDER BY job_id",
+                        )?
+                        .query_map([], |row| row.get(0))?
+                        .collect::<rusqlite::Result<Vec<_>>>()?
+                }
+            };
+            tx.event(
+                EventKind::CapacitySet,
+                job_id,
+                None,
+                serde_json::json!({"max_items": max_items}),
+            )?;
+            let mut evicted = Vec::new();
+            for job in jobs {
+                evicted.extend(tx.enforce_capacity(&job)?);
+            }
+            Ok(evicted)
+        })
+    }
+
+    /// Makes sure `job_id` exists, with `options` applied: a capacity can be
+    /// set before the job's first item arrives. Creating a job or changing
+    /// its capacity records an event (`job_created`, `capacity_set`); a job
+    /// over its new capacity is trimmed, and the evictions are returned.
+    pub fn ensure_job(&self, job_id: &str, options: &JobOptions) -> Result<Vec<EvictedItem>> {
+        if let Some(n) = options.max_items {
+            if n < 0 {
+                return Err(Error::invalid_argument(
+                    "capacity",
+                    format!("{n} is negative (0 means unlimited)"),
+                ));
+            }
+        }
+        self.write(|tx| {
+            let existing: Option<Option<i64>> = tx
+                .conn()
+                .prepare_cached("SELECT max_items FROM jobs WHERE job_id = ?1")?
+                .query_row([job_id], |row| row.get(0))
+                .optional()?;
+            tx.ensure_job(job_id, None)?;
+            if existing.is_none() {
+                tx.event(
+                    EventKind::JobCreated,
+                    Some(job_id),
+                    None,
+                    serde_json::json!({"max_items": options.max_items}),
+                )?;
+            }
+            let Some(n) = options.max_items else {
+                return Ok(Vec::new());
+            };
+            if existing == Some(Some(n)) {
+                return Ok(Vec::new());
+            }
+            set_job_capacity(tx, job_id, Some(n))?;
+            if existing.is_some() {
+                tx.event(
+                    EventKind::CapacitySet,
+                    Some(job_id),
+                    None,
+                    serde_json::json!({"max_items": n}),
+                )?;
+            }
+            tx.enforce_capacity(job_id)
+        })
+    }
+
+    /// Removes every item of a job, one `cleared` event per item. Returns how
+    /// many were removed. The job row (and its capacity) stays.
+    pub fn clear_job(&self, job_id: &str) -> Result<usize> {
+        self.write_bulk(|tx| {
+            let exists: bool = tx
+                .conn()
+                .prepare_cached("SELECT EXISTS (SELECT 1 FROM jobs WHERE job_id = ?1)")?
+                .query_row([job_id], |row| row.get(0))?;
+            if !exists {
+                return Err(Error::JobNotFound(job_id.to_string()));
+            }
+            let removed = super::bulk::delete_items(
+                tx,
+                " AND i.job_id = ?",
+                &[rusqlite::types::Value::Text(job_id.to_string())],
+                EventKind::Cleared,
+                serde_json::json!({}),
+            )?;
+            Ok(removed)
+        })
+    }
+}
+
+/// Writes one job's capacity override; false when there is no such job.
+fn set_job_capacity(tx: &mut WriteTx<'_>, job: &str, max_items: Option<i64>) -> Result<bool> {
+    let changed = tx
+        .conn()
+        .prepare_cached("UPDATE jobs SET max_items = ?2 WHERE job_id = ?1")?
+        .execute(params![job, max_items])?;
+    Ok(changed > 0)
+}
