@@ -32,3 +32,5 @@ mod properties;
 mod retry;
 #[path = "tests/robustness.rs"]
 mod robustness;
+#[path = "tests/schema.rs"]
+mod schema;

@@ -121,7 +121,7 @@ pub struct Analysis {
     pub top_failing_steps: Vec<Ranked>,
 }
 
-/// The failure category of an error type, after shared/seeds/003: whether a
+/// The failure category of an error type (docs/agent-failures.md): whether a
 /// retry can be expected to work as it is (`transient`), after a change of
 /// prompt, code or environment (`conditionally_recoverable`), or never
 /// without a person (`permanent`). Names it does not know are

@@ -173,7 +173,10 @@ fn events_refuse_an_unknown_kind_or_job_instead_of_an_empty_table() {
         "names the value and the kinds: {stderr}"
     );
     let stderr = fails(dlq(&db).args(["events", "--job-id", "nosuch"]));
-    assert!(stderr.contains("nosuch") && stderr.contains("not found"), "{stderr}");
+    assert!(
+        stderr.contains("nosuch") && stderr.contains("not found"),
+        "{stderr}"
+    );
     // Every kind the help lists is accepted.
     for kind in dlqlite::EventKind::ALL {
         ok(dlq(&db).args(["events", "--kind", kind.as_str()]));
