@@ -30,6 +30,7 @@ pub mod import;
 pub mod input;
 pub mod model;
 pub mod outfile;
+pub mod rank;
 pub mod retry;
 pub mod store;
 pub mod text;

@@ -4,6 +4,7 @@ use super::output::{print_json, Table};
 use super::Context;
 use anyhow::Result;
 use dlqlite::import::{import, ImportOptions, ImportReport, Progress};
+use dlqlite::rank::TopN;
 use dlqlite::store::StatsPart;
 use dlqlite::text::for_terminal;
 use dlqlite::Dlq;
@@ -118,20 +119,20 @@ fn print_summary(dlq: &Dlq, report: &ImportReport, dry_run: bool) -> Result<()> 
         // The three largest signatures, picked as they stream by (a job
         // can have a signature per item).
         let mut total = 0;
-        let mut top: Vec<(String, i64)> = Vec::with_capacity(4);
+        let mut top = TopN::new(3);
         dlq.stats_stream(Some(job_id), false, |part| {
             match part {
                 StatsPart::Head { head, .. } => total = head.total_items,
-                StatsPart::Signature(signature, n) => {
-                    top.push((signature.to_string(), n));
-                    top.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
-                    top.truncate(3);
-                }
+                StatsPart::Signature(signature, n) => top.offer(signature, n),
                 _ => {}
             }
             Ok(())
         })?;
-        let top: Vec<String> = top.iter().map(|(sig, n)| format!("{sig} ({n})")).collect();
+        let top: Vec<String> = top
+            .into_sorted()
+            .iter()
+            .map(|(sig, n)| format!("{sig} ({n})"))
+            .collect();
         table.row(vec![job_id.clone(), total.to_string(), top.join(", ")]);
     }
     table.print()?;

@@ -3,6 +3,7 @@
 use super::output::{cell, Table};
 use super::Context;
 use anyhow::Result;
+use dlqlite::rank::{ranking, TopN};
 use dlqlite::store::{StatsHead, StatsPart};
 use std::io::Write;
 use std::process::ExitCode;
@@ -228,13 +229,23 @@ const TABLE_SIGNATURES: usize = 20;
 
 /// The table form: the head, every last error type, and the 20 largest
 /// signatures with how many more there are.
-#[derive(Default)]
 struct TableStats {
     head: StatsHead,
     error_types: Vec<(String, i64)>,
     /// The largest signatures so far (at most TABLE_SIGNATURES).
-    top: Vec<(String, i64)>,
+    top: TopN<String>,
     signatures: usize,
+}
+
+impl Default for TableStats {
+    fn default() -> Self {
+        TableStats {
+            head: StatsHead::default(),
+            error_types: Vec::new(),
+            top: TopN::new(TABLE_SIGNATURES),
+            signatures: 0,
+        }
+    }
 }
 
 impl TableStats {
@@ -243,20 +254,7 @@ impl TableStats {
             StatsPart::Head { head, .. } => self.head = head.clone(),
             StatsPart::Signature(key, n) => {
                 self.signatures += 1;
-                // Keep the largest: a new one goes in when it beats the
-                // smallest kept (ties: the first by name, as the keys come
-                // in name order).
-                if self.top.len() < TABLE_SIGNATURES {
-                    self.top.push((key.to_string(), n));
-                } else if let Some(smallest) = self
-                    .top
-                    .iter_mut()
-                    .min_by(|a, b| a.1.cmp(&b.1).then_with(|| b.0.cmp(&a.0)))
-                {
-                    if n > smallest.1 {
-                        *smallest = (key.to_string(), n);
-                    }
-                }
+                self.top.offer(key, n);
             }
             StatsPart::ErrorType(key, n) => self.error_types.push((key.to_string(), n)),
             StatsPart::Close => {}
@@ -294,8 +292,7 @@ impl TableStats {
             stats.average_failure_count
         )?;
         if !self.error_types.is_empty() {
-            self.error_types
-                .sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+            self.error_types.sort_by(ranking);
             let listed: Vec<String> = self
                 .error_types
                 .iter()
@@ -306,10 +303,9 @@ impl TableStats {
         if !self.top.is_empty() {
             writeln!(out)?;
             drop(out);
-            self.top.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
             let more = self.signatures - self.top.len();
             let mut table = Table::new(&["ITEMS", "ERROR SIGNATURE"]);
-            for (signature, count) in self.top {
+            for (signature, count) in self.top.into_sorted() {
                 table.row(vec![count.to_string(), signature]);
             }
             table.print()?;

@@ -310,26 +310,13 @@ fn into_text(tally: Tally) -> impl Iterator<Item = (String, i64)> {
 
 /// The `TOP` most counted keys, most first, ties by name.
 fn top_ranked(tally: Tally) -> Vec<Ranked> {
-    most(tally.into_iter().collect(), TOP)
+    crate::rank::top_n(tally, TOP)
         .into_iter()
         .map(|(name, failures)| Ranked {
             name: String::from_utf8_lossy(&name).into_owned(),
             failures,
         })
         .collect()
-}
-
-/// The `n` largest counts, most first, ties by key. Picks them without
-/// sorting the rest: with an agent id or a signature per item there are a
-/// million keys, and sorting them all was a third of analyze.
-fn most<K: Ord>(mut counts: Vec<(K, i64)>, n: usize) -> Vec<(K, i64)> {
-    let order = |a: &(K, i64), b: &(K, i64)| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0));
-    if counts.len() > n && n > 0 {
-        counts.select_nth_unstable_by(n - 1, order);
-    }
-    counts.truncate(n);
-    counts.sort_by(order);
-    counts
 }
 
 impl Dlq {
@@ -373,7 +360,7 @@ impl Dlq {
         let last = std::mem::replace(&mut scan.last, LastAttempts::new(0, -1, 0));
         // One pass over the items in signature order: the message groups,
         // and the signatures' counts (the largest kept, the rest counted).
-        let (mut groups, signatures) = {
+        let (groups, signatures) = {
             let conn = self.conn()?;
             super::message_groups::group_items(&conn, job_id, last, top)?
         };
@@ -405,11 +392,7 @@ impl Dlq {
                     .cmp(&a.items)
                     .then_with(|| a.pattern.cmp(&b.pattern))
             };
-            if groups.len() > top {
-                groups.select_nth_unstable_by(top - 1, order);
-                groups.truncate(top);
-            }
-            groups.sort_by(order);
+            let groups = crate::rank::first_n_by(groups, top, order);
             let listed: i64 = groups.iter().map(|g| g.items).sum();
             let mut message_groups = Vec::with_capacity(groups.len());
             for group in groups {

@@ -226,9 +226,7 @@ pub(super) struct SignatureCounts {
 /// and counts them all: nothing grows with the number of signatures but
 /// what is kept.
 pub(super) struct Largest {
-    top: usize,
-    /// Min-heap on (count, reversed name): the first to go on top.
-    kept: std::collections::BinaryHeap<std::cmp::Reverse<(i64, std::cmp::Reverse<String>)>>,
+    kept: crate::rank::TopN<String>,
     total: i64,
     distinct: usize,
 }
@@ -236,8 +234,7 @@ pub(super) struct Largest {
 impl Largest {
     pub(super) fn new(top: usize) -> Self {
         Largest {
-            top,
-            kept: Default::default(),
+            kept: crate::rank::TopN::new(top),
             total: 0,
             distinct: 0,
         }
@@ -246,33 +243,15 @@ impl Largest {
     pub(super) fn offer(&mut self, signature: &[u8], count: i64) {
         self.total += count;
         self.distinct += 1;
-        if self.top == 0 {
-            return;
-        }
-        if self.kept.len() < self.top {
-            let name = String::from_utf8_lossy(signature).into_owned();
-            self.kept
-                .push(std::cmp::Reverse((count, std::cmp::Reverse(name))));
-        } else if self.kept.peek().is_some_and(|worst| count > worst.0 .0) {
-            // Names come in order: an equal count loses to the one kept.
-            self.kept.pop();
-            let name = String::from_utf8_lossy(signature).into_owned();
-            self.kept
-                .push(std::cmp::Reverse((count, std::cmp::Reverse(name))));
-        }
+        self.kept
+            .offer(String::from_utf8_lossy(signature).as_ref(), count);
     }
 
     pub(super) fn finish(self) -> SignatureCounts {
-        let mut largest: Vec<(String, i64)> = self
-            .kept
-            .into_iter()
-            .map(|std::cmp::Reverse((count, std::cmp::Reverse(name)))| (name, count))
-            .collect();
-        largest.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
         SignatureCounts {
             total: self.total,
             distinct: self.distinct,
-            largest,
+            largest: self.kept.into_sorted(),
         }
     }
 }
