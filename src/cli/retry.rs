@@ -4,7 +4,10 @@ use super::output::{parse_filter, print_json, Table};
 use super::Context;
 use anyhow::{bail, Result};
 use dlqlite::retry::command::CommandHandler;
-use dlqlite::retry::{preview, retry, Progress, RetryOptions, RunControl};
+use dlqlite::retry::{
+    preview, retry, Progress, RetryOptions, RunControl, MAX_LEASE, MAX_PARALLEL, MAX_RETRIES,
+    MIN_LEASE,
+};
 use dlqlite::text::for_terminal;
 use std::io::{IsTerminal, Write};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -45,10 +48,11 @@ pub struct Args {
     exec: Option<String>,
     /// Commands at once (1 to 1024)
     #[arg(long, visible_alias = "max-parallel", default_value_t = 10,
-          value_parser = clap::value_parser!(u16).range(1..=1024))]
+          value_parser = clap::value_parser!(u16).range(1..=MAX_PARALLEL as i64))]
     parallel: u16,
-    /// Attempts per item in this run (at least 1)
-    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    /// Attempts per item in this run (1 to 1000)
+    #[arg(long, default_value_t = 3,
+          value_parser = clap::value_parser!(u32).range(1..=i64::from(MAX_RETRIES)))]
     max_retries: u32,
     /// Only items matching this expression (see `dlq list --help`)
     #[arg(long, value_name = "EXPR")]
@@ -71,7 +75,8 @@ pub struct Args {
     backoff_ms: u64,
     /// Seconds a claim lasts unless renewed (renewed every third of it)
     #[arg(long, value_name = "SECS", default_value_t = 60,
-          value_parser = clap::value_parser!(u64).range(1..=30 * 86_400))]
+          value_parser = clap::value_parser!(u64)
+              .range(MIN_LEASE.as_secs()..=MAX_LEASE.as_secs()))]
     lease: u64,
     /// Print the summary as JSON
     #[arg(long)]
@@ -142,6 +147,9 @@ pub fn run(args: Args, ctx: &super::Context) -> Result<std::process::ExitCode> {
         }));
     options.filter = parse_filter(args.filter.as_deref())?;
     options.rate = args.rate;
+    // The flags were parsed within these bounds; a dry run checks them the
+    // way the run itself would.
+    options.validate()?;
     let dlq = ctx.open_existing()?;
     dlq.require_job(&job_id)?;
     if args.dry_run {

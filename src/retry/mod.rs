@@ -13,7 +13,7 @@
 pub mod command;
 pub mod requeue;
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::filter::Expr;
 use crate::model::{ErrorType, FailureDetail, Omitted};
 use crate::store::{Dlq, JobItem, ListFilter, RunCounts, RunStatus};
@@ -43,16 +43,17 @@ pub struct RetryOptions {
     pub filter: Option<Expr>,
     /// Also take items that are not eligible for reprocessing.
     pub force: bool,
-    /// Worker threads (1 to [`MAX_PARALLEL`]; outside it, the nearest).
+    /// Worker threads (1 to [`MAX_PARALLEL`]).
     pub parallel: usize,
-    /// Attempts per item within this run.
+    /// Attempts per item within this run (1 to [`MAX_RETRIES`]).
     pub max_retries: u32,
     /// At most this many attempt starts per second (`None`, or 0 or less:
     /// no limit).
     pub rate: Option<f64>,
     /// Backoff before attempt k+1 of an item: base * 2^(k-1), capped.
     pub backoff_base: Duration,
-    /// How long a claim lasts without renewal.
+    /// How long a claim lasts without renewal ([`MIN_LEASE`] to
+    /// [`MAX_LEASE`]).
     pub lease: Duration,
     /// Identifies the run in leases, events and `retry_runs`.
     pub run_id: String,
@@ -98,15 +99,16 @@ impl RetryOptions {
         self
     }
 
-    /// Worker threads (1 to [`MAX_PARALLEL`]).
+    /// Worker threads (1 to [`MAX_PARALLEL`]; [`RetryOptions::validate`]
+    /// refuses others).
     pub fn parallel(mut self, workers: usize) -> Self {
-        self.parallel = workers.clamp(1, MAX_PARALLEL);
+        self.parallel = workers;
         self
     }
 
-    /// Attempts per item within this run (at least 1).
+    /// Attempts per item within this run (1 to [`MAX_RETRIES`]).
     pub fn max_retries(mut self, attempts: u32) -> Self {
-        self.max_retries = attempts.max(1);
+        self.max_retries = attempts;
         self
     }
 
@@ -136,11 +138,58 @@ impl RetryOptions {
         self.parameters = parameters;
         self
     }
+
+    /// Checks every option against its range; [`retry`] runs nothing
+    /// before this passes, and `dlq retry` parses its flags with the same
+    /// bounds. An [`crate::ErrorKind::InvalidInput`] error names the
+    /// option.
+    pub fn validate(&self) -> Result<()> {
+        let invalid = |what: &str, why: String| Err(Error::invalid_argument(what, why));
+        crate::model::check_id(&self.job_id)
+            .map_err(|reason| Error::invalid_argument("job id", reason))?;
+        if self.run_id.trim().is_empty() {
+            return invalid("run id", "is empty".to_string());
+        }
+        if !(1..=MAX_PARALLEL).contains(&self.parallel) {
+            return invalid(
+                "parallel",
+                format!("{} is not 1 to {MAX_PARALLEL}", self.parallel),
+            );
+        }
+        if !(1..=MAX_RETRIES).contains(&self.max_retries) {
+            return invalid(
+                "max retries",
+                format!("{} is not 1 to {MAX_RETRIES}", self.max_retries),
+            );
+        }
+        if !(MIN_LEASE..=MAX_LEASE).contains(&self.lease) {
+            return invalid(
+                "lease",
+                format!(
+                    "{:?} is not {} s to {} s",
+                    self.lease,
+                    MIN_LEASE.as_secs(),
+                    MAX_LEASE.as_secs()
+                ),
+            );
+        }
+        if self.rate.is_some_and(|rate| !rate.is_finite()) {
+            return invalid("rate", "is not a finite number".to_string());
+        }
+        Ok(())
+    }
 }
 
 /// The most workers a run starts (`dlq retry --parallel` takes the same
 /// range): a larger number would only be threads waiting for the lock.
 pub const MAX_PARALLEL: usize = 1024;
+/// The most attempts per item one run makes.
+pub const MAX_RETRIES: u32 = 1000;
+/// The shortest lease: renewed every third of it, shorter would be all
+/// renewals.
+pub const MIN_LEASE: Duration = Duration::from_secs(1);
+/// The longest lease (30 days): a crashed run's items come back within it.
+pub const MAX_LEASE: Duration = Duration::from_secs(30 * 86_400);
 
 /// The longest backoff between two attempts of one item.
 pub const MAX_BACKOFF: Duration = Duration::from_secs(30);
@@ -349,6 +398,7 @@ pub fn retry(
     mut progress: impl FnMut(&Progress),
 ) -> Result<RetrySummary> {
     let started = Instant::now();
+    options.validate()?;
     dlq.require_job(&options.job_id)?;
     let host = hostname();
     dlq.register_run(
@@ -375,8 +425,7 @@ pub fn retry(
             .map(|interval| interval.min(MAX_INTERVAL)),
         next: Mutex::new(Instant::now()),
     };
-    let parallel = options.parallel.clamp(1, MAX_PARALLEL);
-    let lease = options.lease.max(Duration::from_secs(1));
+    let (parallel, lease) = (options.parallel, options.lease);
     let lease_until = |dlq: &Dlq| {
         dlq.now()
             .plus_millis(i64::try_from(lease.as_millis()).unwrap_or(i64::MAX))

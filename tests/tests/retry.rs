@@ -536,6 +536,38 @@ fn requeue_writes_the_map_input_and_takes_only_after() {
     );
 }
 
+/// Options out of range are refused before anything runs or is recorded,
+/// by the library as by `dlq retry` (which parses with the same bounds).
+#[test]
+fn out_of_range_options_are_refused_not_clamped() {
+    use dlqlite::retry::{retry, Outcome, RetryOptions, RunControl, MAX_PARALLEL};
+    let dlq = dlqlite::Dlq::open_in_memory().unwrap();
+    let text = item("i0", 1, "2025-01-01T00:00:00Z", "boom").to_string();
+    dlq.add(
+        "j",
+        &dlqlite::DeadLetteredItem::from_json_str(&text).unwrap(),
+    )
+    .unwrap();
+    let handler = |_: &dlqlite::retry::Attempt<'_>| Outcome::Success;
+    for (options, what) in [
+        (RetryOptions::new("j").parallel(0), "parallel"),
+        (RetryOptions::new("j").parallel(MAX_PARALLEL + 1), "parallel"),
+        (RetryOptions::new("j").max_retries(0), "max retries"),
+        (RetryOptions::new("j").lease(Duration::ZERO), "lease"),
+        (RetryOptions::new("j").rate(f64::NAN), "rate"),
+        (RetryOptions::new(""), "job id"),
+    ] {
+        let err = options.validate().unwrap_err();
+        assert_eq!(err.kind(), dlqlite::ErrorKind::InvalidInput, "{what}");
+        assert!(err.to_string().contains(what), "{what}: {err}");
+        let err = retry(&dlq, &options, &handler, &RunControl::default(), |_| {}).unwrap_err();
+        assert_eq!(err.kind(), dlqlite::ErrorKind::InvalidInput, "{what}");
+    }
+    assert!(dlq.runs(None, 10, "h", 60).unwrap().is_empty(), "no run recorded");
+    assert_eq!(dlq.job_stats("j").unwrap().total_items, 1, "nothing retried");
+    assert!(RetryOptions::new("j").validate().is_ok(), "the defaults pass");
+}
+
 #[test]
 fn the_library_replays_through_a_closure() {
     use dlqlite::retry::{retry, AttemptFailure, Outcome, RetryOptions, RunControl};
