@@ -605,10 +605,18 @@ impl<L: DLQEventLogger> DeadLetterQueue<L> {
             // exit code and the signature's substring match are checked here.
             let mut selection = job_filter(&job_id);
             selection.eligible = filter.reprocess_eligible;
-            selection.error_type = filter
-                .error_type
-                .as_ref()
-                .map(|error_type| variant_name(error_type).to_string());
+            selection.expression =
+                filter
+                    .error_type
+                    .as_ref()
+                    .map(|error_type| crate::filter::Expr::Compare {
+                        field: crate::filter::Field::Attempt {
+                            column: crate::filter::AttemptColumn::ErrorType,
+                            last: false,
+                        },
+                        op: crate::filter::Op::Eq,
+                        value: crate::filter::Literal::Text(variant_name(error_type).to_string()),
+                    });
             selection.since = filter.after.map(Timestamp::from_datetime);
             selection.until = filter
                 .before

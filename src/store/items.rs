@@ -24,14 +24,12 @@ pub struct ListFilter {
     pub eligible: Option<bool>,
     /// Only items whose manual_review_required is this.
     pub manual_review: Option<bool>,
-    /// Only items with an attempt of this error type.
-    pub error_type: Option<String>,
-    pub error_signature: Option<String>,
     /// Only items whose last_attempt is at or after this.
     pub since: Option<Timestamp>,
     /// Only items whose last_attempt is before this.
     pub until: Option<Timestamp>,
-    /// A filter-language expression (see [`crate::filter`]).
+    /// A filter-language expression (see [`crate::filter`]): error types,
+    /// signatures, messages, item_data fields and anything else.
     pub expression: Option<crate::filter::Expr>,
 }
 
@@ -91,14 +89,6 @@ impl ListFilter {
         if let Some(manual) = self.manual_review {
             sql.push_str(" AND i.manual_review_required = ?");
             values.push(Value::Integer(i64::from(manual)));
-        }
-        if let Some(error_type) = &self.error_type {
-            sql.push_str(" AND EXISTS (SELECT 1 FROM failure_history f WHERE f.item_key = i.id AND f.error_type = ?)");
-            values.push(Value::Text(error_type.clone()));
-        }
-        if let Some(signature) = &self.error_signature {
-            sql.push_str(" AND i.error_signature = ?");
-            values.push(Value::Text(signature.clone()));
         }
         if let Some(since) = self.since {
             sql.push_str(" AND i.last_attempt >= ?");

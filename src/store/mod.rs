@@ -13,6 +13,7 @@ mod analysis;
 mod bulk;
 mod counters;
 mod events;
+mod filter_sql;
 mod group;
 mod items;
 mod jobs;
@@ -29,8 +30,9 @@ pub use analysis::{
     PatternGroup,
 };
 pub use bulk::PurgeReport;
-pub(crate) use counters::last_attempt_select;
+use counters::last_attempt_select;
 pub use events::{Event, EventKind};
+pub use filter_sql::Condition;
 pub use items::MarkRequest;
 pub use items::{ItemIter, ItemSummary, JobItem, ListFilter, Page, PageCursor, SummaryIter};
 pub use jobs::{CapacityInfo, JobInfo, JobOptions};

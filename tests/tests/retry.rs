@@ -551,7 +551,10 @@ fn out_of_range_options_are_refused_not_clamped() {
     let handler = |_: &dlqlite::retry::Attempt<'_>| Outcome::Success;
     for (options, what) in [
         (RetryOptions::new("j").parallel(0), "parallel"),
-        (RetryOptions::new("j").parallel(MAX_PARALLEL + 1), "parallel"),
+        (
+            RetryOptions::new("j").parallel(MAX_PARALLEL + 1),
+            "parallel",
+        ),
         (RetryOptions::new("j").max_retries(0), "max retries"),
         (RetryOptions::new("j").lease(Duration::ZERO), "lease"),
         (RetryOptions::new("j").rate(f64::NAN), "rate"),
@@ -563,9 +566,19 @@ fn out_of_range_options_are_refused_not_clamped() {
         let err = retry(&dlq, &options, &handler, &RunControl::default(), |_| {}).unwrap_err();
         assert_eq!(err.kind(), dlqlite::ErrorKind::InvalidInput, "{what}");
     }
-    assert!(dlq.runs(None, 10, "h", 60).unwrap().is_empty(), "no run recorded");
-    assert_eq!(dlq.job_stats("j").unwrap().total_items, 1, "nothing retried");
-    assert!(RetryOptions::new("j").validate().is_ok(), "the defaults pass");
+    assert!(
+        dlq.runs(None, 10, "h", 60).unwrap().is_empty(),
+        "no run recorded"
+    );
+    assert_eq!(
+        dlq.job_stats("j").unwrap().total_items,
+        1,
+        "nothing retried"
+    );
+    assert!(
+        RetryOptions::new("j").validate().is_ok(),
+        "the defaults pass"
+    );
 }
 
 #[test]

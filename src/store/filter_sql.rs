@@ -1,0 +1,381 @@
+//! The filter language's SQL: a parsed [`Expr`] (crate::filter owns the
+//! language and its parser) compiled to a parameterised condition on
+//! `items AS i`, the alias every item query in this module's siblings uses.
+//! No text from the expression ever becomes SQL: fields map to the fixed
+//! column expressions below, and every literal (and every path into
+//! item_data) is a bound parameter.
+
+use crate::filter::{AttemptColumn, Column, Expr, Field, Literal, Op};
+use crate::time::Timestamp;
+use rusqlite::types::Value;
+
+impl Column {
+    /// The column's expression in an item query.
+    fn sql(self) -> &'static str {
+        match self {
+            Column::JobId => "i.job_id",
+            Column::ItemId => "i.item_id",
+            Column::FailureCount => "i.failure_count",
+            Column::ErrorSignature => "i.error_signature",
+            Column::ReprocessEligible => "i.reprocess_eligible",
+            Column::ManualReviewRequired => "i.manual_review_required",
+            Column::FirstAttempt => "i.first_attempt",
+            Column::LastAttempt => "i.last_attempt",
+        }
+    }
+}
+
+impl AttemptColumn {
+    /// The column's expression in a query on `failure_history AS f`.
+    fn sql(self) -> &'static str {
+        match self {
+            AttemptColumn::ErrorType => "f.error_type",
+            AttemptColumn::ExitCode => "f.exit_code",
+            AttemptColumn::ErrorMessage => "f.error_message",
+            AttemptColumn::AgentId => "f.agent_id",
+            AttemptColumn::StepFailed => "f.step_failed",
+        }
+    }
+}
+
+/// A compiled condition: fixed SQL text with `?` placeholders, and values.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Condition {
+    pub sql: String,
+    pub values: Vec<Value>,
+}
+
+impl Expr {
+    /// Compiles to a SQL condition on `items AS i`; `now` is the time that
+    /// `now` in the expression means.
+    pub fn to_sql(&self, now: Timestamp) -> Condition {
+        let mut condition = Condition {
+            sql: String::new(),
+            values: Vec::new(),
+        };
+        self.write_sql(now, &mut condition);
+        condition
+    }
+
+    fn write_sql(&self, now: Timestamp, out: &mut Condition) {
+        match self {
+            Expr::Or(a, b) | Expr::And(a, b) => {
+                out.sql.push('(');
+                a.write_sql(now, out);
+                out.sql.push_str(if matches!(self, Expr::Or(..)) {
+                    " OR "
+                } else {
+                    " AND "
+                });
+                b.write_sql(now, out);
+                out.sql.push(')');
+            }
+            Expr::Not(inner) => {
+                // NOT of an unknown (NULL) comparison is still not a match.
+                out.sql.push_str("(NOT COALESCE(");
+                inner.write_sql(now, out);
+                out.sql.push_str(", 0))");
+            }
+            Expr::IsTrue(field) => {
+                write_field_test(field, now, out, |lhs, out| {
+                    out.sql
+                        .push_str(&format!("COALESCE({lhs}, 0) NOT IN (0, '')"));
+                });
+            }
+            Expr::Compare { field, op, value } => {
+                let value = bind_value(field, value, now);
+                write_field_test(field, now, out, |lhs, out| {
+                    write_comparison(lhs, *op, &value, out)
+                });
+            }
+        }
+    }
+}
+
+/// The value to bind, in the form stored in the column (timestamps in the
+/// storage form, booleans as 0/1).
+fn bind_value(field: &Field, literal: &Literal, now: Timestamp) -> Value {
+    let is_time = matches!(field, Field::Column(c) if c.is_time());
+    match literal {
+        Literal::Text(text) if is_time => match Timestamp::parse(text) {
+            Ok(ts) => Value::Text(ts.to_storage()),
+            Err(_) => Value::Text(text.clone()),
+        },
+        Literal::Text(text) => Value::Text(text.clone()),
+        Literal::Integer(n) => Value::Integer(*n),
+        Literal::Real(f) => Value::Real(*f),
+        Literal::Bool(b) => Value::Integer(i64::from(*b)),
+        Literal::Null => Value::Null,
+        Literal::Now(offset) => {
+            let time = if *offset < 0 {
+                now.minus_seconds(-offset)
+            } else {
+                now.plus_millis(offset.saturating_mul(1000))
+            };
+            Value::Text(time.clamped_to_storage_range().to_storage())
+        }
+    }
+}
+
+fn write_comparison(lhs: &str, op: Op, value: &Value, out: &mut Condition) {
+    if matches!(value, Value::Null) {
+        let sql = match op {
+            Op::Eq => format!("{lhs} IS NULL"),
+            Op::Ne => format!("{lhs} IS NOT NULL"),
+            // Ordering against null matches nothing, as in SQL: written out
+            // (not as a constant) because `lhs` may hold a bound parameter.
+            Op::Gt => format!("{lhs} > NULL"),
+            Op::Ge => format!("{lhs} >= NULL"),
+            Op::Lt => format!("{lhs} < NULL"),
+            Op::Le => format!("{lhs} <= NULL"),
+            Op::Contains => format!("instr({lhs}, NULL) > 0"),
+        };
+        out.sql.push_str(&sql);
+        return;
+    }
+    let sql = match op {
+        Op::Eq => format!("{lhs} = ?"),
+        Op::Ne => format!("{lhs} != ?"),
+        Op::Gt => format!("{lhs} > ?"),
+        Op::Ge => format!("{lhs} >= ?"),
+        Op::Lt => format!("{lhs} < ?"),
+        Op::Le => format!("{lhs} <= ?"),
+        Op::Contains => format!("instr({lhs}, ?) > 0"),
+    };
+    out.sql.push_str(&sql);
+    out.values.push(value.clone());
+}
+
+/// Writes the test for one field: `lhs` is the field's SQL expression.
+fn write_field_test(
+    field: &Field,
+    _now: Timestamp,
+    out: &mut Condition,
+    test: impl FnOnce(&str, &mut Condition),
+) {
+    match field {
+        Field::Column(column) => test(column.sql(), out),
+        Field::Data(path) => {
+            // The path is a bound parameter too; it only ever names keys.
+            let mut json_path = String::from("$");
+            for part in path {
+                json_path.push_str(".\"");
+                json_path.push_str(part);
+                json_path.push('"');
+            }
+            out.values.push(Value::Text(json_path));
+            test("json_extract(i.item_data, ?)", out);
+        }
+        Field::Attempt {
+            column,
+            last: false,
+        } => {
+            out.sql
+                .push_str("EXISTS (SELECT 1 FROM failure_history f WHERE f.item_key = i.id AND ");
+            test(column.sql(), out);
+            out.sql.push(')');
+        }
+        Field::Attempt { column, last: true } => {
+            let name = column.sql().trim_start_matches("f.");
+            test(&super::last_attempt_select(name, "i.id"), out);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::filter::parse;
+
+    fn now() -> Timestamp {
+        Timestamp::parse("2025-06-01T00:00:00Z").unwrap()
+    }
+
+    fn sql(input: &str) -> Condition {
+        parse(input)
+            .unwrap_or_else(|e| panic!("{input}: {e}"))
+            .to_sql(now())
+    }
+
+    #[test]
+    fn ordering_against_null_matches_nothing_and_keeps_its_parameters() {
+        // A path into item_data is a bound parameter of its own: the SQL
+        // must still hold its placeholder (this once compiled to "0" and
+        // failed with "wrong number of parameters").
+        let c = sql("item.priority >= null");
+        assert_eq!(c.sql, "json_extract(i.item_data, ?) >= NULL");
+        assert_eq!(c.values, [Value::Text("$.\"priority\"".into())]);
+        assert_eq!(sql("failure_count < null").sql, "i.failure_count < NULL");
+    }
+
+    #[test]
+    fn only_time_fields_read_text_as_a_time() {
+        let text = "2025-01-01T01:00:00+01:00";
+        let c = sql(&format!("item_id == \"{text}\""));
+        assert_eq!(
+            c.values,
+            [Value::Text(text.into())],
+            "an id is compared as written"
+        );
+        let c = sql(&format!("last_attempt == \"{text}\""));
+        assert_eq!(
+            c.values,
+            [Value::Text("2025-01-01T00:00:00.000000000Z".into())],
+            "a time in the stored form"
+        );
+    }
+
+    #[test]
+    fn now_offsets_move_the_right_way_even_at_the_ends_of_time() {
+        let bound = |text: &str| match sql(text).values.as_slice() {
+            [Value::Text(t)] => t.clone(),
+            other => panic!("{text}: {other:?}"),
+        };
+        assert_eq!(
+            bound("last_attempt > now"),
+            "2025-06-01T00:00:00.000000000Z"
+        );
+        assert_eq!(
+            bound("last_attempt > now - 1d"),
+            "2025-05-31T00:00:00.000000000Z"
+        );
+        assert_eq!(
+            bound("last_attempt > now + 1h"),
+            "2025-06-01T01:00:00.000000000Z"
+        );
+        // Past the years 0000-9999: clamped, on the side the sign says.
+        for far in ["100000000000d", "9223372036854775807s"] {
+            assert_eq!(
+                bound(&format!("last_attempt > now - {far}")),
+                "0000-01-01T00:00:00.000000000Z"
+            );
+            assert_eq!(
+                bound(&format!("last_attempt > now + {far}")),
+                "9999-12-31T23:59:59.999999999Z"
+            );
+        }
+    }
+
+    #[test]
+    fn every_operator() {
+        for (op, sql_op) in [
+            ("==", "="),
+            ("!=", "!="),
+            (">", ">"),
+            (">=", ">="),
+            ("<", "<"),
+            ("<=", "<="),
+        ] {
+            let c = sql(&format!("failure_count {op} 2"));
+            assert_eq!(c.sql, format!("i.failure_count {sql_op} ?"));
+            assert_eq!(c.values, [Value::Integer(2)]);
+        }
+        let c = sql("error_signature contains \"abc\"");
+        assert_eq!(c.sql, "instr(i.error_signature, ?) > 0");
+        assert_eq!(sql("item_id = 'x'").values, [Value::Text("x".into())]);
+    }
+
+    #[test]
+    fn legacy_expressions_keep_their_meaning() {
+        let c = sql("item.priority >= 5");
+        assert_eq!(c.sql, "json_extract(i.item_data, ?) >= ?");
+        assert_eq!(
+            c.values,
+            [Value::Text("$.\"priority\"".into()), Value::Integer(5)]
+        );
+        assert_eq!(sql("item.failure_count > 2").sql, "i.failure_count > ?");
+        let c = sql("item.reprocess_eligible == true");
+        assert_eq!(c.sql, "i.reprocess_eligible = ?");
+        assert_eq!(c.values, [Value::Integer(1)]);
+        assert_eq!(
+            sql("item.error_signature contains \"abc\"").sql,
+            "instr(i.error_signature, ?) > 0"
+        );
+        let c =
+            sql("item.priority >= 5 && item.failure_count > 2 || item.reprocess_eligible == true");
+        assert_eq!(
+            c.sql,
+            "((json_extract(i.item_data, ?) >= ? AND i.failure_count > ?) OR i.reprocess_eligible = ?)"
+        );
+        assert_eq!(
+            sql("item.a.b == 'x'").values[0],
+            Value::Text("$.\"a\".\"b\"".into())
+        );
+    }
+
+    #[test]
+    fn precedence_and_grouping() {
+        assert_eq!(
+            sql("failure_count > 1 or failure_count < 0 and reprocess_eligible").sql,
+            "(i.failure_count > ? OR (i.failure_count < ? AND COALESCE(i.reprocess_eligible, 0) NOT IN (0, '')))"
+        );
+        assert_eq!(
+            sql("(failure_count > 1 or failure_count < 0) and not manual_review_required").sql,
+            "((i.failure_count > ? OR i.failure_count < ?) AND (NOT COALESCE(COALESCE(i.manual_review_required, 0) NOT IN (0, ''), 0)))"
+        );
+        assert_eq!(
+            sql("!(item_id == 'a')").sql,
+            "(NOT COALESCE(i.item_id = ?, 0))"
+        );
+    }
+
+    #[test]
+    fn attempts_nulls_and_time() {
+        assert_eq!(
+            sql("error_type == \"Timeout\"").sql,
+            "EXISTS (SELECT 1 FROM failure_history f WHERE f.item_key = i.id AND f.error_type = ?)"
+        );
+        assert!(sql("last.exit_code == 101")
+            .sql
+            .starts_with("(SELECT last_f.exit_code FROM failure_history AS last_f"));
+        assert_eq!(sql("exit_code == null").sql, "EXISTS (SELECT 1 FROM failure_history f WHERE f.item_key = i.id AND f.exit_code IS NULL)");
+        assert_eq!(
+            sql("item.x != null").sql,
+            "json_extract(i.item_data, ?) IS NOT NULL"
+        );
+        let c = sql("last_attempt < now - 7d");
+        assert_eq!(
+            c.values,
+            [Value::Text("2025-05-25T00:00:00.000000000Z".into())]
+        );
+        let c = sql("first_attempt >= \"2025-01-01T00:00:00-01:00\"");
+        assert_eq!(
+            c.values,
+            [Value::Text("2025-01-01T01:00:00.000000000Z".into())]
+        );
+        assert_eq!(
+            sql("last_attempt > now").values,
+            [Value::Text(now().to_storage())]
+        );
+    }
+
+    #[test]
+    fn injection_is_matched_literally_or_refused() {
+        for hostile in [
+            "x'; DROP TABLE items; --",
+            "\" OR 1=1 --",
+            "a\") OR (\"1\"=\"1",
+            "/* comment */",
+            "'; DELETE FROM items WHERE '1'='1",
+        ] {
+            // Inside a string it is just a value.
+            let quoted = format!("item_id == \"{}\"", hostile.replace('"', "\\\""));
+            let c = sql(&quoted);
+            assert_eq!(c.sql, "i.item_id = ?");
+            assert_eq!(c.values, [Value::Text(hostile.to_string())]);
+        }
+        // Outside a string it does not parse.
+        for hostile in [
+            "item_id == 'a'; DROP TABLE items",
+            "item_id == 'a' -- comment",
+            "item_id == 'a' /* x */",
+            "1=1",
+            "item.priority) OR 1=1 OR (item.priority == 1",
+        ] {
+            assert!(parse(hostile).is_err(), "{hostile}");
+        }
+        // A path segment is bound, never written into the SQL.
+        let c = sql("item.a-b_c == 1");
+        assert_eq!(c.sql, "json_extract(i.item_data, ?) = ?");
+    }
+}
