@@ -337,6 +337,18 @@ struct RateLimit {
 }
 
 impl RateLimit {
+    /// `rate` starts per second; none (or 0 or less) is no limit.
+    fn new(rate: Option<f64>) -> Self {
+        RateLimit {
+            interval: rate
+                .filter(|r| *r > 0.0)
+                // At most a day apart: a tiny rate must not overflow an Instant.
+                .map(|r| Duration::try_from_secs_f64(1.0 / r).unwrap_or(MAX_INTERVAL))
+                .map(|interval| interval.min(MAX_INTERVAL)),
+            next: Mutex::new(Instant::now()),
+        }
+    }
+
     fn wait(&self, control: &RunControl) {
         let Some(interval) = self.interval else {
             return;
@@ -389,7 +401,10 @@ pub fn preview(
     Ok((items, total, skipped))
 }
 
-/// Replays the job's items through `handler`.
+/// Replays the job's items through `handler`: records the run, starts
+/// [`RetryOptions::parallel`] workers and a lease renewer, feeds the
+/// workers claimed items until none are left (or the run is stopped), then
+/// gives back what the run still holds and records how it ended.
 pub fn retry(
     dlq: &Dlq,
     options: &RetryOptions,
@@ -398,13 +413,63 @@ pub fn retry(
     mut progress: impl FnMut(&Progress),
 ) -> Result<RetrySummary> {
     let started = Instant::now();
+    let (take, skipped) = start_run(dlq, options)?;
+    let shared = Shared::default();
+    let rate = RateLimit::new(options.rate);
+    let renewer = Renewer::default();
+    let (work_tx, work_rx) = mpsc::sync_channel::<i64>(options.parallel);
+    let work_rx = Mutex::new(work_rx);
+    let (done_tx, done_rx) = mpsc::channel::<Result<()>>();
+    let mut results = Results {
+        done: done_rx,
+        in_flight: 0,
+        failure: None,
+        control,
+        shared: &shared,
+        started,
+        last_progress: Instant::now(),
+        progress: &mut progress,
+    };
+    let outcome: Result<()> = std::thread::scope(|scope| {
+        let renewing = scope.spawn(|| renewer.run(dlq, options));
+        let workers: Vec<_> = (0..options.parallel)
+            .map(|_| {
+                let done = done_tx.clone();
+                let (work_rx, shared, rate) = (&work_rx, &shared, &rate);
+                scope.spawn(move || {
+                    work(dlq, options, handler, control, shared, rate, work_rx, done)
+                })
+            })
+            .collect();
+        drop(done_tx);
+        claim_and_feed(dlq, options, &take, work_tx, &mut results);
+        results.drain();
+        for worker in workers {
+            let _ = worker.join();
+        }
+        renewer.stop();
+        let renewed = renewing.join().unwrap_or(Ok(()));
+        match results.failure.take() {
+            Some(e) => Err(e),
+            None => renewed,
+        }
+    });
+    let summary = end_run(
+        dlq, options, &shared, &take, skipped, outcome, control, started,
+    )?;
+    progress(&snapshot(&shared, started));
+    Ok(summary)
+}
+
+/// Checks the options and the job, records the run, and says what it takes
+/// and how many ineligible items it leaves (with `force`, none).
+fn start_run(dlq: &Dlq, options: &RetryOptions) -> Result<(ListFilter, u64)> {
     options.validate()?;
     dlq.require_job(&options.job_id)?;
-    let host = hostname();
     dlq.register_run(
         &options.run_id,
         &options.job_id,
-        &host,
+        &hostname(),
         std::process::id(),
         &options.parameters,
     )?;
@@ -414,146 +479,182 @@ pub fn retry(
     } else {
         dlq.count_matching(&selection(options, Some(false)))?
     };
+    Ok((take, skipped))
+}
 
-    let shared = Shared::default();
-    let rate = RateLimit {
-        interval: options
-            .rate
-            .filter(|r| *r > 0.0)
-            // At most a day apart: a tiny rate must not overflow an Instant.
-            .map(|r| Duration::try_from_secs_f64(1.0 / r).unwrap_or(MAX_INTERVAL))
-            .map(|interval| interval.min(MAX_INTERVAL)),
-        next: Mutex::new(Instant::now()),
-    };
-    let (parallel, lease) = (options.parallel, options.lease);
-    let lease_until = |dlq: &Dlq| {
-        dlq.now()
-            .plus_millis(i64::try_from(lease.as_millis()).unwrap_or(i64::MAX))
-    };
-    let renewer_done = AtomicBool::new(false);
-    let renewer_wake = (Mutex::new(()), Condvar::new());
+/// When a lease taken now ends.
+fn lease_until(dlq: &Dlq, lease: Duration) -> crate::time::Timestamp {
+    dlq.now()
+        .plus_millis(i64::try_from(lease.as_millis()).unwrap_or(i64::MAX))
+}
 
-    let (work_tx, work_rx) = mpsc::sync_channel::<i64>(parallel);
-    let work_rx = Mutex::new(work_rx);
-    let (done_tx, done_rx) = mpsc::channel::<Result<()>>();
-    let outcome: Result<()> = std::thread::scope(|scope| {
-        let work_tx = work_tx;
-        let done_tx = done_tx;
-        // Keeps the leases (and the run's heartbeat) alive every third of a lease.
-        let renewer = scope.spawn(|| -> Result<()> {
-            let mut guard = match renewer_wake.0.lock() {
-                Ok(guard) => guard,
-                Err(poisoned) => poisoned.into_inner(),
+/// Keeps the run's leases (and its heartbeat) alive, every third of a
+/// lease, until stopped.
+#[derive(Default)]
+struct Renewer {
+    done: AtomicBool,
+    wake: (Mutex<()>, Condvar),
+}
+
+impl Renewer {
+    fn run(&self, dlq: &Dlq, options: &RetryOptions) -> Result<()> {
+        let mut guard = crate::db::lock_ignoring_poison(&self.wake.0);
+        while !self.done.load(Ordering::SeqCst) {
+            guard = match self.wake.1.wait_timeout(guard, options.lease / 3) {
+                Ok((guard, _)) => guard,
+                Err(poisoned) => poisoned.into_inner().0,
             };
-            while !renewer_done.load(Ordering::SeqCst) {
-                guard = match renewer_wake.1.wait_timeout(guard, lease / 3) {
-                    Ok((guard, _)) => guard,
-                    Err(poisoned) => poisoned.into_inner().0,
-                };
-                if !renewer_done.load(Ordering::SeqCst) {
-                    dlq.renew_leases(&options.run_id, lease_until(dlq))?;
-                }
+            if !self.done.load(Ordering::SeqCst) {
+                dlq.renew_leases(&options.run_id, lease_until(dlq, options.lease))?;
             }
-            Ok(())
-        });
+        }
+        Ok(())
+    }
 
-        let mut workers = Vec::new();
-        for _ in 0..parallel {
-            let done_tx = done_tx.clone();
-            let work_rx = &work_rx;
-            let shared = &shared;
-            let rate = &rate;
-            workers.push(scope.spawn(move || loop {
-                let key = match work_rx.lock() {
-                    Ok(rx) => rx.recv(),
-                    Err(poisoned) => poisoned.into_inner().recv(),
-                };
-                let Ok(key) = key else {
-                    return;
-                };
-                shared.running.fetch_add(1, Ordering::SeqCst);
-                let result = work_item(dlq, options, handler, control, shared, rate, key);
-                shared.running.fetch_sub(1, Ordering::SeqCst);
-                if done_tx.send(result).is_err() {
-                    return;
-                }
-            }));
-        }
-        drop(done_tx);
+    fn stop(&self) {
+        self.done.store(true, Ordering::SeqCst);
+        self.wake.1.notify_all();
+    }
+}
 
-        // Claim a worker's worth at a time, in row order, and feed them.
-        let mut after = 0;
-        let mut in_flight = 0usize;
-        let mut failure: Option<crate::error::Error> = None;
-        let mut last_progress = Instant::now();
-        'claiming: while !control.stopping() && failure.is_none() {
-            let room = (2 * parallel).saturating_sub(in_flight).max(1);
-            let keys = match dlq.claim(&options.run_id, &take, after, room, lease_until(dlq)) {
-                Ok(keys) => keys,
-                Err(e) => {
-                    failure = Some(e);
-                    break;
-                }
-            };
-            let Some(last) = keys.last() else {
-                break;
-            };
-            after = *last;
-            for key in keys {
-                if control.stopping() {
-                    // Claimed but not started: give it back now.
-                    if let Err(e) = dlq.release_lease(&options.run_id, key) {
-                        failure = Some(e);
-                    }
-                    continue;
-                }
-                if work_tx.send(key).is_err() {
-                    break 'claiming;
-                }
-                in_flight += 1;
-                // Keep the claim ahead of the workers by at most one round.
-                while in_flight >= 2 * parallel {
-                    match done_rx.recv() {
-                        Ok(result) => {
-                            in_flight -= 1;
-                            if let Err(e) = result {
-                                failure.get_or_insert(e);
-                                control.stop();
-                            }
-                        }
-                        Err(_) => break 'claiming,
-                    }
-                }
-                if last_progress.elapsed() >= Duration::from_millis(200) {
-                    last_progress = Instant::now();
-                    progress(&snapshot(&shared, started));
-                }
-            }
+/// One worker: tries the items whose keys it receives until the channel
+/// closes, and reports each outcome.
+#[allow(clippy::too_many_arguments)] // The run's parts, borrowed from retry().
+fn work(
+    dlq: &Dlq,
+    options: &RetryOptions,
+    handler: &dyn Handler,
+    control: &RunControl,
+    shared: &Shared,
+    rate: &RateLimit,
+    keys: &Mutex<mpsc::Receiver<i64>>,
+    done: mpsc::Sender<Result<()>>,
+) {
+    loop {
+        let Ok(key) = crate::db::lock_ignoring_poison(keys).recv() else {
+            return;
+        };
+        shared.running.fetch_add(1, Ordering::SeqCst);
+        let result = work_item(dlq, options, handler, control, shared, rate, key);
+        shared.running.fetch_sub(1, Ordering::SeqCst);
+        if done.send(result).is_err() {
+            return;
         }
-        drop(work_tx);
-        for result in done_rx.iter() {
-            if let Err(e) = result {
-                failure.get_or_insert(e);
-                control.stop();
-            }
-            if last_progress.elapsed() >= Duration::from_millis(200) {
-                last_progress = Instant::now();
-                progress(&snapshot(&shared, started));
-            }
-        }
-        for worker in workers {
-            let _ = worker.join();
-        }
-        renewer_done.store(true, Ordering::SeqCst);
-        renewer_wake.1.notify_all();
-        let renewed = renewer.join().unwrap_or(Ok(()));
-        match failure {
-            Some(e) => Err(e),
-            None => renewed,
-        }
-    });
+    }
+}
 
-    // Whatever happened, give back what this run still holds.
+/// The workers' outcomes as they come: how many items are out, the first
+/// failure (which stops the run), and progress reports at most every
+/// 200 ms.
+struct Results<'a> {
+    done: mpsc::Receiver<Result<()>>,
+    in_flight: usize,
+    failure: Option<crate::error::Error>,
+    control: &'a RunControl,
+    shared: &'a Shared,
+    started: Instant,
+    last_progress: Instant,
+    progress: &'a mut dyn FnMut(&Progress),
+}
+
+impl Results<'_> {
+    fn record(&mut self, result: Result<()>) {
+        self.in_flight = self.in_flight.saturating_sub(1);
+        if let Err(e) = result {
+            self.failure.get_or_insert(e);
+            self.control.stop();
+        }
+        self.tick();
+    }
+
+    fn tick(&mut self) {
+        if self.last_progress.elapsed() >= Duration::from_millis(200) {
+            self.last_progress = Instant::now();
+            (self.progress)(&snapshot(self.shared, self.started));
+        }
+    }
+
+    /// Waits until fewer than `limit` items are out; false when the
+    /// workers are gone.
+    fn wait_below(&mut self, limit: usize) -> bool {
+        while self.in_flight >= limit {
+            match self.done.recv() {
+                Ok(result) => self.record(result),
+                Err(_) => return false,
+            }
+        }
+        true
+    }
+
+    /// Every outcome still to come (the workers stop when the work channel
+    /// is closed and empty).
+    fn drain(&mut self) {
+        while let Ok(result) = self.done.recv() {
+            self.record(result);
+        }
+    }
+}
+
+/// Claims a worker's worth of items at a time, in row order, and hands
+/// them to the workers, keeping the claims at most one round ahead of
+/// them. Stops when nothing is left, the run is stopped, or something
+/// failed; claimed items not started are given back. Dropping `work` at
+/// the end lets the workers finish.
+fn claim_and_feed(
+    dlq: &Dlq,
+    options: &RetryOptions,
+    take: &ListFilter,
+    work: mpsc::SyncSender<i64>,
+    results: &mut Results<'_>,
+) {
+    let ahead = 2 * options.parallel;
+    let mut after = 0;
+    while !results.control.stopping() && results.failure.is_none() {
+        let room = ahead.saturating_sub(results.in_flight).max(1);
+        let until = lease_until(dlq, options.lease);
+        let keys = match dlq.claim(&options.run_id, take, after, room, until) {
+            Ok(keys) => keys,
+            Err(e) => {
+                results.failure = Some(e);
+                return;
+            }
+        };
+        let Some(last) = keys.last() else {
+            return;
+        };
+        after = *last;
+        for key in keys {
+            if results.control.stopping() {
+                if let Err(e) = dlq.release_lease(&options.run_id, key) {
+                    results.failure = Some(e);
+                }
+                continue;
+            }
+            if work.send(key).is_err() {
+                return;
+            }
+            results.in_flight += 1;
+            if !results.wait_below(ahead) {
+                return;
+            }
+            results.tick();
+        }
+    }
+}
+
+/// Gives back what the run still holds (whatever happened), records how it
+/// ended, and sums it up.
+#[allow(clippy::too_many_arguments)] // The run's parts, borrowed from retry().
+fn end_run(
+    dlq: &Dlq,
+    options: &RetryOptions,
+    shared: &Shared,
+    take: &ListFilter,
+    skipped: u64,
+    outcome: Result<()>,
+    control: &RunControl,
+    started: Instant,
+) -> Result<RetrySummary> {
     let released = dlq.release_all_leases(&options.run_id);
     let counts = RunCounts {
         attempted: shared.attempted.load(Ordering::SeqCst),
@@ -571,13 +672,12 @@ pub fn retry(
     dlq.finish_run(&options.run_id, status, &counts)?;
     outcome?;
     released?;
-    progress(&snapshot(&shared, started));
     Ok(RetrySummary {
         run_id: options.run_id.clone(),
         job_id: options.job_id.clone(),
         counts,
         lost: shared.lost.load(Ordering::SeqCst),
-        remaining: dlq.count_matching(&take)?,
+        remaining: dlq.count_matching(take)?,
         interrupted,
         duration_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
     })
