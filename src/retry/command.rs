@@ -9,7 +9,7 @@ use super::{Attempt, AttemptFailure, Handler, Outcome, RunControl};
 use crate::model::{error_types, ErrorType};
 use std::io::{Read, Write};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::sync::{Condvar, Mutex};
 use std::time::Duration;
 
@@ -317,6 +317,9 @@ fn failure(error_type: ErrorType, message: String, stderr: &str, step: &str) -> 
 }
 
 impl CommandHandler {
+    /// One attempt: the item to a scratch file and the command's stdin, the
+    /// command run in a process group of its own, its outcome read from its
+    /// exit status (or the timeout).
     fn run(&self, attempt: &Attempt<'_>) -> std::io::Result<Outcome> {
         let step = format!("exec: {}", self.command);
         let item = &attempt.item.item;
@@ -327,7 +330,43 @@ impl CommandHandler {
                 .as_bytes(),
         )?;
         let _cleanup = RemoveOnDrop(&item_file);
+        let (child, group) = self.spawn(attempt, &item_file)?;
+        let ended = self.supervise(attempt, child, group, item.item_data.get().as_bytes());
+        if let Ok(mut running) = attempt.control.running.lock() {
+            running.retain(|g| *g != group);
+        }
+        let Ended {
+            status,
+            stderr,
+            timed_out,
+        } = ended;
+        let status = status?;
+        let stderr = String::from_utf8_lossy(&stderr).into_owned();
+        if timed_out {
+            let seconds = self.timeout.map(|t| t.as_secs_f64()).unwrap_or(0.0);
+            return Ok(failure(
+                ErrorType::named(error_types::TIMEOUT),
+                format!("command timed out after {seconds}s and was killed"),
+                &stderr,
+                &step,
+            ));
+        }
+        if status.success() {
+            return Ok(Outcome::Success);
+        }
+        let (error_type, message) = exit_failure(status, &stderr);
+        Ok(failure(error_type, message, &stderr, &step))
+    }
 
+    /// Starts the command for `attempt` in a process group of its own, which
+    /// the guard and the run know about (a run being killed kills it at
+    /// once). Returns the child and its group.
+    fn spawn(
+        &self,
+        attempt: &Attempt<'_>,
+        item_file: &std::path::Path,
+    ) -> std::io::Result<(Child, i32)> {
+        let item = &attempt.item.item;
         // /bin/sh, not whatever `sh` a PATH finds first.
         let mut command = Command::new("/bin/sh");
         command
@@ -336,7 +375,7 @@ impl CommandHandler {
             .env("DLQ_JOB_ID", &attempt.item.job_id)
             .env("DLQ_ITEM_ID", &item.item_id)
             .env("DLQ_ATTEMPT", attempt.number.to_string())
-            .env("DLQ_ITEM_FILE", &item_file)
+            .env("DLQ_ITEM_FILE", item_file)
             .stdin(Stdio::piped())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
@@ -351,7 +390,7 @@ impl CommandHandler {
                 Ok(())
             });
         }
-        let mut child = command.spawn()?;
+        let child = command.spawn()?;
         let group = i32::try_from(child.id()).unwrap_or(0);
         self.guard.tell(format!("+{group}\n"));
         if let Ok(mut running) = attempt.control.running.lock() {
@@ -360,8 +399,13 @@ impl CommandHandler {
         if attempt.control.killing() {
             kill_group(group);
         }
+        Ok((child, group))
+    }
 
-        let data = item.item_data.get().as_bytes();
+    /// Feeds `data` to the child's stdin, keeps the tail of its stderr,
+    /// waits for it (killing its group at the timeout, or when the run is
+    /// killed), and leaves nothing of its group running.
+    fn supervise(&self, attempt: &Attempt<'_>, mut child: Child, group: i32, data: &[u8]) -> Ended {
         let mut stdin = child.stdin.take();
         let stderr = child.stderr.take();
         let finished = (Mutex::new(false), Condvar::new());
@@ -373,7 +417,7 @@ impl CommandHandler {
                 let _ = pipe.write_all(data);
             }
         }
-        let (status, tail, timed_out) = std::thread::scope(|scope| {
+        std::thread::scope(|scope| {
             if let Some(mut pipe) = stdin.take() {
                 scope.spawn(move || {
                     let _ = pipe.write_all(data);
@@ -385,43 +429,22 @@ impl CommandHandler {
             });
             let started = std::time::Instant::now();
             let finished_ref = &finished;
-            let watchdog = self.timeout.map(|timeout| {
-                scope.spawn(move || {
-                    let guard = match finished_ref.0.lock() {
-                        Ok(guard) => guard,
-                        Err(poisoned) => poisoned.into_inner(),
-                    };
-                    let (guard, result) =
-                        match finished_ref
-                            .1
-                            .wait_timeout_while(guard, timeout, |done| !*done)
-                        {
-                            Ok(pair) => pair,
-                            Err(poisoned) => poisoned.into_inner(),
-                        };
-                    if result.timed_out() && !*guard {
-                        kill_group(group);
-                        return true;
-                    }
-                    false
-                })
-            });
+            let watchdog = self
+                .timeout
+                .map(|timeout| scope.spawn(move || kill_at_timeout(finished_ref, timeout, group)));
             let status = child.wait();
             {
-                let mut done = match finished.0.lock() {
-                    Ok(done) => done,
-                    Err(poisoned) => poisoned.into_inner(),
-                };
+                let mut done = crate::db::lock_ignoring_poison(&finished.0);
                 *done = true;
                 finished.1.notify_all();
             }
-            let mut timed_out = watchdog.map(|w| w.join().unwrap_or(false)).unwrap_or(false);
+            let mut timed_out = watchdog.is_some_and(|w| w.join().unwrap_or(false));
             if timed_out || attempt.control.killing() {
                 kill_group(group);
             }
             // The shell is gone, but what it started in the background may
             // still hold stderr open: the timeout covers that too.
-            let tail = match self.timeout {
+            let stderr = match self.timeout {
                 Some(timeout) if !timed_out => {
                     let left = timeout.saturating_sub(started.elapsed());
                     match tail_receiver.recv_timeout(left) {
@@ -440,46 +463,60 @@ impl CommandHandler {
             // without a lease.
             terminate_group(group);
             self.guard.tell(format!("-{group}\n"));
-            (status, tail, timed_out)
-        });
-        if let Ok(mut running) = attempt.control.running.lock() {
-            running.retain(|g| *g != group);
-        }
-        let status = status?;
-        let stderr = String::from_utf8_lossy(&tail).into_owned();
-        if timed_out {
-            let seconds = self.timeout.map(|t| t.as_secs_f64()).unwrap_or(0.0);
-            return Ok(failure(
-                ErrorType::named(error_types::TIMEOUT),
-                format!("command timed out after {seconds}s and was killed"),
-                &stderr,
-                &step,
-            ));
-        }
-        if status.success() {
-            return Ok(Outcome::Success);
-        }
-        let last_lines: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty()).collect();
-        let message_tail = last_lines[last_lines.len().saturating_sub(MESSAGE_LINES)..].join("\n");
-        let (error_type, message) = match (status.code(), status.signal()) {
-            (Some(code), _) => (
-                ErrorType::command_failed(i64::from(code)),
-                if message_tail.is_empty() {
-                    format!("command exited with status {code}")
-                } else {
-                    message_tail
-                },
-            ),
-            (None, Some(signal)) => (
-                ErrorType::named(error_types::COMMAND_FAILED),
-                format!("command killed by signal {signal}"),
-            ),
-            (None, None) => (
-                ErrorType::named(error_types::UNKNOWN),
-                "command ended oddly".to_string(),
-            ),
-        };
-        Ok(failure(error_type, message, &stderr, &step))
+            Ended {
+                status,
+                stderr,
+                timed_out,
+            }
+        })
+    }
+}
+
+/// How an attempt's command ended.
+struct Ended {
+    status: std::io::Result<std::process::ExitStatus>,
+    /// The tail of its stderr.
+    stderr: Vec<u8>,
+    timed_out: bool,
+}
+
+/// Waits until `finished` is set or `timeout` passes; at the timeout, kills
+/// `group` and says so.
+fn kill_at_timeout(finished: &(Mutex<bool>, Condvar), timeout: Duration, group: i32) -> bool {
+    let guard = crate::db::lock_ignoring_poison(&finished.0);
+    let (guard, result) = match finished.1.wait_timeout_while(guard, timeout, |done| !*done) {
+        Ok(pair) => pair,
+        Err(poisoned) => poisoned.into_inner(),
+    };
+    if result.timed_out() && !*guard {
+        kill_group(group);
+        return true;
+    }
+    false
+}
+
+/// The error type and message of a command that did not succeed: its exit
+/// code and the last lines of its stderr, or the signal that killed it.
+fn exit_failure(status: std::process::ExitStatus, stderr: &str) -> (ErrorType, String) {
+    let last_lines: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty()).collect();
+    let message_tail = last_lines[last_lines.len().saturating_sub(MESSAGE_LINES)..].join("\n");
+    match (status.code(), status.signal()) {
+        (Some(code), _) => (
+            ErrorType::command_failed(i64::from(code)),
+            if message_tail.is_empty() {
+                format!("command exited with status {code}")
+            } else {
+                message_tail
+            },
+        ),
+        (None, Some(signal)) => (
+            ErrorType::named(error_types::COMMAND_FAILED),
+            format!("command killed by signal {signal}"),
+        ),
+        (None, None) => (
+            ErrorType::named(error_types::UNKNOWN),
+            "command ended oddly".to_string(),
+        ),
     }
 }
 
