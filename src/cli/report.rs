@@ -113,10 +113,43 @@ fn columns(rows: &[(String, i64)]) -> String {
 
 /// The whole page.
 pub fn render(stats: &Stats, a: &Analysis, generated: &str) -> String {
-    let scope = escape(a.job_id.as_deref().unwrap_or("all jobs"));
-    let mut html = String::new();
-    let _ = write!(
-        html,
+    let mut html = head(a.job_id.as_deref().unwrap_or("all jobs"), generated);
+    cards(&mut html, stats, a);
+    distributions(&mut html, a);
+    pattern_groups(&mut html, a);
+    let _ = write!(html, "<h2>Similar messages</h2>");
+    table(
+        &mut html,
+        &["Items", "Signatures", "Pattern"],
+        a.message_groups.iter().map(|g| {
+            vec![
+                g.count.to_string(),
+                g.signatures.to_string(),
+                escape(&g.pattern),
+            ]
+        }),
+    );
+    html.push_str("<h2>Top agents and steps</h2>");
+    for (what, ranked) in [("Agent", &a.top_agents), ("Step", &a.top_failing_steps)] {
+        if what == "Step" {
+            html.push_str("<br>");
+        }
+        table(
+            &mut html,
+            &["Failures", what],
+            ranked
+                .iter()
+                .map(|r| vec![r.failures.to_string(), escape(&r.name)]),
+        );
+    }
+    html.push_str("</body></html>\n");
+    html
+}
+
+/// The page up to its first section: title, style, heading.
+fn head(scope: &str, generated: &str) -> String {
+    let scope = escape(scope);
+    format!(
         r#"<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>DLQ report: {scope}</title>
 <style>
 body{{font:14px system-ui,sans-serif;margin:2em;color:#222;max-width:1000px}}
@@ -127,9 +160,16 @@ table{{border-collapse:collapse}} td,th{{border-bottom:1px solid #eee;padding:.3
 .chart text{{font-size:11px;fill:#333}} .chart rect{{fill:#4a7ab8}} code{{font-size:12px}}
 </style></head><body>
 <h1>Dead letter queue report: {scope}</h1><p>Generated {generated} by dlq.</p>
-<div class="cards">"#,
+"#,
         generated = escape(generated)
-    );
+    )
+}
+
+/// The headline figures, one card each.
+fn cards(html: &mut String, stats: &Stats, a: &Analysis) {
+    let time =
+        |t: Option<dlqlite::Timestamp>| t.map(|t| t.to_string()).unwrap_or_else(|| "-".into());
+    html.push_str(r#"<div class="cards">"#);
     for (label, value) in [
         ("items", stats.total_items.to_string()),
         (
@@ -145,20 +185,8 @@ table{{border-collapse:collapse}} td,th{{border-bottom:1px solid #eee;padding:.3
             "average failure count",
             stats.average_failure_count.to_string(),
         ),
-        (
-            "oldest item",
-            stats
-                .oldest_item
-                .map(|t| t.to_string())
-                .unwrap_or_else(|| "-".into()),
-        ),
-        (
-            "newest item",
-            stats
-                .newest_item
-                .map(|t| t.to_string())
-                .unwrap_or_else(|| "-".into()),
-        ),
+        ("oldest item", time(stats.oldest_item)),
+        ("newest item", time(stats.newest_item)),
     ] {
         let _ = write!(
             html,
@@ -168,82 +196,75 @@ table{{border-collapse:collapse}} td,th{{border-bottom:1px solid #eee;padding:.3
         );
     }
     html.push_str("</div>");
+}
 
+/// Failures over time, error types and failure categories, as charts.
+fn distributions(html: &mut String, a: &Analysis) {
     let _ = write!(
         html,
         "<h2>Failures per {}</h2>",
         escape(&a.temporal_distribution.bucket)
     );
     html.push_str(&columns(&a.temporal_distribution.counts));
-
-    html.push_str("<h2>Error types (all attempts)</h2>");
-    let rows: Vec<(String, i64)> = a
-        .error_distribution
-        .all_attempts
-        .iter()
-        .map(|(k, v)| (k.clone(), *v))
-        .collect();
-    html.push_str(&bars(&rows));
-    html.push_str("<h2>Error types (last attempt of each item)</h2>");
-    let rows: Vec<(String, i64)> = a
-        .error_distribution
-        .last_attempts
-        .iter()
-        .map(|(k, v)| (k.clone(), *v))
-        .collect();
-    html.push_str(&bars(&rows));
-    html.push_str("<h2>Failure categories</h2>");
-    let rows: Vec<(String, i64)> = a
-        .failure_categories
-        .iter()
-        .map(|(k, v)| (k.clone(), *v))
-        .collect();
-    html.push_str(&bars(&rows));
-
-    html.push_str("<h2>Top pattern groups</h2><table><tr><th>Items</th><th>Signature</th><th>Type</th><th>First</th><th>Last</th><th>Sample items</th><th>Message</th></tr>");
-    for g in &a.pattern_groups {
-        let _ = write!(
-            html,
-            "<tr><td>{}</td><td><code>{}</code></td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
-            g.count,
-            escape(&g.error_signature),
-            escape(g.error_type.as_deref().unwrap_or("")),
-            g.first_occurrence.map(|t| t.to_string()).unwrap_or_default(),
-            g.last_occurrence.map(|t| t.to_string()).unwrap_or_default(),
-            escape(&g.sample_items.join(", ")),
-            escape(g.representative_message.as_deref().unwrap_or("")),
-        );
+    for (title, counts) in [
+        (
+            "Error types (all attempts)",
+            &a.error_distribution.all_attempts,
+        ),
+        (
+            "Error types (last attempt of each item)",
+            &a.error_distribution.last_attempts,
+        ),
+        ("Failure categories", &a.failure_categories),
+    ] {
+        let rows: Vec<(String, i64)> = counts.iter().map(|(k, v)| (k.clone(), *v)).collect();
+        let _ = write!(html, "<h2>{title}</h2>");
+        html.push_str(&bars(&rows));
     }
-    html.push_str("</table><h2>Similar messages</h2><table><tr><th>Items</th><th>Signatures</th><th>Pattern</th></tr>");
-    for g in &a.message_groups {
-        let _ = write!(
-            html,
-            "<tr><td>{}</td><td>{}</td><td>{}</td></tr>",
-            g.count,
-            g.signatures,
-            escape(&g.pattern)
-        );
-    }
-    html.push_str(
-        "</table><h2>Top agents and steps</h2><table><tr><th>Failures</th><th>Agent</th></tr>",
+}
+
+/// The largest pattern groups, with their samples.
+fn pattern_groups(html: &mut String, a: &Analysis) {
+    html.push_str("<h2>Top pattern groups</h2>");
+    let time = |t: Option<dlqlite::Timestamp>| t.map(|t| t.to_string()).unwrap_or_default();
+    table(
+        html,
+        &[
+            "Items",
+            "Signature",
+            "Type",
+            "First",
+            "Last",
+            "Sample items",
+            "Message",
+        ],
+        a.pattern_groups.iter().map(|g| {
+            vec![
+                g.count.to_string(),
+                format!("<code>{}</code>", escape(&g.error_signature)),
+                escape(g.error_type.as_deref().unwrap_or("")),
+                time(g.first_occurrence),
+                time(g.last_occurrence),
+                escape(&g.sample_items.join(", ")),
+                escape(g.representative_message.as_deref().unwrap_or("")),
+            ]
+        }),
     );
-    for r in &a.top_agents {
-        let _ = write!(
-            html,
-            "<tr><td>{}</td><td>{}</td></tr>",
-            r.failures,
-            escape(&r.name)
-        );
+}
+
+/// A table: `headers`, then rows of cells already escaped.
+fn table(html: &mut String, headers: &[&str], rows: impl Iterator<Item = Vec<String>>) {
+    html.push_str("<table><tr>");
+    for header in headers {
+        let _ = write!(html, "<th>{}</th>", escape(header));
     }
-    html.push_str("</table><br><table><tr><th>Failures</th><th>Step</th></tr>");
-    for r in &a.top_failing_steps {
-        let _ = write!(
-            html,
-            "<tr><td>{}</td><td>{}</td></tr>",
-            r.failures,
-            escape(&r.name)
-        );
+    html.push_str("</tr>");
+    for row in rows {
+        html.push_str("<tr>");
+        for cell in row {
+            let _ = write!(html, "<td>{cell}</td>");
+        }
+        html.push_str("</tr>");
     }
-    html.push_str("</table></body></html>\n");
-    html
+    html.push_str("</table>");
 }
