@@ -182,117 +182,119 @@ fn lex(input: &str) -> Result<Vec<Lexed>, FilterError> {
     let chars: Vec<char> = input.chars().collect();
     let mut out = Vec::new();
     let mut i = 0;
-    let err = |column: usize, message: String| FilterError { column, message };
     while i < chars.len() {
         let c = chars[i];
         let column = i + 1;
-        let two: String = chars[i..chars.len().min(i + 2)].iter().collect();
-        let token = if c.is_whitespace() {
+        if c.is_whitespace() {
             i += 1;
             continue;
-        } else if two == "&&" {
-            i += 2;
-            Token::And
-        } else if two == "||" {
-            i += 2;
-            Token::Or
-        } else if two == "==" {
-            i += 2;
-            Token::Op(Op::Eq)
-        } else if two == "!=" {
-            i += 2;
-            Token::Op(Op::Ne)
-        } else if two == ">=" {
-            i += 2;
-            Token::Op(Op::Ge)
-        } else if two == "<=" {
-            i += 2;
-            Token::Op(Op::Le)
-        } else if c == '=' {
-            i += 1;
-            Token::Op(Op::Eq)
-        } else if c == '>' {
-            i += 1;
-            Token::Op(Op::Gt)
-        } else if c == '<' {
-            i += 1;
-            Token::Op(Op::Lt)
-        } else if c == '!' {
-            i += 1;
-            Token::Not
-        } else if c == '(' {
-            i += 1;
-            Token::Open
-        } else if c == ')' {
-            i += 1;
-            Token::Close
-        } else if c == '+' {
-            i += 1;
-            Token::Plus
-        } else if c == '-' && !chars.get(i + 1).is_some_and(|d| d.is_ascii_digit()) {
-            i += 1;
-            Token::Minus
+        }
+        let (token, next) = if let Some((token, width)) = symbol(&chars[i..]) {
+            (token, i + width)
         } else if c == '"' || c == '\'' {
-            let quote = c;
-            let mut text = String::new();
-            i += 1;
-            loop {
-                match chars.get(i) {
-                    None => return Err(err(column, "unterminated string".into())),
-                    Some('\\') => {
-                        let escaped = chars
-                            .get(i + 1)
-                            .ok_or_else(|| err(i + 1, "unterminated string".into()))?;
-                        text.push(match escaped {
-                            'n' => '\n',
-                            't' => '\t',
-                            other => *other,
-                        });
-                        i += 2;
-                    }
-                    Some(ch) if *ch == quote => {
-                        i += 1;
-                        break;
-                    }
-                    Some(ch) => {
-                        text.push(*ch);
-                        i += 1;
-                    }
-                }
-            }
-            Token::Text(text)
+            let (text, next) = string(&chars, i)?;
+            (Token::Text(text), next)
         } else if c.is_ascii_digit() || c == '-' {
-            let start = i;
-            i += 1;
-            while chars
-                .get(i)
-                .is_some_and(|d| d.is_ascii_alphanumeric() || *d == '.')
-            {
-                i += 1;
-            }
-            Token::Number(chars[start..i].iter().collect())
+            // A '-' before a digit (a '-' before anything else is a symbol).
+            let end = scan(&chars, i + 1, |d| d.is_ascii_alphanumeric() || d == '.');
+            (Token::Number(chars[i..end].iter().collect()), end)
         } else if c.is_alphabetic() || c == '_' {
-            let start = i;
-            while chars
-                .get(i)
-                .is_some_and(|d| d.is_alphanumeric() || matches!(d, '_' | '-' | '.'))
-            {
-                i += 1;
-            }
-            let word: String = chars[start..i].iter().collect();
-            match word.as_str() {
-                "and" | "AND" => Token::And,
-                "or" | "OR" => Token::Or,
-                "not" | "NOT" => Token::Not,
-                "contains" | "CONTAINS" => Token::Op(Op::Contains),
-                _ => Token::Name(word),
-            }
+            let end = scan(&chars, i, |d| {
+                d.is_alphanumeric() || matches!(d, '_' | '-' | '.')
+            });
+            (word(chars[i..end].iter().collect()), end)
         } else {
-            return Err(err(column, format!("unexpected character {c:?}")));
+            return Err(FilterError {
+                column,
+                message: format!("unexpected character {c:?}"),
+            });
         };
         out.push(Lexed { token, column });
+        i = next;
     }
     Ok(out)
+}
+
+/// The operator or punctuation `rest` starts with, and its width.
+fn symbol(rest: &[char]) -> Option<(Token, usize)> {
+    const TWO: [(&str, Token); 6] = [
+        ("&&", Token::And),
+        ("||", Token::Or),
+        ("==", Token::Op(Op::Eq)),
+        ("!=", Token::Op(Op::Ne)),
+        (">=", Token::Op(Op::Ge)),
+        ("<=", Token::Op(Op::Le)),
+    ];
+    if let [a, b, ..] = rest {
+        for (text, token) in TWO {
+            if text.chars().eq([*a, *b]) {
+                return Some((token, 2));
+            }
+        }
+    }
+    let token = match rest.first()? {
+        '=' => Token::Op(Op::Eq),
+        '>' => Token::Op(Op::Gt),
+        '<' => Token::Op(Op::Lt),
+        '!' => Token::Not,
+        '(' => Token::Open,
+        ')' => Token::Close,
+        '+' => Token::Plus,
+        '-' if !rest.get(1).is_some_and(|d| d.is_ascii_digit()) => Token::Minus,
+        _ => return None,
+    };
+    Some((token, 1))
+}
+
+/// The quoted string starting at `start` (its quote, ' or "), with `\n`,
+/// `\t` and `\<any>` escapes; and where the text after it starts.
+fn string(chars: &[char], start: usize) -> Result<(String, usize), FilterError> {
+    let quote = chars[start];
+    let unterminated = |column: usize| FilterError {
+        column,
+        message: "unterminated string".into(),
+    };
+    let mut text = String::new();
+    let mut i = start + 1;
+    loop {
+        match chars.get(i) {
+            None => return Err(unterminated(start + 1)),
+            Some('\\') => {
+                let escaped = chars.get(i + 1).ok_or_else(|| unterminated(i + 1))?;
+                text.push(match escaped {
+                    'n' => '\n',
+                    't' => '\t',
+                    other => *other,
+                });
+                i += 2;
+            }
+            Some(ch) if *ch == quote => return Ok((text, i + 1)),
+            Some(ch) => {
+                text.push(*ch);
+                i += 1;
+            }
+        }
+    }
+}
+
+/// The end of the run of characters from `from` that `take` accepts.
+fn scan(chars: &[char], from: usize, take: impl Fn(char) -> bool) -> usize {
+    let mut end = from;
+    while chars.get(end).is_some_and(|c| take(*c)) {
+        end += 1;
+    }
+    end
+}
+
+/// A word: a keyword (either case) or a name.
+fn word(word: String) -> Token {
+    match word.as_str() {
+        "and" | "AND" => Token::And,
+        "or" | "OR" => Token::Or,
+        "not" | "NOT" => Token::Not,
+        "contains" | "CONTAINS" => Token::Op(Op::Contains),
+        _ => Token::Name(word),
+    }
 }
 
 // ---------------------------------------------------------------------------
