@@ -82,103 +82,16 @@ fn print_tables(a: &Analysis) -> Result<()> {
         "{scope}: {} item(s), {} attempt(s)\n",
         a.total_items, a.total_attempts
     );
-
-    println!("Pattern groups (by error signature)");
-    let mut table = Table::new(&[
-        "COUNT",
-        "SIGNATURE",
-        "TYPE",
-        "FIRST",
-        "LAST",
-        "SAMPLES",
-        "MESSAGE",
-    ]);
-    for g in &a.pattern_groups {
-        let message: String = g
-            .representative_message
-            .clone()
-            .unwrap_or_default()
-            .chars()
-            .take(60)
-            .collect();
-        table.row(vec![
-            g.count.to_string(),
-            g.error_signature.clone(),
-            g.error_type.clone().unwrap_or_default(),
-            g.first_occurrence
-                .map(|t| t.to_string())
-                .unwrap_or_default(),
-            g.last_occurrence.map(|t| t.to_string()).unwrap_or_default(),
-            g.sample_items.join(" "),
-            message,
-        ]);
-    }
-    table.print()?;
-    print_omitted(&a.pattern_groups_omitted)?;
-
-    println!("\nMessage groups (last messages; numbers, paths, ids and durations masked)");
-    let mut table = Table::new(&["COUNT", "SIGNATURES", "PATTERN"]);
-    for g in &a.message_groups {
-        table.row(vec![
-            g.count.to_string(),
-            g.signatures.to_string(),
-            g.pattern.clone(),
-        ]);
-    }
-    table.print()?;
-    print_omitted(&a.message_groups_omitted)?;
-
-    println!("\nError types");
-    let mut table = Table::new(&["TYPE", "ALL ATTEMPTS", "LAST ATTEMPTS", "CATEGORY"]);
-    let mut names: Vec<&String> = a
-        .error_distribution
-        .all_attempts
-        .keys()
-        .chain(a.error_distribution.last_attempts.keys())
-        .collect();
-    names.sort();
-    names.dedup();
-    for name in names {
-        table.row(vec![
-            name.clone(),
-            a.error_distribution
-                .all_attempts
-                .get(name)
-                .copied()
-                .unwrap_or(0)
-                .to_string(),
-            a.error_distribution
-                .last_attempts
-                .get(name)
-                .copied()
-                .unwrap_or(0)
-                .to_string(),
-            dlqlite::store::failure_category(name).to_string(),
-        ]);
-    }
-    table.print()?;
-
+    print_pattern_groups(a)?;
+    print_message_groups(a)?;
+    print_error_types(a)?;
     println!("\nFailure categories (items, by last attempt)");
     let mut table = Table::new(&["CATEGORY", "ITEMS"]);
     for (category, count) in &a.failure_categories {
         table.row(vec![category.clone(), count.to_string()]);
     }
     table.print()?;
-
-    println!("\nFailures per {}", a.temporal_distribution.bucket);
-    let max = a
-        .temporal_distribution
-        .counts
-        .iter()
-        .map(|(_, n)| *n)
-        .max()
-        .unwrap_or(0);
-    let mut out = std::io::stdout().lock();
-    for (bucket, count) in &a.temporal_distribution.counts {
-        writeln!(out, "{bucket:<13} {count:>8} {}", bar(*count, max, 50))?;
-    }
-    drop(out);
-
+    print_over_time(a)?;
     for (title, ranked) in [
         ("Top agents", &a.top_agents),
         ("Top failing steps", &a.top_failing_steps),
@@ -189,6 +102,84 @@ fn print_tables(a: &Analysis) -> Result<()> {
             table.row(vec![r.failures.to_string(), r.name.clone()]);
         }
         table.print()?;
+    }
+    Ok(())
+}
+
+fn print_pattern_groups(a: &Analysis) -> Result<()> {
+    println!("Pattern groups (by error signature)");
+    let time = |t: Option<dlqlite::Timestamp>| t.map(|t| t.to_string()).unwrap_or_default();
+    let mut table = Table::new(&[
+        "COUNT",
+        "SIGNATURE",
+        "TYPE",
+        "FIRST",
+        "LAST",
+        "SAMPLES",
+        "MESSAGE",
+    ]);
+    for g in &a.pattern_groups {
+        let message = g.representative_message.as_deref().unwrap_or_default();
+        table.row(vec![
+            g.count.to_string(),
+            g.error_signature.clone(),
+            g.error_type.clone().unwrap_or_default(),
+            time(g.first_occurrence),
+            time(g.last_occurrence),
+            g.sample_items.join(" "),
+            message.chars().take(60).collect(),
+        ]);
+    }
+    table.print()?;
+    print_omitted(&a.pattern_groups_omitted)
+}
+
+fn print_message_groups(a: &Analysis) -> Result<()> {
+    println!("\nMessage groups (last messages; numbers, paths, ids and durations masked)");
+    let mut table = Table::new(&["COUNT", "SIGNATURES", "PATTERN"]);
+    for g in &a.message_groups {
+        table.row(vec![
+            g.count.to_string(),
+            g.signatures.to_string(),
+            g.pattern.clone(),
+        ]);
+    }
+    table.print()?;
+    print_omitted(&a.message_groups_omitted)
+}
+
+/// Each error type's count over all attempts and over last attempts, and
+/// its category.
+fn print_error_types(a: &Analysis) -> Result<()> {
+    println!("\nError types");
+    let (all, last) = (
+        &a.error_distribution.all_attempts,
+        &a.error_distribution.last_attempts,
+    );
+    let mut table = Table::new(&["TYPE", "ALL ATTEMPTS", "LAST ATTEMPTS", "CATEGORY"]);
+    let names: std::collections::BTreeSet<&String> = all.keys().chain(last.keys()).collect();
+    for name in names {
+        let count = |counts: &std::collections::BTreeMap<String, i64>| {
+            counts.get(name).copied().unwrap_or(0).to_string()
+        };
+        table.row(vec![
+            name.clone(),
+            count(all),
+            count(last),
+            dlqlite::store::failure_category(name).to_string(),
+        ]);
+    }
+    table.print()
+}
+
+/// Failures per bucket, with a bar each.
+fn print_over_time(a: &Analysis) -> Result<()> {
+    println!("\nFailures per {}", a.temporal_distribution.bucket);
+    let counts = &a.temporal_distribution.counts;
+    let max = counts.iter().map(|(_, n)| *n).max().unwrap_or(0);
+    let mut out = std::io::stdout().lock();
+    for (bucket, count) in counts {
+        writeln!(out, "{bucket:<13} {count:>8} {}", bar(*count, max, 50))?;
     }
     Ok(())
 }
