@@ -34,9 +34,9 @@ use std::process::ExitCode;
 pub struct Args {
     /// Output file, `-` for stdout, or a directory for --format legacy
     path: PathBuf,
-    /// legacy, json, jsonl or csv [default: from the extension]
-    #[arg(long, value_parser = ["legacy", "json", "jsonl", "csv"])]
-    format: Option<String>,
+    /// The format [default: from the extension]
+    #[arg(long, value_enum)]
+    format: Option<ExportFormat>,
     /// Only this job
     #[arg(long)]
     job_id: Option<String>,
@@ -50,11 +50,24 @@ pub struct Args {
     force: bool,
 }
 
-fn format_of(path: &Path) -> Result<&'static str> {
+/// What `dlq export` writes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum ExportFormat {
+    /// The legacy per-item tree (a directory)
+    Legacy,
+    /// One JSON array of legacy-shape items
+    Json,
+    /// One legacy-shape item per line
+    Jsonl,
+    /// One row per item
+    Csv,
+}
+
+fn format_of(path: &Path) -> Result<ExportFormat> {
     match path.extension().and_then(|e| e.to_str()) {
-        Some("json") => Ok("json"),
-        Some("jsonl") | Some("ndjson") => Ok("jsonl"),
-        Some("csv") => Ok("csv"),
+        Some("json") => Ok(ExportFormat::Json),
+        Some("jsonl") | Some("ndjson") => Ok(ExportFormat::Jsonl),
+        Some("csv") => Ok(ExportFormat::Csv),
         _ => bail!(
             "cannot tell the format of {}: pass --format legacy|json|jsonl|csv",
             path.display()
@@ -63,11 +76,8 @@ fn format_of(path: &Path) -> Result<&'static str> {
 }
 
 pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
-    let format = match args.format.as_deref() {
-        Some("legacy") => "legacy",
-        Some("jsonl") => "jsonl",
-        Some("csv") => "csv",
-        Some(_) => "json",
+    let format = match args.format {
+        Some(format) => format,
         None => format_of(&args.path)?,
     };
     let expression = parse_filter(args.filter.as_deref())?;
@@ -75,7 +85,7 @@ pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
     if let Some(job) = &args.job_id {
         dlq.require_job(job)?;
     }
-    if format == "legacy" {
+    if format == ExportFormat::Legacy {
         if expression.is_some() {
             bail!("--filter does not go with --format legacy: a legacy tree holds whole jobs");
         }
@@ -84,12 +94,12 @@ pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     let item_format = match format {
-        "jsonl" => ItemFormat::Jsonl,
-        "csv" if super::output::RAW_CSV.load(std::sync::atomic::Ordering::Relaxed) => {
+        ExportFormat::Jsonl => ItemFormat::Jsonl,
+        ExportFormat::Csv if super::output::RAW_CSV.load(std::sync::atomic::Ordering::Relaxed) => {
             ItemFormat::CsvRaw
         }
-        "csv" => ItemFormat::Csv,
-        _ => ItemFormat::Json,
+        ExportFormat::Csv => ItemFormat::Csv,
+        ExportFormat::Json | ExportFormat::Legacy => ItemFormat::Json,
     };
     let filter = ListFilter {
         job_id: args.job_id.clone(),
