@@ -469,8 +469,8 @@ pub const CHECKPOINT_AT_BYTES: u64 = 4 << 20;
 /// back-to-back adds with a reader streaming `list()` grew it to 421 MB);
 /// holding the turn, the reset copies only what was appended since the
 /// PASSIVE one before it, then waits for a moment when no reader is in
-/// the middle of a transaction, polling every [`RESET_POLL`] for at most
-/// [`RESET_POLLS`] polls: the writers of this process wait for a copy, an
+/// the middle of a transaction, polling every `RESET_POLL` for at most
+/// `RESET_POLLS` polls: the writers of this process wait for a copy, an
 /// fsync and at most that, not for SQLite's busy handler (which sleeps
 /// 1, 2, 5, 10, ... 100 ms between looks).
 pub const RESET_AT_BYTES: u64 = 8 << 20;
@@ -488,7 +488,7 @@ const RESET_POLL: Duration = Duration::from_micros(500);
 /// How many times a reset looks before it gives up until a later look.
 const RESET_POLLS: i32 = 40;
 /// Past this size the bound comes before the writers' latency: the reset
-/// is tried at every look and waits up to [`URGENT_RESET_POLLS`] polls
+/// is tried at every look and waits up to `URGENT_RESET_POLLS` polls
 /// for readers (measured on a loaded machine, with a reader streaming
 /// `list()` and slowed by other work: 20 ms windows kept missing and the
 /// WAL reached 82 MB).

@@ -65,7 +65,7 @@ pub fn show(ctx: &Context, job_id: Option<&str>, json: bool) -> Result<ExitCode>
     Ok(ExitCode::SUCCESS)
 }
 
-/// Writes [`StatsPart`]s as the pretty JSON of [`Stats`] (the same text
+/// Writes [`StatsPart`]s as the pretty JSON of [`dlqlite::store::Stats`] (the same text
 /// serde_json's pretty printer gives the collected value), with `jobs`
 /// nested in the all-jobs object.
 struct JsonStats<W: Write> {

@@ -1,12 +1,28 @@
-//! The dead-letter store: the `Dlq` handle and all SQL, grouped by concern:
-//! `rows` (reading and writing one item's rows), `write` (add, merge,
-//! capacity eviction), `counters` (every counter rule and the one definition
-//! of an item's last attempt), `bulk` (set-based deletes), `query` (get,
-//! list, jobs), `stats` (the legacy statistics, streamed), `analysis` and
-//! `message_groups` (analyze), `maintenance` (remove, clear, mark, capacity,
-//! purge), `take` (requeue: taking eligible items out), `leases` (retry runs and claims), `events` (the audit log) and
-//! `adhoc` (read-only `dlq sql`). Every write runs in one IMMEDIATE
-//! transaction, so concurrent writers wait for each other instead of failing.
+//! The dead-letter store: the [`Dlq`] handle and all of dlqlite's SQL.
+//! Each file owns one concern, and holds the `impl Dlq` block of the
+//! methods that belong to it:
+//!
+//! | file | owns |
+//! |---|---|
+//! | `mod.rs` | the handle: opening, the clock, write transactions, database facts |
+//! | `open.rs` | [`OpenOptions`]: create or open-existing, read-only, timeouts, pool size |
+//! | `items.rs` | reading items (get, list, paging) and changing one by hand (remove, mark) |
+//! | `rows.rs` | one item's rows in `items`, `failure_history`, `worktree_artifacts`: writing and reading them whole |
+//! | `write.rs` | [`WriteTx`]: the add path (insert or merge), capacity eviction, the events an add leaves |
+//! | `group.rs` | group commit: concurrent adds from many threads in one transaction |
+//! | `jobs.rs` | jobs, their capacity, creating one ahead of its first add, clearing one |
+//! | `counters.rs` | the counter tables and the one definition of an item's last attempt; recount |
+//! | `bulk.rs` | set-based deletes (clear, purge, take) with one event per item; purge |
+//! | `take.rs` | taking eligible items out to run them again (requeue) |
+//! | `leases.rs` | retry runs and the leases that let runs share a job |
+//! | `events.rs` | the audit log: event kinds and reading the log |
+//! | `stats.rs` | the legacy statistics, streamed |
+//! | `analysis.rs`, `message_groups.rs` | `analyze`: pattern and message groups, distributions |
+//! | `filter_sql.rs` | the filter language compiled to SQL |
+//! | `adhoc.rs` | read-only ad-hoc SQL (`dlq sql`) |
+//!
+//! Every write runs in one IMMEDIATE transaction, so writers wait for each
+//! other instead of failing; docs/architecture.md follows a write through.
 
 pub mod adhoc;
 mod analysis;
