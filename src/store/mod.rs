@@ -125,28 +125,21 @@ impl Dlq {
 
     /// A fresh database in memory (tests, dry runs, embedding).
     pub fn open_in_memory() -> Result<Self> {
-        Ok(Dlq {
-            pool: db::open_memory_pool(None)?,
-            path: None,
-            clock: Arc::new(Timestamp::now),
-            age_clock: None,
-            write_turn: Arc::default(),
-            committer: Arc::default(),
-            busy: db::DEFAULT_BUSY_TIMEOUT,
-            checkpointer: None,
-        })
+        Ok(Dlq::in_memory(db::open_memory_pool(None)?))
     }
 
     /// An in-memory copy of the database at `path`: changes are never written
     /// back. This is how `--dry-run` works.
     pub fn open_scratch_copy(path: impl AsRef<Path>) -> Result<Self> {
         let path = path.as_ref();
-        let pool = if path.exists() {
-            db::open_memory_pool(Some(path))?
-        } else {
-            db::open_memory_pool(None)?
-        };
-        Ok(Dlq {
+        let from = path.exists().then_some(path);
+        Ok(Dlq::in_memory(db::open_memory_pool(from)?))
+    }
+
+    /// A handle on an in-memory pool: no file, so no path and no
+    /// checkpointer.
+    fn in_memory(pool: DbPool) -> Self {
+        Dlq {
             pool,
             path: None,
             clock: Arc::new(Timestamp::now),
@@ -155,7 +148,7 @@ impl Dlq {
             committer: Arc::default(),
             busy: db::DEFAULT_BUSY_TIMEOUT,
             checkpointer: None,
-        })
+        }
     }
 
     /// The same handle with another "now" for age selection: purge
