@@ -220,12 +220,10 @@ pub(crate) fn open_pool(path: &Path, setup: Setup) -> Result<DbPool> {
     // Configure and migrate on a connection of our own first, so a file that
     // is not SQLite or a newer schema fails at once instead of inside the
     // pool's retry loop.
-    let mut conn = Connection::open_with_flags(path, flags).map_err(|e| open_error(path, e))?;
-    if read_only {
-        configure(&mut conn, true, busy).map_err(|e| open_error(path, e))?;
+    let conn = if read_only {
+        let (conn, found) = open_read_only_with(path, busy)?;
         // A read-only handle cannot migrate: it needs the schema this build
         // reads.
-        let found = check_not_newer(&conn, path)?;
         let supported = supported_schema_version();
         if found != Some(supported) {
             return Err(Error::Open {
@@ -243,12 +241,15 @@ pub(crate) fn open_pool(path: &Path, setup: Setup) -> Result<DbPool> {
                 },
             });
         }
+        conn
     } else {
+        let mut conn = Connection::open_with_flags(path, flags).map_err(|e| open_error(path, e))?;
         // Before configure_new, which would switch it to WAL.
         refuse_foreign(&conn, path)?;
         configure_new(&mut conn, busy).map_err(|e| open_error(path, e))?;
         migrate(&mut conn, path, busy)?;
-    }
+        conn
+    };
     drop(conn);
     let manager = SqliteConnectionManager::file(path)
         .with_flags(flags)
@@ -262,9 +263,17 @@ pub(crate) fn open_pool(path: &Path, setup: Setup) -> Result<DbPool> {
         .build_unchecked(manager))
 }
 
-/// Opens an existing database read-only (for ad-hoc queries). Refuses a
-/// database whose schema is newer than this build.
+/// Opens an existing database read-only (for ad-hoc queries, and to check
+/// the source of a scratch copy). Refuses a database whose schema is newer
+/// than this build; an older one, or another application's, is read as it
+/// is.
 pub(crate) fn open_read_only(path: &Path) -> Result<Connection> {
+    open_read_only_with(path, DEFAULT_BUSY_TIMEOUT).map(|(conn, _)| conn)
+}
+
+/// [`open_read_only`] with a busy timeout; also gives the schema version
+/// found (`None`: not a dlqlite database). The read-only pool starts here.
+fn open_read_only_with(path: &Path, busy: Duration) -> Result<(Connection, Option<i64>)> {
     configure_sqlite_once();
     if !path.is_file() {
         return Err(Error::Open {
@@ -278,9 +287,9 @@ pub(crate) fn open_read_only(path: &Path) -> Result<Connection> {
         OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
     )
     .map_err(|e| open_error(path, e))?;
-    configure(&mut conn, true, DEFAULT_BUSY_TIMEOUT).map_err(|e| open_error(path, e))?;
-    check_not_newer(&conn, path)?;
-    Ok(conn)
+    configure(&mut conn, true, busy).map_err(|e| open_error(path, e))?;
+    let found = check_not_newer(&conn, path)?;
+    Ok((conn, found))
 }
 
 /// An in-memory database behind a pool of one connection (each SQLite
