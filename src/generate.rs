@@ -1,6 +1,8 @@
 //! Synthetic legacy DLQ trees for tests and benchmarks: the current writer's
 //! layout and file shape, deterministic for a given seed, written one file
-//! at a time (never the whole tree in memory).
+//! at a time (never the whole tree in memory). Behind the `testing` feature,
+//! which the crate's own dev-dependency turns on for its tests and benches:
+//! it is no part of the library's API.
 
 use crate::classify::error_signature;
 use crate::error::{Error, Result};

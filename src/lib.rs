@@ -25,6 +25,7 @@ pub mod db;
 pub mod error;
 pub mod export;
 pub mod filter;
+#[cfg(feature = "testing")]
 pub mod generate;
 pub mod import;
 pub mod input;
