@@ -3,7 +3,8 @@
 //! Items are streamed a page at a time.
 
 use crate::error::{Error, Result};
-use crate::model::{DeadLetteredItem, ItemWithJob};
+use crate::legacy::codec::ItemWithJob;
+use crate::model::DeadLetteredItem;
 use crate::store::{Dlq, ListFilter};
 use serde::Serialize;
 use sha2::{Digest, Sha256};

@@ -17,8 +17,9 @@ pub fn read_items<R: Read>(
     mut sink: impl FnMut(usize, DeadLetteredItem) -> Result<()>,
 ) -> Result<usize> {
     read_raw_items(reader, source, |position, raw| {
-        let item = DeadLetteredItem::from_raw(raw)
-            .map_err(|reason| Error::invalid_item(format!("{source}: item {position}"), reason))?;
+        let item = DeadLetteredItem::from_raw(raw).map_err(|reason| {
+            Error::invalid_item(format!("{source}: item {position}"), reason.to_string())
+        })?;
         sink(position, item)
     })
 }

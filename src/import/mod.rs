@@ -250,7 +250,7 @@ fn scan_export_file(path: &Path, emit: &mut impl FnMut(Record) -> bool) -> bool 
     let mut go_on = true;
     let read = crate::input::read_raw_items(file, &source, |position, raw| {
         let record = match DeadLetteredItem::from_raw(raw) {
-            Err(reason) => reject(Some(position), reason),
+            Err(reason) => reject(Some(position), reason.to_string()),
             Ok(mut item) => match item.take_job_id() {
                 None => reject(Some(position), "no job_id key: use dlq add --job-id".into()),
                 Some(job_id) => Record::Item {
@@ -286,10 +286,7 @@ pub fn read_item(path: &Path) -> std::result::Result<DeadLetteredItem, String> {
     }
     let mut bytes = Vec::with_capacity(usize::try_from(len).unwrap_or(0) + 1);
     file.read_to_end(&mut bytes).map_err(cannot_read)?;
-    DeadLetteredItem::from_json_slice(&bytes).map_err(|e| match e {
-        Error::InvalidItem { reason, .. } => reason,
-        other => other.to_string(),
-    })
+    crate::legacy::codec::parse_slice(&bytes).map_err(|e| e.to_string())
 }
 
 fn compare_index(
