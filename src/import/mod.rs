@@ -18,6 +18,8 @@ use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+// Moved to `crate::legacy`, still reachable here (IndexMismatch is part of
+// the ImportReport).
 pub use crate::legacy::index::IndexMismatch;
 pub use crate::legacy::read::read_item;
 

@@ -12,7 +12,7 @@
 //! - [`discover`]: walking a tree for its job directories and item files.
 //! - [`index`]: a job's index.json, and where it disagrees with the files.
 //! - [`read`]: one item file from disk.
-//! - [`write`]: writing a tree.
+//! - [`write`](mod@write): writing a tree.
 //! - [`stream`]: items from a stream (one, a JSON array, or JSON lines).
 //! - [`items_file`]: the `{"items": [...]}` file a resumed map phase reads.
 
