@@ -1,59 +1,19 @@
-//! Writing the database back out: the legacy per-item layout (the rollback
-//! path for older tooling), and JSON / JSON lines of legacy-shape items.
-//! Items are streamed a page at a time.
+//! Writing the database back out: whole jobs as a legacy tree (the
+//! rollback path for older tooling; the tree writer is
+//! [`crate::legacy::write`]'s), and the matching items as JSON / JSON lines
+//! of legacy-shape items or CSV. Items are streamed a page at a time.
 
 use crate::error::{Error, Result};
-use crate::model::{DeadLetteredItem, ItemWithJob};
+use crate::legacy::codec::ItemWithJob;
+use crate::legacy::write::TreeWriter;
+use crate::model::DeadLetteredItem;
 use crate::store::{Dlq, ListFilter};
 use serde::Serialize;
-use sha2::{Digest, Sha256};
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-/// Longest file stem written; longer ids are cut and end in a hash.
-const MAX_STEM_BYTES: usize = 200;
-
-/// A file or directory name for an id that can never escape its directory:
-/// `/`, `\`, NUL, control characters, `%` and `~` are %-escaped, a leading
-/// `.` too (so no `.`/`..`/hidden names), the empty id is `%`, and a name
-/// too long for a file system is cut and ends in `~` and a hash of the id.
-/// Distinct ids give distinct names. Ids that need none of this are kept
-/// as they are, as the legacy writer did.
-pub fn safe_file_stem(id: &str) -> String {
-    if id.is_empty() {
-        return "%".to_string();
-    }
-    let mut stem = String::with_capacity(id.len());
-    for (index, ch) in id.chars().enumerate() {
-        let escape = matches!(ch, '/' | '\\' | '%' | '~' | '\0')
-            || ch.is_control()
-            || (index == 0 && ch == '.');
-        if escape {
-            let mut buffer = [0u8; 4];
-            for byte in ch.encode_utf8(&mut buffer).bytes() {
-                stem.push_str(&format!("%{byte:02X}"));
-            }
-        } else {
-            stem.push(ch);
-        }
-    }
-    if stem.len() <= MAX_STEM_BYTES {
-        return stem;
-    }
-    let mut cut = MAX_STEM_BYTES - 17;
-    while !stem.is_char_boundary(cut) {
-        cut -= 1;
-    }
-    // Do not end inside a %XX escape.
-    if let Some(percent) = stem[..cut].rfind('%') {
-        if cut - percent < 3 {
-            cut = percent;
-        }
-    }
-    let digest = Sha256::digest(id.as_bytes());
-    let hash: String = digest.iter().take(8).map(|b| format!("{b:02x}")).collect();
-    format!("{}~{hash}", &stem[..cut])
-}
+// Moved to `crate::legacy::names`, still reachable here.
+pub use crate::legacy::names::safe_file_stem;
 
 /// What a legacy export wrote.
 #[derive(Clone, Debug, Default, Serialize)]
@@ -79,31 +39,7 @@ pub fn export_legacy(
     job_id: Option<&str>,
     force: bool,
 ) -> Result<ExportReport> {
-    if !force {
-        if let Ok(mut entries) = std::fs::read_dir(dir) {
-            if entries.next().is_some() {
-                return Err(Error::invalid_argument(
-                    "export directory",
-                    format!(
-                        "{} is not empty (stale files would come back on the next import); \
-                         pass --force to export into it anyway",
-                        dir.display()
-                    ),
-                ));
-            }
-        }
-    }
-    let write = |path: &Path, contents: &[u8]| -> Result<()> {
-        if force {
-            match std::fs::remove_file(path) {
-                Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-                    return Err(Error::io(path, e))
-                }
-                _ => {}
-            }
-        }
-        crate::outfile::write_new_file(path, contents)
-    };
+    let tree = TreeWriter::new(dir, force)?;
     let jobs = dlq.jobs()?;
     let jobs: Vec<_> = match job_id {
         Some(job) => {
@@ -117,46 +53,16 @@ pub fn export_legacy(
     };
     let mut report = ExportReport::default();
     for job in jobs {
-        let job_stem = safe_file_stem(&job.job_id);
-        let repo_stem = safe_file_stem(
-            job.repo
-                .as_deref()
-                .unwrap_or(crate::import::discover::NO_REPO),
-        );
-        let job_dir: PathBuf = dir
-            .join("dlq")
-            .join(&repo_stem)
-            .join(&job_stem)
-            .join("mapreduce")
-            .join("dlq")
-            .join(&job_stem);
-        let items_dir = job_dir.join("items");
-        crate::outfile::create_private_dir_all(dir, &items_dir)?;
-        let mut item_ids = Vec::new();
+        let mut writer = tree.job(&job.job_id, job.repo.as_deref())?;
         let filter = ListFilter {
             job_id: Some(job.job_id.clone()),
             ..ListFilter::default()
         };
         for item in dlq.items(filter) {
-            let item = item?.item;
-            let stem = safe_file_stem(&item.item_id);
-            let path = items_dir.join(format!("{stem}.json"));
-            let text = item.to_legacy_json_pretty()?;
-            write(&path, text.as_bytes())?;
-            item_ids.push(stem);
+            writer.add(&item?.item)?;
             report.items += 1;
         }
-        let index = serde_json::json!({
-            "item_count": item_ids.len(),
-            "item_ids": item_ids,
-            "job_id": job.job_id,
-            "updated_at": dlq.now(),
-        });
-        let index_path = job_dir.join("index.json");
-        write(
-            &index_path,
-            serde_json::to_string_pretty(&index)?.as_bytes(),
-        )?;
+        let job_dir = writer.finish(dlq.now())?;
         report.jobs += 1;
         report.job_dirs.push(job_dir.display().to_string());
     }
@@ -292,28 +198,4 @@ pub fn write_items(
     }
     out.flush().map_err(io)?;
     Ok(count)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn safe_names() {
-        assert_eq!(safe_file_stem("item_7"), "item_7");
-        assert_eq!(safe_file_stem("a b ünï"), "a b ünï");
-        assert_eq!(safe_file_stem("a/b"), "a%2Fb");
-        assert_eq!(safe_file_stem(".."), "%2E.");
-        assert_eq!(safe_file_stem("/etc/passwd"), "%2Fetc%2Fpasswd");
-        assert_eq!(safe_file_stem("nul\0x"), "nul%00x");
-        assert_eq!(safe_file_stem(""), "%");
-        assert_ne!(safe_file_stem("a%2Fb"), safe_file_stem("a/b"));
-        let long = "x".repeat(1000);
-        let stem = safe_file_stem(&long);
-        assert!(stem.len() <= MAX_STEM_BYTES);
-        assert_ne!(stem, safe_file_stem(&"x".repeat(1001)));
-        let long_escapes = "/".repeat(300);
-        assert!(safe_file_stem(&long_escapes).len() <= MAX_STEM_BYTES);
-        assert!(!safe_file_stem(&"é".repeat(300)).contains('/'));
-    }
 }

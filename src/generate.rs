@@ -1,9 +1,15 @@
 //! Synthetic legacy DLQ trees for tests and benchmarks: the current writer's
 //! layout and file shape, deterministic for a given seed, written one file
-//! at a time (never the whole tree in memory).
+//! at a time (never the whole tree in memory). Behind the `testing` feature,
+//! which the crate's own dev-dependency turns on for its tests and benches:
+//! it is no part of the library's API. The layout and index.json are
+//! [`crate::legacy`]'s; the item text is written here by hand, so that the
+//! readers are tested on text they did not write.
 
 use crate::classify::error_signature;
 use crate::error::{Error, Result};
+use crate::legacy::{index::index_json, layout};
+use crate::time::Timestamp;
 use std::path::{Path, PathBuf};
 
 /// What to generate.
@@ -65,13 +71,7 @@ const ERROR_TYPES: [&str; 8] = [
 
 /// The job directory of job number `job` under `root`.
 pub fn job_dir(root: &Path, job: usize) -> PathBuf {
-    let job_id = job_id(job);
-    root.join("dlq")
-        .join(format!("repo-{}", job % 7))
-        .join(&job_id)
-        .join("mapreduce")
-        .join("dlq")
-        .join(&job_id)
+    layout::job_dir(root, Some(&format!("repo-{}", job % 7)), &job_id(job))
 }
 
 /// The id of job number `job`.
@@ -143,26 +143,24 @@ pub fn item_json(rng: &mut Rng, item: usize, attempt: u32) -> String {
 /// Writes a tree under `root`; returns the number of item files.
 pub fn write_tree(root: &Path, spec: &TreeSpec) -> Result<usize> {
     let mut rng = Rng::new(spec.seed);
+    let updated_at = Timestamp::parse("2025-11-23T19:42:53.902113845Z")
+        .map_err(|reason| Error::invalid_argument("updated_at", reason))?;
     let mut written = 0;
     for job in 0..spec.jobs {
         let dir = job_dir(root, job);
-        let items = dir.join("items");
+        let items = dir.join(layout::ITEMS_DIR);
         std::fs::create_dir_all(&items).map_err(|e| Error::io(&items, e))?;
         let mut ids = Vec::with_capacity(spec.items_per_job);
         for item in 0..spec.items_per_job {
             let text = item_json(&mut rng, item, spec.attempt);
-            let path = items.join(format!("item_{item}.json"));
+            let id = format!("item_{item}");
+            let path = items.join(layout::item_file_name(&id));
             std::fs::write(&path, text).map_err(|e| Error::io(&path, e))?;
-            ids.push(format!("item_{item}"));
+            ids.push(id);
             written += 1;
         }
-        let index = serde_json::json!({
-            "item_count": ids.len(),
-            "item_ids": ids,
-            "job_id": job_id(job),
-            "updated_at": "2025-11-23T19:42:53.902113845Z",
-        });
-        let path = dir.join("index.json");
+        let index = index_json(&job_id(job), &ids, updated_at);
+        let path = dir.join(layout::INDEX_FILE);
         std::fs::write(&path, index.to_string()).map_err(|e| Error::io(&path, e))?;
     }
     Ok(written)

@@ -25,9 +25,10 @@ pub mod db;
 pub mod error;
 pub mod export;
 pub mod filter;
+#[cfg(feature = "testing")]
 pub mod generate;
 pub mod import;
-pub mod input;
+pub mod legacy;
 pub mod model;
 pub mod outfile;
 pub mod rank;
@@ -42,6 +43,9 @@ pub use error::{Error, ErrorKind, Result};
 pub use model::{DeadLetteredItem, ErrorType, FailureDetail, WorktreeArtifacts};
 pub use store::{Dlq, EventKind, JobOptions, ListFilter, OpenOptions, TakeOptions};
 pub use time::Timestamp;
+
+// Moved into `legacy`, still reachable at its old path.
+pub use legacy::stream as input;
 
 // The README's Rust examples run as doctests, so they cannot drift from the
 // API they show.

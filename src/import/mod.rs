@@ -1,24 +1,33 @@
-//! Importing legacy JSON DLQ trees.
+//! Importing legacy JSON DLQ trees (and `dlq export` files) into the
+//! database. Reading the format is [`crate::legacy`]'s; this module is the
+//! orchestration around it.
 //!
 //! Split as atuin does it: [`scan`] walks the trees and *produces* records
 //! (parsed items, rejected files, index disagreements) without touching the
 //! database; [`import`] runs the scan on a second thread and *writes* the
 //! records in batched transactions. Source files are only ever read.
 
-pub mod discover;
-
 use crate::error::{Error, Result};
+use crate::legacy::discover::{JobDir, Walker};
+use crate::legacy::index::{self, Index};
 use crate::model::DeadLetteredItem;
 use crate::store::{AddOutcome, CapacityRaised, Dlq, EventKind, WriteTx};
-use discover::{JobDir, Walker};
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-/// Item files larger than this are rejected instead of read into memory.
-const MAX_ITEM_FILE_BYTES: u64 = 64 << 20;
+// Moved to `crate::legacy`, still reachable here (IndexMismatch is part of
+// the ImportReport).
+pub use crate::legacy::index::IndexMismatch;
+pub use crate::legacy::read::read_item;
+
+/// The tree walk moved to `crate::legacy`; its old path still works.
+pub mod discover {
+    pub use crate::legacy::discover::*;
+    pub use crate::legacy::layout::{is_job_dir, repo_of, NO_REPO};
+}
 
 /// What the scan produces, in walk order.
 #[derive(Debug)]
@@ -46,16 +55,6 @@ pub enum Record {
 pub struct RejectedFile {
     pub path: String,
     pub error: String,
-}
-
-/// One disagreement between a job's index.json and its files.
-#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
-pub struct IndexMismatch {
-    pub job_id: String,
-    /// `listed_but_missing`, `present_but_unlisted`, `count_differs`,
-    /// `index_missing` or `index_unreadable`.
-    pub kind: String,
-    pub item_id: Option<String>,
 }
 
 /// Import options.
@@ -122,14 +121,6 @@ struct JobTally {
     rejected: usize,
 }
 
-/// The legacy index.json.
-#[derive(serde::Deserialize)]
-struct LegacyIndex {
-    item_count: Option<u64>,
-    item_ids: Vec<String>,
-    job_id: Option<String>,
-}
-
 fn display(path: &Path) -> String {
     path.display().to_string()
 }
@@ -162,35 +153,14 @@ pub fn scan(roots: &[PathBuf], mut emit: impl FnMut(Record) -> bool) -> Result<V
     Ok(skipped)
 }
 
-/// The job id of a job directory: its name, except where the directory is
-/// an escaped name that `dlq export` wrote for an id a file system cannot
-/// hold, in which case index.json has the exact id.
-fn job_id_of(job: &JobDir, index: Option<&LegacyIndex>) -> String {
-    if let Some(id) = index.and_then(|i| i.job_id.as_deref()) {
-        if id != job.dir_name && crate::export::safe_file_stem(id) == job.dir_name {
-            return id.to_string();
-        }
-    }
-    job.dir_name.clone()
-}
-
 fn scan_job(walker: &mut Walker, job: JobDir, emit: &mut impl FnMut(Record) -> bool) -> bool {
-    let index_path = job.path.join("index.json");
-    // By the rules of item files: a regular file in the tree, size-capped
-    // (a link to /dev/zero or a huge sparse file must not be read whole).
-    let index: std::result::Result<LegacyIndex, &'static str> =
-        match walker.open_regular(&index_path, MAX_ITEM_FILE_BYTES) {
-            Ok(None) => Err("index_missing"),
-            Err(_) => Err("index_unreadable"),
-            Ok(Some(file)) => serde_json::from_reader(std::io::BufReader::new(file))
-                .map_err(|_| "index_unreadable"),
-        };
-    let job_id = job_id_of(&job, index.as_ref().ok());
+    let index = Index::read(walker, &job);
+    let job_id = index::job_id_of(&job, index.as_ref().ok());
     let repo = job.repo.clone();
     if !emit(Record::Job(job.clone(), job_id.clone())) {
         return false;
     }
-    let items_dir = job.path.join("items");
+    let items_dir = job.path.join(crate::legacy::layout::ITEMS_DIR);
     let mut top_level: BTreeSet<String> = BTreeSet::new();
     let mut go_on = true;
     walker.for_each_item_file(&items_dir, |path| {
@@ -208,7 +178,7 @@ fn scan_job(walker: &mut Walker, job: JobDir, emit: &mut impl FnMut(Record) -> b
             },
             Err(error) => Record::Rejected(RejectedFile {
                 path: display(path),
-                error,
+                error: error.to_string(),
             }),
         };
         go_on = emit(record);
@@ -217,7 +187,7 @@ fn scan_job(walker: &mut Walker, job: JobDir, emit: &mut impl FnMut(Record) -> b
     if !go_on {
         return false;
     }
-    for mismatch in compare_index(&job_id, index, &top_level) {
+    for mismatch in index::compare(&job_id, index, &top_level) {
         if !emit(Record::IndexMismatch(mismatch)) {
             return false;
         }
@@ -248,9 +218,9 @@ fn scan_export_file(path: &Path, emit: &mut impl FnMut(Record) -> bool) -> bool 
         return false;
     }
     let mut go_on = true;
-    let read = crate::input::read_raw_items(file, &source, |position, raw| {
+    let read = crate::legacy::stream::read_raw_items(file, &source, |position, raw| {
         let record = match DeadLetteredItem::from_raw(raw) {
-            Err(reason) => reject(Some(position), reason),
+            Err(reason) => reject(Some(position), reason.to_string()),
             Ok(mut item) => match item.take_job_id() {
                 None => reject(Some(position), "no job_id key: use dlq add --job-id".into()),
                 Some(job_id) => Record::Item {
@@ -273,57 +243,6 @@ fn scan_export_file(path: &Path, emit: &mut impl FnMut(Record) -> bool) -> bool 
         Err(e) if go_on => emit(reject(None, e.to_string())),
         _ => go_on,
     }
-}
-
-/// Reads and parses one item file; the error is one line.
-pub fn read_item(path: &Path) -> std::result::Result<DeadLetteredItem, String> {
-    use std::io::Read;
-    let cannot_read = |e: std::io::Error| format!("cannot read: {e}");
-    let mut file = std::fs::File::open(path).map_err(cannot_read)?;
-    let len = file.metadata().map_err(cannot_read)?.len();
-    if len > MAX_ITEM_FILE_BYTES {
-        return Err(format!("file too large ({len} bytes)"));
-    }
-    let mut bytes = Vec::with_capacity(usize::try_from(len).unwrap_or(0) + 1);
-    file.read_to_end(&mut bytes).map_err(cannot_read)?;
-    DeadLetteredItem::from_json_slice(&bytes).map_err(|e| match e {
-        Error::InvalidItem { reason, .. } => reason,
-        other => other.to_string(),
-    })
-}
-
-fn compare_index(
-    job_id: &str,
-    index: std::result::Result<LegacyIndex, &'static str>,
-    files: &BTreeSet<String>,
-) -> Vec<IndexMismatch> {
-    let mismatch = |kind: &str, item_id: Option<&str>| IndexMismatch {
-        job_id: job_id.to_string(),
-        kind: kind.to_string(),
-        item_id: item_id.map(str::to_string),
-    };
-    let index = match index {
-        Ok(index) => index,
-        Err(kind) => return vec![mismatch(kind, None)],
-    };
-    let listed: BTreeSet<&str> = index.item_ids.iter().map(String::as_str).collect();
-    let mut out = Vec::new();
-    for id in &listed {
-        if !files.contains(*id) {
-            out.push(mismatch("listed_but_missing", Some(id)));
-        }
-    }
-    for id in files {
-        if !listed.contains(id.as_str()) {
-            out.push(mismatch("present_but_unlisted", Some(id)));
-        }
-    }
-    if let Some(count) = index.item_count {
-        if usize::try_from(count).ok() != Some(files.len()) {
-            out.push(mismatch("count_differs", None));
-        }
-    }
-    out
 }
 
 /// What the writing side has done so far.

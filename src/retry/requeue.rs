@@ -1,12 +1,12 @@
-//! The resume hand-off of shared/seeds/002_*: write the eligible items'
-//! item_data as `{"items": [...]}` (a map phase's input, json_path
-//! `$.items[*]`), and with `take` remove exactly those items, only after the
-//! file is completely written and synced.
+//! The resume hand-off (docs/legacy-format.md, "The items file"): write
+//! the matching items' item_data as an items file (the format is
+//! [`crate::legacy::items_file`]'s), and with `take` remove exactly those
+//! items, only after the file is completely written and synced.
 
 use crate::error::{Error, Result};
+use crate::legacy::items_file::ItemsFileWriter;
 use crate::store::{Dlq, ListFilter};
 use serde::Serialize;
-use std::io::Write;
 use std::path::Path;
 
 /// What a requeue wrote (and took).
@@ -21,28 +21,20 @@ pub struct RequeueReport {
 /// [`crate::outfile`]) and, with `take`, removes them in one transaction
 /// with a `requeued` event each, once the file is complete and synced.
 pub fn requeue(dlq: &Dlq, filter: ListFilter, path: &Path, take: bool) -> Result<RequeueReport> {
-    let io = |p: &Path, e: std::io::Error| Error::io(p, e);
+    let io = |e: std::io::Error| Error::io(path, e);
     let mut output = crate::outfile::OutputFile::create(path)?;
-    let tmp = path.to_path_buf();
     let mut out = std::io::BufWriter::new(output.file());
     let mut taken_ids: Vec<(String, String)> = Vec::new();
     let written = (|| -> Result<usize> {
-        out.write_all(b"{\"items\": [").map_err(|e| io(&tmp, e))?;
-        let mut count = 0;
+        let mut file = ItemsFileWriter::new(&mut out).map_err(io)?;
         for entry in dlq.items(filter) {
             let entry = entry?;
-            out.write_all(if count == 0 { b"\n  " } else { b",\n  " })
-                .map_err(|e| io(&tmp, e))?;
-            out.write_all(entry.item.item_data.get().as_bytes())
-                .map_err(|e| io(&tmp, e))?;
+            file.push(&entry.item.item_data).map_err(io)?;
             if take {
                 taken_ids.push((entry.job_id, entry.item.item_id));
             }
-            count += 1;
         }
-        out.write_all(b"\n]}\n").map_err(|e| io(&tmp, e))?;
-        out.flush().map_err(|e| io(&tmp, e))?;
-        Ok(count)
+        file.finish().map_err(io)
     })();
     drop(out);
     let count = written?;

@@ -1,7 +1,9 @@
-//! Reading items from a stream: one legacy-shape item, a JSON array of them,
-//! or JSON lines (any whitespace-separated sequence of objects). Items are
-//! handed over one at a time, so input of any size is read in flat memory.
+//! Reading legacy-shape items from a stream (`dlq add`, and the `dlq export`
+//! JSON files an import reads): one item, a JSON array of them, or JSON
+//! lines (any whitespace-separated sequence of objects). Items are handed
+//! over one at a time, so input of any size is read in flat memory.
 
+pub use super::MAX_ITEM_BYTES;
 use crate::error::{Error, Result};
 use crate::model::DeadLetteredItem;
 use serde::de::{DeserializeSeed, Error as _, SeqAccess, Visitor};
@@ -17,8 +19,9 @@ pub fn read_items<R: Read>(
     mut sink: impl FnMut(usize, DeadLetteredItem) -> Result<()>,
 ) -> Result<usize> {
     read_raw_items(reader, source, |position, raw| {
-        let item = DeadLetteredItem::from_raw(raw)
-            .map_err(|reason| Error::invalid_item(format!("{source}: item {position}"), reason))?;
+        let item = DeadLetteredItem::from_raw(raw).map_err(|reason| {
+            Error::invalid_item(format!("{source}: item {position}"), reason.to_string())
+        })?;
         sink(position, item)
     })
 }
@@ -83,9 +86,6 @@ pub fn read_raw_items<R: Read>(
         }
     }
 }
-
-/// The most one item may take in a stream, as for an item file on import.
-pub const MAX_ITEM_BYTES: u64 = 64 << 20;
 
 /// A reader that fails once more than [`MAX_ITEM_BYTES`] were read since
 /// the counter was last reset (when an item was handed over).

@@ -1,10 +1,12 @@
 //! The fast path for reading an item: one typed serde pass for files in the
 //! shapes the legacy writer produced (no unknown fields, no duplicate keys).
-//! Anything it does not take returns `None`, and the lenient reader in the
-//! parent module handles it (and words the error). Both must give the same
-//! item for the same file; a test checks that on every sample file.
+//! Anything it does not take returns `None`, and the lenient reader
+//! ([`super::lenient`]) handles it (and words the error). Both must give the
+//! same item for the same file; a test checks that on every sample file.
 
-use super::{compact_raw, DeadLetteredItem, ErrorType, FailureDetail, Omitted, WorktreeArtifacts};
+use crate::model::{
+    check_id, compact_raw, DeadLetteredItem, ErrorType, FailureDetail, Omitted, WorktreeArtifacts,
+};
 use crate::time::Timestamp;
 use serde::Deserialize;
 use serde_json::value::RawValue;
@@ -96,7 +98,7 @@ struct Artifacts {
 pub(super) fn parse(text: &str) -> Option<DeadLetteredItem> {
     let item: Item<'_> = serde_json::from_str(text).ok()?;
     // A bad id is for the lenient reader to name.
-    super::check_id(&item.item_id).ok()?;
+    check_id(&item.item_id).ok()?;
     let mut failure_history = Vec::with_capacity(item.failure_history.len());
     for failure in item.failure_history {
         failure_history.push(failure.convert()?);

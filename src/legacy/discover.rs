@@ -1,8 +1,10 @@
-//! Finding legacy job directories (`.../mapreduce/dlq/<job_id>/`) at any depth
-//! and the item files under them. Never writes anything. Symlinks are
-//! followed only when they point inside the tree being walked, and every
-//! directory is entered at most once, so cycles terminate.
+//! Walking a legacy tree: finding its job directories (what
+//! [`super::layout`] recognises) at any depth and the item files under
+//! them. Never writes anything. Symlinks are followed only when they point
+//! inside the tree being walked, and every directory is entered at most
+//! once, so cycles terminate.
 
+use super::layout::{is_job_dir, name_of, repo_of};
 use std::collections::HashSet;
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -30,50 +32,6 @@ pub struct Walker {
     root: PathBuf,
     visited: HashSet<(u64, u64)>,
     pub skipped: Vec<Skipped>,
-}
-
-fn name_of(path: &Path) -> Option<&str> {
-    path.file_name().and_then(|n| n.to_str())
-}
-
-/// Whether `path` is `<base>/mapreduce/dlq/<job_id>`.
-pub fn is_job_dir(path: &Path) -> bool {
-    let Some(parent) = path.parent() else {
-        return false;
-    };
-    let Some(grandparent) = parent.parent() else {
-        return false;
-    };
-    name_of(parent) == Some("dlq")
-        && name_of(grandparent) == Some("mapreduce")
-        && path.file_name().is_some()
-}
-
-/// The repo segment `dlq export` writes for a job with no repo.
-pub const NO_REPO: &str = "imported";
-
-/// The repo segment of a job directory's path: `<home>/dlq/<repo>/<job>/...`,
-/// `<home>/state/<repo>/...`, or `<project>/.prodigy/...`. The segment
-/// [`NO_REPO`] means none (it is what an export writes for a job without one).
-pub fn repo_of(job_dir: &Path) -> Option<String> {
-    repo_segment(job_dir).filter(|repo| repo != NO_REPO)
-}
-
-fn repo_segment(job_dir: &Path) -> Option<String> {
-    let base = job_dir.parent()?.parent()?.parent()?;
-    let base_name = name_of(base)?;
-    if base_name == ".prodigy" {
-        return base.parent().and_then(name_of).map(str::to_string);
-    }
-    let parent = base.parent()?;
-    if name_of(parent) == Some("state") {
-        return Some(base_name.to_string());
-    }
-    let grandparent = parent.parent()?;
-    if name_of(grandparent) == Some("dlq") {
-        return name_of(parent).map(str::to_string);
-    }
-    None
 }
 
 #[cfg(unix)]
@@ -288,24 +246,5 @@ impl Walker {
             }
             stack.extend(subdirs.into_iter().rev());
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn job_dirs_and_repos() {
-        let p = Path::new("/h/.prodigy/dlq/my-repo/job-1/mapreduce/dlq/job-1");
-        assert!(is_job_dir(p));
-        assert_eq!(repo_of(p).as_deref(), Some("my-repo"));
-        let p = Path::new("/h/.prodigy/state/session-abc/mapreduce/dlq/job-1");
-        assert_eq!(repo_of(p).as_deref(), Some("session-abc"));
-        let p = Path::new("/src/project/.prodigy/mapreduce/dlq/job-1");
-        assert_eq!(repo_of(p).as_deref(), Some("project"));
-        let p = Path::new("/tmp/prodigy_dlq/mapreduce/dlq/job-1");
-        assert_eq!(repo_of(p), None);
-        assert!(!is_job_dir(Path::new("/a/dlq/job")));
     }
 }
