@@ -45,15 +45,12 @@ fn main() {
     let dlq = dlqlite::Dlq::open(&db).expect("open");
     dlq.set_capacity(None, Some(0)).expect("unlimited");
     let mut rng = dlqlite::generate::Rng::new(9);
-    dlq.write(|tx| {
-        tx.set_item_events(false);
-        for i in 0..items {
-            let text = dlqlite::generate::item_json(&mut rng, i, 1);
-            let mut item = dlqlite::DeadLetteredItem::from_json_str(&text)?;
-            item.reprocess_eligible = true;
-            tx.add("bench", None, &item)?;
-        }
-        Ok(())
+    dlq.load(0..items, &Default::default(), |load, i| {
+        let text = dlqlite::generate::item_json(&mut rng, i, 1);
+        let mut item = dlqlite::DeadLetteredItem::from_json_str(&text)?;
+        item.reprocess_eligible = true;
+        load.item("bench", None, &item)?;
+        Ok(true)
     })
     .expect("fill");
     drop(dlq);

@@ -144,14 +144,11 @@ fn retry_storm(dir: &Path, items: usize) -> u64 {
     let dlq = Dlq::open(&db).expect("open");
     dlq.set_capacity(None, Some(0)).expect("unlimited");
     let mut rng = dlqlite::generate::Rng::new(9);
-    dlq.write(|tx| {
-        tx.set_item_events(false);
-        for i in 0..items {
-            let mut item = item(&mut rng, i);
-            item.reprocess_eligible = true;
-            tx.add("bench", None, &item)?;
-        }
-        Ok(())
+    dlq.load(0..items, &Default::default(), |load, i| {
+        let mut item = item(&mut rng, i);
+        item.reprocess_eligible = true;
+        load.item("bench", None, &item)?;
+        Ok(true)
     })
     .expect("fill");
     drop(dlq);

@@ -11,7 +11,7 @@ use crate::error::{Error, Result};
 use crate::legacy::discover::{JobDir, Walker};
 use crate::legacy::index::{self, Index};
 use crate::model::DeadLetteredItem;
-use crate::store::{AddOutcome, CapacityRaised, Dlq, EventKind, WriteTx};
+use crate::store::{AddOutcome, CapacityRaised, Dlq, Loader};
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -57,24 +57,8 @@ pub struct RejectedFile {
     pub error: String,
 }
 
-/// Import options.
-#[derive(Clone, Debug)]
-pub struct ImportOptions {
-    /// Items per write transaction.
-    pub batch_size: usize,
-    /// Into an empty database, import in one transaction with the secondary
-    /// indexes rebuilt at the end (see [`import`]).
-    pub bulk_when_empty: bool,
-}
-
-impl Default for ImportOptions {
-    fn default() -> Self {
-        ImportOptions {
-            batch_size: 5_000,
-            bulk_when_empty: true,
-        }
-    }
-}
+/// How an import batches its writes: see [`crate::store::LoadOptions`].
+pub type ImportOptions = crate::store::LoadOptions;
 
 /// What an import did (the `--json` output).
 #[derive(Clone, Debug, Default, Serialize)]
@@ -258,7 +242,7 @@ struct Writer {
 
 impl Writer {
     /// Writes one record; true when it was an item.
-    fn apply(&mut self, tx: &mut WriteTx<'_>, record: Record) -> Result<bool> {
+    fn apply(&mut self, tx: &mut Loader<'_, '_>, record: Record) -> Result<bool> {
         let report = &mut self.report;
         match record {
             Record::ExportFile(_) => {
@@ -267,7 +251,7 @@ impl Writer {
                 Ok(false)
             }
             Record::Job(job, job_id) => {
-                tx.ensure_job(&job_id, job.repo.as_deref())?;
+                tx.job(&job_id, job.repo.as_deref())?;
                 self.in_export_file = false;
                 report.job_ids.insert(job_id.clone());
                 self.current_job.clone_from(&job_id);
@@ -285,7 +269,7 @@ impl Writer {
                     report.files_seen += 1;
                 }
                 report.items_read += 1;
-                let outcome = tx.add(&job_id, repo.as_deref(), &item)?;
+                let outcome = tx.item(&job_id, repo.as_deref(), &item)?;
                 if !report.job_ids.contains(&job_id) {
                     report.job_ids.insert(job_id.clone());
                 }
@@ -370,7 +354,6 @@ pub fn import(
             ));
         }
     }
-    let bulk = options.bulk_when_empty && dlq.is_empty()?;
     // Records cross threads in chunks: one wake-up per chunk, not per file.
     const CHUNK: usize = 64;
     let (sender, receiver) = mpsc::sync_channel::<Vec<Record>>(32);
@@ -399,40 +382,14 @@ pub fn import(
         started: Instant::now(),
         last_progress: Instant::now(),
     };
-    let mut records = receiver.into_iter().flatten().peekable();
-    let result = if bulk {
-        dlq.write(|tx| {
-            tx.set_item_events(false);
-            tx.set_evictions(false);
-            let indexes = tx.suspend_item_indexes()?;
-            for record in records.by_ref() {
-                writer.apply(tx, record)?;
-                writer.tick(&mut progress);
-            }
-            tx.restore(indexes)
-        })
-    } else {
-        (|| -> Result<()> {
-            while records.peek().is_some() {
-                dlq.write(|tx| {
-                    tx.set_item_events(false);
-                    tx.set_evictions(false);
-                    let mut written = 0;
-                    for record in records.by_ref() {
-                        written += usize::from(writer.apply(tx, record)?);
-                        writer.tick(&mut progress);
-                        if written >= options.batch_size {
-                            break;
-                        }
-                    }
-                    Ok(())
-                })?;
-            }
-            Ok(())
-        })()
-    };
-    // Dropping the receiver stops the scanner if the writer failed.
-    drop(records);
+    let records = receiver.into_iter().flatten();
+    // The load consumes (and on an error drops) the receiver, which stops
+    // the scanner.
+    let result = dlq.load(records, options, |loader, record| {
+        let item = writer.apply(loader, record)?;
+        writer.tick(&mut progress);
+        Ok(item)
+    });
     let scanned = scanner
         .join()
         .map_err(|_| Error::invalid_argument("import", "the scanning thread panicked"))?;
@@ -440,21 +397,12 @@ pub fn import(
     let mut report = writer.report;
     report.paths_skipped = scanned?;
     report.jobs = report.job_ids.len();
-    report.jobs_over_capacity = dlq.write(|tx| {
-        let mut raised = Vec::new();
-        for job_id in &report.job_ids {
-            raised.extend(tx.raise_capacity_to_fit(job_id)?);
-        }
-        for (job_id, tally) in &writer.tallies {
-            tx.event(
-                EventKind::Imported,
-                Some(job_id),
-                None,
-                serde_json::to_value(tally)?,
-            )?;
-        }
-        Ok(raised)
-    })?;
+    let events = writer
+        .tallies
+        .iter()
+        .map(|(job_id, tally)| Ok((job_id.clone(), serde_json::to_value(tally)?)))
+        .collect::<Result<Vec<_>>>()?;
+    report.jobs_over_capacity = dlq.finish_load(&report.job_ids, events)?;
     progress(&Progress {
         files_seen: report.files_seen,
         items_written: report.items_new + report.items_merged + report.items_unchanged,

@@ -13,6 +13,7 @@
 //! | `jobs.rs` | jobs, their capacity, creating one ahead of its first add, clearing one |
 //! | `counters.rs` | the counter tables and the one definition of an item's last attempt; recount |
 //! | `bulk.rs` | set-based deletes (clear, purge, take) with one event per item; purge |
+//! | `load.rs` | loading many items at once (import): batches, the bulk switches |
 //! | `take.rs` | taking eligible items out to run them again (requeue) |
 //! | `leases.rs` | retry runs and the leases that let runs share a job |
 //! | `events.rs` | the audit log: event kinds and reading the log |
@@ -34,6 +35,7 @@ mod group;
 mod items;
 mod jobs;
 mod leases;
+mod load;
 mod message_groups;
 mod open;
 mod rows;
@@ -53,6 +55,7 @@ pub use items::MarkRequest;
 pub use items::{ItemIter, ItemSummary, JobItem, ListFilter, Page, PageCursor, SummaryIter};
 pub use jobs::{CapacityInfo, JobInfo, JobOptions};
 pub use leases::{RunCounts, RunInfo, RunStatus};
+pub use load::{LoadOptions, Loader};
 pub use open::OpenOptions;
 pub use stats::{Stats, StatsHead, StatsPart};
 pub use take::{TakeOptions, TakenItem};

@@ -124,7 +124,7 @@ impl<'c> WriteTx<'c> {
 
     /// Whether each add writes an `added`/`merged` event (the default). A bulk
     /// import turns this off and writes one `imported` event per job instead.
-    pub fn set_item_events(&mut self, on: bool) {
+    pub(crate) fn set_item_events(&mut self, on: bool) {
         self.item_events = on;
     }
 
@@ -132,7 +132,7 @@ impl<'c> WriteTx<'c> {
     /// default). An import turns this off: it keeps every item and raises
     /// the capacity of a job it filled past it (see
     /// [`WriteTx::raise_capacity_to_fit`]).
-    pub fn set_evictions(&mut self, on: bool) {
+    pub(crate) fn set_evictions(&mut self, on: bool) {
         self.evict = on;
     }
 
@@ -321,7 +321,7 @@ impl<'c> WriteTx<'c> {
     /// which never evicts), raises the job's capacity to its item count with
     /// a `capacity_set` event saying why, so nothing is evicted by the next
     /// add either. Returns the capacity before and after, if it changed.
-    pub fn raise_capacity_to_fit(&mut self, job_id: &str) -> Result<Option<CapacityRaised>> {
+    pub(crate) fn raise_capacity_to_fit(&mut self, job_id: &str) -> Result<Option<CapacityRaised>> {
         let (count, cap) = self.load_of(job_id)?;
         if cap <= 0 || count <= cap {
             return Ok(None);

@@ -1,0 +1,120 @@
+//! Loading many items at once (`import`, and anything that fills a
+//! database in bulk): the store's bulk switches, in one place. A load writes
+//! items without an event each (the caller records one per job at the end
+//! with [`Dlq::finish_load`]) and without evicting (a job that ends over its
+//! capacity gets the capacity raised to fit, reported), in transactions of
+//! [`LoadOptions::batch_size`] items. Into an empty database the whole load
+//! is one transaction that drops the secondary indexes of `items` and
+//! rebuilds them at the end: much faster, and a crash leaves the database
+//! empty, as it was.
+
+use super::{AddReport, CapacityRaised, Dlq, EventKind, WriteTx};
+use crate::error::Result;
+use crate::model::DeadLetteredItem;
+use std::collections::BTreeSet;
+
+/// How a load batches its writes.
+#[derive(Clone, Debug)]
+pub struct LoadOptions {
+    /// Items per transaction (when the database is not empty, or
+    /// `bulk_when_empty` is off): a crash loses at most the open batch, and
+    /// loading again completes it (adding an item again changes nothing).
+    pub batch_size: usize,
+    /// Into an empty database, one transaction with the item indexes
+    /// rebuilt at the end.
+    pub bulk_when_empty: bool,
+}
+
+impl Default for LoadOptions {
+    fn default() -> Self {
+        LoadOptions {
+            batch_size: 5_000,
+            bulk_when_empty: true,
+        }
+    }
+}
+
+/// The writes a load makes for one record.
+pub struct Loader<'t, 'c> {
+    tx: &'t mut WriteTx<'c>,
+}
+
+impl Loader<'_, '_> {
+    /// Makes sure the job exists (and records its repo).
+    pub fn job(&mut self, job_id: &str, repo: Option<&str>) -> Result<()> {
+        self.tx.ensure_job(job_id, repo)
+    }
+
+    /// Adds (or merges) one item, as [`Dlq::add`] does, but without an
+    /// event of its own and without evicting.
+    pub fn item(
+        &mut self,
+        job_id: &str,
+        repo: Option<&str>,
+        item: &DeadLetteredItem,
+    ) -> Result<AddReport> {
+        self.tx.add(job_id, repo, item)
+    }
+}
+
+impl Dlq {
+    /// Hands each record to `apply`, which writes it through the
+    /// [`Loader`] and says whether it was an item (batches count items).
+    /// See the module docs for the transactions.
+    pub fn load<T>(
+        &self,
+        records: impl IntoIterator<Item = T>,
+        options: &LoadOptions,
+        mut apply: impl FnMut(&mut Loader<'_, '_>, T) -> Result<bool>,
+    ) -> Result<()> {
+        let mut records = records.into_iter().peekable();
+        let bulk_switches = |tx: &mut WriteTx<'_>| {
+            tx.set_item_events(false);
+            tx.set_evictions(false);
+        };
+        if options.bulk_when_empty && self.is_empty()? {
+            return self.write(|tx| {
+                bulk_switches(tx);
+                let indexes = tx.suspend_item_indexes()?;
+                for record in records.by_ref() {
+                    apply(&mut Loader { tx: &mut *tx }, record)?;
+                }
+                tx.restore(indexes)
+            });
+        }
+        while records.peek().is_some() {
+            self.write(|tx| {
+                bulk_switches(tx);
+                let mut items = 0;
+                for record in records.by_ref() {
+                    items += usize::from(apply(&mut Loader { tx: &mut *tx }, record)?);
+                    if items >= options.batch_size.max(1) {
+                        break;
+                    }
+                }
+                Ok(())
+            })?;
+        }
+        Ok(())
+    }
+
+    /// Ends a load, in one transaction: raises the capacity of each of
+    /// `jobs` that ended over it (reported), and records one `imported`
+    /// event per entry of `events` (a job and what to say of it).
+    pub fn finish_load(
+        &self,
+        jobs: &BTreeSet<String>,
+        events: Vec<(String, serde_json::Value)>,
+    ) -> Result<Vec<CapacityRaised>> {
+        self.write(|tx| {
+            let mut raised = Vec::new();
+            for job_id in jobs {
+                raised.extend(tx.raise_capacity_to_fit(job_id)?);
+            }
+            for (job_id, detail) in events {
+                tx.event(EventKind::Imported, Some(&job_id), None, detail)?;
+            }
+            Ok(raised)
+        })
+    }
+}
