@@ -128,7 +128,52 @@ pub fn run(args: Args, ctx: &super::Context) -> Result<std::process::ExitCode> {
     let Some(job_id) = args.job_id.clone() else {
         bail!("which job? dlq retry JOB --exec CMD");
     };
-    let mut options = RetryOptions::new(job_id.clone())
+    let options = options(&args, job_id.clone())?;
+    let dlq = ctx.open_existing()?;
+    dlq.require_job(&job_id)?;
+    if args.dry_run {
+        return dry_run(&dlq, &options, args.json);
+    }
+    let Some(exec) = args.exec.clone() else {
+        bail!("what to run? pass --exec CMD");
+    };
+    let handler = CommandHandler::new(
+        &exec,
+        args.timeout.map(Duration::from_secs_f64),
+        &std::env::temp_dir(),
+    )?;
+    let control = stop_on_ctrl_c();
+    let show_progress = std::io::stderr().is_terminal();
+    let summary = retry(&dlq, &options, &handler, &control, |p: &Progress| {
+        if show_progress {
+            let rate = (p.succeeded + p.failed) as f64 / p.elapsed.as_secs_f64().max(0.001);
+            eprint!(
+                "\rretry: {} succeeded, {} failed, {} running ({rate:.1}/s)\x1b[K",
+                p.succeeded, p.failed, p.running
+            );
+        }
+    })?;
+    if show_progress {
+        eprint!("\r\x1b[2K");
+    }
+    if args.json {
+        print_json(&summary)?;
+    } else {
+        print_summary(&summary)?;
+    }
+    Ok(
+        if summary.interrupted || summary.counts.failed > 0 || summary.lost > 0 {
+            std::process::ExitCode::from(1)
+        } else {
+            std::process::ExitCode::SUCCESS
+        },
+    )
+}
+
+/// The run's options from the flags (the run record keeps the flags as its
+/// parameters), checked as the library will check them.
+fn options(args: &Args, job_id: String) -> Result<RetryOptions> {
+    let mut options = RetryOptions::new(job_id)
         .force(args.force)
         .parallel(usize::from(args.parallel))
         .max_retries(args.max_retries)
@@ -150,81 +195,53 @@ pub fn run(args: Args, ctx: &super::Context) -> Result<std::process::ExitCode> {
     // The flags were parsed within these bounds; a dry run checks them the
     // way the run itself would.
     options.validate()?;
-    let dlq = ctx.open_existing()?;
-    dlq.require_job(&job_id)?;
-    if args.dry_run {
-        return dry_run(&dlq, &options, args.json);
-    }
-    let Some(exec) = args.exec.clone() else {
-        bail!("what to run? pass --exec CMD");
-    };
-    let handler = CommandHandler::new(
-        &exec,
-        args.timeout.map(Duration::from_secs_f64),
-        &std::env::temp_dir(),
-    )?;
+    Ok(options)
+}
+
+/// The run's control, stopped by a first Ctrl-C (no new items; running
+/// commands finish) and killed by a second.
+fn stop_on_ctrl_c() -> Arc<RunControl> {
     let control = Arc::new(RunControl::default());
     let presses = Arc::new(AtomicUsize::new(0));
-    {
-        let control = Arc::clone(&control);
-        let presses = Arc::clone(&presses);
-        // A second handler cannot be set in one process; only the CLI sets it.
-        let _ = ctrlc::set_handler(move || {
-            if presses.fetch_add(1, Ordering::SeqCst) == 0 {
-                eprintln!(
-                    "\nstopping: no new items; running commands finish (Ctrl-C again kills them)"
-                );
-                control.stop();
-            } else {
-                eprintln!("\nkilling running commands");
-                control.kill();
-            }
-        });
-    }
-    let show_progress = std::io::stderr().is_terminal();
-    let summary = retry(&dlq, &options, &handler, &control, |p: &Progress| {
-        if show_progress {
-            let rate = (p.succeeded + p.failed) as f64 / p.elapsed.as_secs_f64().max(0.001);
-            eprint!(
-                "\rretry: {} succeeded, {} failed, {} running ({rate:.1}/s)\x1b[K",
-                p.succeeded, p.failed, p.running
+    let handler_control = Arc::clone(&control);
+    // A second handler cannot be set in one process; only the CLI sets it.
+    let _ = ctrlc::set_handler(move || {
+        if presses.fetch_add(1, Ordering::SeqCst) == 0 {
+            eprintln!(
+                "\nstopping: no new items; running commands finish (Ctrl-C again kills them)"
             );
-        }
-    })?;
-    if show_progress {
-        eprint!("\r\x1b[2K");
-    }
-    if args.json {
-        print_json(&summary)?;
-    } else {
-        let c = &summary.counts;
-        let mut out = std::io::stdout().lock();
-        writeln!(
-            out,
-            "{}: {} item(s) tried ({} attempt(s)): {} succeeded and removed, {} failed again{}, {} skipped as not eligible{}; {} remaining{}",
-            for_terminal(&summary.job_id),
-            c.attempted,
-            c.attempts,
-            c.succeeded,
-            c.failed,
-            if summary.lost > 0 {
-                format!(", {} removed or taken over by others while tried", summary.lost)
-            } else {
-                String::new()
-            },
-            c.skipped,
-            if c.skipped > 0 { " (--force takes them)" } else { "" },
-            summary.remaining,
-            if summary.interrupted { "; interrupted: run it again to continue" } else { "" }
-        )?;
-    }
-    Ok(
-        if summary.interrupted || summary.counts.failed > 0 || summary.lost > 0 {
-            std::process::ExitCode::from(1)
+            handler_control.stop();
         } else {
-            std::process::ExitCode::SUCCESS
+            eprintln!("\nkilling running commands");
+            handler_control.kill();
+        }
+    });
+    control
+}
+
+/// The one-line summary of a finished run.
+fn print_summary(summary: &dlqlite::retry::RetrySummary) -> Result<()> {
+    let c = &summary.counts;
+    let mut out = std::io::stdout().lock();
+    writeln!(
+        out,
+        "{}: {} item(s) tried ({} attempt(s)): {} succeeded and removed, {} failed again{}, {} skipped as not eligible{}; {} remaining{}",
+        for_terminal(&summary.job_id),
+        c.attempted,
+        c.attempts,
+        c.succeeded,
+        c.failed,
+        if summary.lost > 0 {
+            format!(", {} removed or taken over by others while tried", summary.lost)
+        } else {
+            String::new()
         },
-    )
+        c.skipped,
+        if c.skipped > 0 { " (--force takes them)" } else { "" },
+        summary.remaining,
+        if summary.interrupted { "; interrupted: run it again to continue" } else { "" }
+    )?;
+    Ok(())
 }
 
 fn dry_run(
