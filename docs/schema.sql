@@ -20,8 +20,10 @@ CREATE TABLE settings (
 -- ----------------------------------------------------------------------
 -- One row per job. item_count, eligible_count, manual_review_count and
 -- failure_count_sum are counters kept equal to a recount of `items` (by
--- dlq on insert, by the triggers below on UPDATE and DELETE): read them
--- instead of counting. max_items NULL means the database default applies.
+-- dlq on insert, by the triggers below on row-by-row UPDATE and DELETE,
+-- by dlq's set-based deletes, which set the triggers aside and subtract
+-- whole groups): read them instead of counting. max_items NULL means the
+-- database default applies.
 
 CREATE TABLE jobs (
     job_id              TEXT PRIMARY KEY NOT NULL,
@@ -37,11 +39,15 @@ CREATE TABLE jobs (
 
 -- ----------------------------------------------------------------------
 -- One row per dead-lettered work item (job_id, item_id unique). The
--- whole failure history is in failure_history; last_attempt,
--- failure_count, error_signature and last_error_type describe the item's
--- last attempt, which is the attempt with the latest timestamp (ties: the
+-- whole failure history is in failure_history. failure_count is the
+-- source's count of failures (it can exceed the attempts kept);
+-- first_attempt and last_attempt are the earliest and latest the copies
+-- of the item said; error_signature, item_data and the flags come from
+-- the copy whose last attempt is latest, and last_error_type is the error
+-- type of the last attempt: the one with the latest timestamp (ties: the
 -- higher attempt_number). Timestamps are RFC 3339 text in UTC with nine
--- fraction digits, so they sort as text.
+-- fraction digits, so they sort as text. (`sqlite3 .schema` shows V1's
+-- comment on last_error_type, which gives the rule before V4.)
 
 CREATE TABLE items (
     id                     INTEGER PRIMARY KEY,
@@ -198,9 +204,10 @@ CREATE TABLE error_type_counts (
 
 -- ----------------------------------------------------------------------
 -- The audit log: one row per change to an item or a job (added, merged,
--- removed, evicted, purged, cleared, imported, marked, capacity_set,
--- job_created, retried_ok, retried_failed, requeued). Nothing leaves the
--- DLQ without a row here. detail is JSON.
+-- removed, evicted, purged, cleared, marked, capacity_set, job_created,
+-- retried_ok, retried_failed, requeued), except that an import writes one
+-- `imported` row per job instead of one per item. Nothing leaves the DLQ
+-- without a row here. detail is JSON.
 
 CREATE TABLE events (
     id      INTEGER PRIMARY KEY,

@@ -1,4 +1,5 @@
-//! The filter language shared by list, export, purge and retry: its grammar,
+//! The filter language shared by list, export (not the legacy tree), purge,
+//! retry and requeue: its grammar,
 //! lexer and parser, which turn an expression into an [`Expr`]. The store
 //! compiles an `Expr` to SQL (store/filter_sql.rs: only bound parameters,
 //! never text from the expression). An invalid expression is an error

@@ -1,6 +1,8 @@
-//! The legacy JSON dead letter queue format, end to end: everything that
-//! knows how the old tool laid out and wrote its files lives here, and
-//! nothing about them lives anywhere else. docs/legacy-format.md describes
+//! The legacy JSON dead letter queue format, end to end: how the old tool
+//! laid out, named and wrote its files lives here. Two rules of its writer
+//! live with what they decide: which optional fields a new item leaves
+//! out (`model`, `writer_omitted`) and the error signature (`classify`).
+//! docs/legacy-format.md describes
 //! the format; what the rest of the crate does with it (importing into the
 //! database, exporting back out, requeueing) is in [`crate::import`],
 //! [`crate::export`] and [`crate::retry::requeue`].

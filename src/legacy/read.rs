@@ -1,5 +1,6 @@
-//! Reading one item file of a legacy tree: whole, size-capped (the old
-//! writer's files are small; anything huge is not one of them), parsed by
+//! Reading one item file of a legacy tree: whole, refused when its size is
+//! over the cap before reading (the old writer's files are small; anything
+//! huge is not one of them), parsed by
 //! the codec. The old writer overwrote files in place, so truncated and
 //! empty files are expected: each fails alone with a one-line reason.
 

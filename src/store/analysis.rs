@@ -2,7 +2,9 @@
 //! distribution of error types, failures over time, failure categories, and
 //! the agents and steps that fail most. One pass over the attempts feeds
 //! everything that needs them; counts per signature and per last error type
-//! come from the counter tables.
+//! come from the counter tables; a few lookups follow for what is shown
+//! (sample items and messages of the listed groups, and the top agents or
+//! steps by SQL when there were too many to count in memory).
 
 use super::message_groups::LastAttempts;
 use super::Dlq;

@@ -1,6 +1,8 @@
 //! The audit log: the kinds of event dlq writes ([`EventKind`]), and
 //! reading the log back ([`Dlq::events`]). Events are written inside each
-//! change's own transaction by [`super::WriteTx::event`].
+//! change's own transaction: one at a time by [`super::WriteTx::event`],
+//! one per deleted item in a single statement by the set-based deletes
+//! (bulk.rs).
 
 use super::Dlq;
 use crate::error::Result;

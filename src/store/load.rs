@@ -1,5 +1,6 @@
 //! Loading many items at once (`import`, and anything that fills a
-//! database in bulk): the store's bulk switches, in one place. A load writes
+//! database in bulk): how a load uses the write path's bulk switches
+//! (defined on [`WriteTx`]; set-based deletes use them too). A load writes
 //! items without an event each (the caller records one per job at the end
 //! with [`Dlq::finish_load`]) and without evicting (a job that ends over its
 //! capacity gets the capacity raised to fit, reported), in transactions of

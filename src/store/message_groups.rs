@@ -4,9 +4,10 @@
 //!
 //! Built in two steps that read no row twice:
 //! 1. During analyze's one scan of the attempts ([`LastAttempts::offer`]),
-//!    each item keeps which of its attempts is last so far (the rule of
-//!    `counters::last_attempt_order`: latest timestamp, then highest
-//!    attempt_number) and that attempt's pattern. A message is normalised once:
+//!    each item keeps which of its attempts is last so far, by the rule
+//!    of `counters::last_attempt_order` (latest timestamp, then highest
+//!    attempt_number) applied in memory to a packed key, and that
+//!    attempt's pattern. A message is normalised once:
 //!    its pattern is cached by the message's hash.
 //! 2. One pass over the items in signature order ([`group_items`], on the
 //!    covering index `items_signature`) counts items per pattern and the

@@ -1,6 +1,6 @@
 //! How a [`Dlq`] is opened: [`OpenOptions`] (create or open-existing,
-//! read-only, busy timeout, pool size, default capacity). The library reads
-//! no environment variable; `dlq` turns `--busy-timeout-ms` (or
+//! read-only, busy timeout, pool size, default capacity). Opening reads no
+//! environment variable; `dlq` turns `--busy-timeout-ms` (or
 //! `DLQ_BUSY_TIMEOUT_MS`) into [`OpenOptions::busy_timeout`].
 
 use super::Dlq;

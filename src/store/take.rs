@@ -1,7 +1,9 @@
 //! Taking items out of the DLQ to run them again: in memory
 //! ([`Dlq::take_eligible`], for an orchestrator's next map phase) or after
 //! `dlq requeue` wrote them to a file ([`Dlq::take_items`]). Either way in
-//! one transaction, with a `requeued` event per item.
+//! one transaction, with a `requeued` event per item. With
+//! [`super::TakeOptions::keep_history`] the items stay, marked not eligible,
+//! so one that fails again keeps counting its attempts.
 
 use super::items::ListFilter;
 use super::Dlq;
