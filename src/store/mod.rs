@@ -11,6 +11,7 @@
 pub mod adhoc;
 mod analysis;
 mod bulk;
+mod columns;
 mod counters;
 mod events;
 mod filter_sql;
