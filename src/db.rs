@@ -787,7 +787,7 @@ impl Looker {
         let (busy, log, copied): (i64, i64, i64) = self
             .conn
             .query_row(&format!("PRAGMA wal_checkpoint({mode})"), [], |row| {
-                Ok((row.get(0)?, row.get(1)?, row.get(2)?))
+                Ok((row.get("busy")?, row.get("log")?, row.get("checkpointed")?))
             })
             .ok()?;
         let log = u64::try_from(log).ok()?;

@@ -6,6 +6,7 @@
 //! (sample items and messages of the listed groups, and the top agents or
 //! steps by SQL when there were too many to count in memory).
 
+use super::columns::{columns, sql};
 use super::message_groups::LastAttempts;
 use super::Dlq;
 use crate::error::Result;
@@ -449,17 +450,25 @@ fn top_by_sql(dlq: &Dlq, job_id: Option<&str>, column: &str) -> Result<Vec<Ranke
     let _cache = crate::db::CacheSize::set(&conn, "main", SCAN_CACHE_KIB)?;
     let sql = if job_id.is_some() {
         format!(
-            "SELECT {column}, COUNT(*) FROM failure_history
+            "SELECT {column} AS name, COUNT(*) AS failures FROM failure_history
              WHERE item_key IN (SELECT id FROM items WHERE job_id = ?1) GROUP BY {column}"
         )
     } else {
-        format!("SELECT {column}, COUNT(*) FROM failure_history WHERE ?1 IS NULL GROUP BY {column}")
+        format!(
+            "SELECT {column} AS name, COUNT(*) AS failures FROM failure_history
+             WHERE ?1 IS NULL GROUP BY {column}"
+        )
     };
     let mut stmt = conn.prepare(&sql)?;
+    // Looked up once, not for every row.
+    let (name, failures) = (stmt.column_index("name")?, stmt.column_index("failures")?);
     let mut rows = stmt.query(params![job_id])?;
     let mut largest = super::message_groups::Largest::new(TOP);
     while let Some(row) = rows.next()? {
-        largest.offer(row.get_ref(0)?.as_bytes().unwrap_or(b""), row.get(1)?);
+        largest.offer(
+            row.get_ref(name)?.as_bytes().unwrap_or(b""),
+            row.get(failures)?,
+        );
     }
     Ok(largest
         .finish()
@@ -483,11 +492,13 @@ fn last_message(conn: &Connection, item_key: i64) -> Result<String> {
 
 fn last_error_types(conn: &Connection, job_id: Option<&str>) -> Result<BTreeMap<String, i64>> {
     let mut stmt = conn.prepare_cached(
-        "SELECT error_type, SUM(item_count) FROM error_type_counts
+        "SELECT error_type, SUM(item_count) AS items FROM error_type_counts
          WHERE ?1 IS NULL OR job_id = ?1 GROUP BY error_type",
     )?;
     let rows = stmt
-        .query_map(params![job_id], |row| Ok((row.get(0)?, row.get(1)?)))?
+        .query_map(params![job_id], |row| {
+            Ok((row.get("error_type")?, row.get("items")?))
+        })?
         .collect::<rusqlite::Result<BTreeMap<_, _>>>()?;
     Ok(rows)
 }
@@ -525,24 +536,46 @@ fn samples(dlq: &Dlq, job_id: Option<&str>, signatures: &[(String, i64)]) -> Res
     Ok(all.into_iter().map(|(_, sample)| sample).collect())
 }
 
+columns! {
+    /// The columns of `items` that [`sample_of`] reads.
+    mod sample_columns {
+        KEY = "id",
+        FIRST_ATTEMPT = "first_attempt",
+        LAST_ATTEMPT = "last_attempt",
+    }
+}
+
+columns! {
+    /// The columns of `failure_history` that [`sample_of`] reads from the
+    /// newest item's last attempt.
+    mod sample_message_columns {
+        ERROR_MESSAGE = "error_message",
+        ERROR_TYPE = "error_type",
+    }
+}
+
 /// A signature's three newest items, their representative (newest) message,
 /// and its first and last occurrence. One pass over the signature's range of the covering
 /// index items_signature does it all: ordering by last_attempt in SQL made
 /// SQLite read every row of the range from the table, and the span took a
 /// second pass.
 fn sample_of(conn: &Connection, job_id: Option<&str>, signature: &str) -> Result<Sample> {
+    use sample_columns as c;
+    use sample_message_columns as m;
     let wanted = 3;
     // Two statements rather than `(?2 IS NULL OR job_id = ?2)`: with the OR,
     // SQLite cannot narrow the range to the job.
     let mut stmt = match job_id {
-        Some(_) => conn.prepare_cached(
-            "SELECT id, first_attempt, last_attempt FROM items
-             WHERE error_signature = ?1 AND job_id = ?2",
-        )?,
-        None => conn.prepare_cached(
-            "SELECT id, first_attempt, last_attempt FROM items
-             WHERE error_signature = ?1 AND ?2 IS NULL",
-        )?,
+        Some(_) => conn.prepare_cached(sql!(
+            "SELECT ",
+            c::LIST,
+            " FROM items WHERE error_signature = ?1 AND job_id = ?2"
+        ))?,
+        None => conn.prepare_cached(sql!(
+            "SELECT ",
+            c::LIST,
+            " FROM items WHERE error_signature = ?1 AND ?2 IS NULL"
+        ))?,
     };
     let mut rows = stmt.query(params![signature, job_id])?;
     let mut first: Option<String> = None;
@@ -551,9 +584,9 @@ fn sample_of(conn: &Connection, job_id: Option<&str>, signature: &str) -> Result
     // later insert.
     let mut newest: Vec<(String, i64)> = Vec::with_capacity(wanted + 1);
     while let Some(row) = rows.next()? {
-        let id: i64 = row.get(0)?;
-        let first_attempt = text(row, 1)?;
-        let last_attempt = text(row, 2)?;
+        let id: i64 = row.get(c::KEY)?;
+        let first_attempt = text(row, c::FIRST_ATTEMPT)?;
+        let last_attempt = text(row, c::LAST_ATTEMPT)?;
         if first.as_deref().is_none_or(|f| first_attempt < f) {
             first = Some(first_attempt.to_string());
         }
@@ -577,11 +610,17 @@ fn sample_of(conn: &Connection, job_id: Option<&str>, signature: &str) -> Result
     let (message, error_type) = match newest.first() {
         Some((_, key)) => conn
             .prepare_cached(&format!(
-                "SELECT error_message, error_type FROM failure_history WHERE item_key = ?1
+                "SELECT {} FROM failure_history WHERE item_key = ?1
                  ORDER BY {} LIMIT 1",
+                m::LIST,
                 super::counters::last_attempt_order("")
             ))?
-            .query_row([key], |row| Ok((Some(row.get(0)?), Some(row.get(1)?))))
+            .query_row([key], |row| {
+                Ok((
+                    Some(row.get(m::ERROR_MESSAGE)?),
+                    Some(row.get(m::ERROR_TYPE)?),
+                ))
+            })
             .optional()?
             .unwrap_or((None, None)),
         None => (None, None),
@@ -629,14 +668,15 @@ struct AttemptScan {
 fn scan_attempts_parallel(dlq: &Dlq, job_id: Option<&str>, item_count: i64) -> Result<AttemptScan> {
     let ((low, high), (first_item, last_item)): ((Option<i64>, Option<i64>), (i64, i64)) = {
         let conn = dlq.conn()?;
-        let attempts =
-            conn.query_row("SELECT MIN(id), MAX(id) FROM failure_history", [], |row| {
-                Ok((row.get(0)?, row.get(1)?))
-            })?;
-        let item_keys = conn.query_row(
-            "SELECT COALESCE(MIN(id), 0), COALESCE(MAX(id), -1) FROM items",
+        let attempts = conn.query_row(
+            "SELECT MIN(id) AS low, MAX(id) AS high FROM failure_history",
             [],
-            |row| Ok((row.get(0)?, row.get(1)?)),
+            |row| Ok((row.get("low")?, row.get("high")?)),
+        )?;
+        let item_keys = conn.query_row(
+            "SELECT COALESCE(MIN(id), 0) AS low, COALESCE(MAX(id), -1) AS high FROM items",
+            [],
+            |row| Ok((row.get("low")?, row.get("high")?)),
         )?;
         (attempts, item_keys)
     };
@@ -765,6 +805,19 @@ impl AttemptCounts {
     }
 }
 
+columns! {
+    /// The columns of `failure_history` that [`scan_range`] reads.
+    mod attempt_columns {
+        TIMESTAMP = "timestamp",
+        ERROR_TYPE = "error_type",
+        AGENT_ID = "agent_id",
+        STEP_FAILED = "step_failed",
+        ITEM_KEY = "item_key",
+        ATTEMPT_NUMBER = "attempt_number",
+        ERROR_MESSAGE = "error_message",
+    }
+}
+
 fn scan_range(
     conn: &Connection,
     job_id: Option<&str>,
@@ -772,14 +825,20 @@ fn scan_range(
     high: i64,
     mut counts: AttemptCounts,
 ) -> Result<AttemptCounts> {
+    use attempt_columns as c;
     let sql = if job_id.is_some() {
-        "SELECT timestamp, error_type, agent_id, step_failed, item_key, attempt_number,
-                error_message FROM failure_history
-         WHERE id BETWEEN ?2 AND ?3 AND item_key IN (SELECT id FROM items WHERE job_id = ?1)"
+        sql!(
+            "SELECT ",
+            c::LIST,
+            " FROM failure_history
+             WHERE id BETWEEN ?2 AND ?3 AND item_key IN (SELECT id FROM items WHERE job_id = ?1)"
+        )
     } else {
-        "SELECT timestamp, error_type, agent_id, step_failed, item_key, attempt_number,
-                error_message FROM failure_history
-         WHERE id BETWEEN ?2 AND ?3 AND ?1 IS NULL"
+        sql!(
+            "SELECT ",
+            c::LIST,
+            " FROM failure_history WHERE id BETWEEN ?2 AND ?3 AND ?1 IS NULL"
+        )
     };
     // A scan reads each page once: a big cache would only hold memory.
     let _cache = crate::db::CacheSize::set(conn, "main", SCAN_CACHE_KIB)?;
@@ -787,15 +846,19 @@ fn scan_range(
     let mut rows = stmt.query(params![job_id, low, high])?;
     while let Some(row) = rows.next()? {
         counts.attempts += 1;
-        let timestamp = row.get_ref(0)?.as_bytes().unwrap_or(b"");
+        let timestamp = row.get_ref(c::TIMESTAMP)?.as_bytes().unwrap_or(b"");
         bump(&mut counts.hours, timestamp.get(..13).unwrap_or(timestamp));
         bump(
             &mut counts.error_types,
-            row.get_ref(1)?.as_bytes().unwrap_or(b""),
+            row.get_ref(c::ERROR_TYPE)?.as_bytes().unwrap_or(b""),
         );
         for (tally, overflow, column) in [
-            (&mut counts.agents, &mut counts.agents_overflow, 2),
-            (&mut counts.steps, &mut counts.steps_overflow, 3),
+            (&mut counts.agents, &mut counts.agents_overflow, c::AGENT_ID),
+            (
+                &mut counts.steps,
+                &mut counts.steps_overflow,
+                c::STEP_FAILED,
+            ),
         ] {
             if *overflow {
                 continue;
@@ -809,10 +872,10 @@ fn scan_range(
             }
         }
         counts.last.offer(
-            row.get(4)?,
-            row.get(5)?,
+            row.get(c::ITEM_KEY)?,
+            row.get(c::ATTEMPT_NUMBER)?,
             timestamp,
-            row.get_ref(6)?.as_bytes().unwrap_or(b""),
+            row.get_ref(c::ERROR_MESSAGE)?.as_bytes().unwrap_or(b""),
         );
     }
     Ok(counts)

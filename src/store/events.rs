@@ -141,13 +141,13 @@ impl Dlq {
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         let events = stmt
             .query_map(params![job_id, kind, limit], |row| {
-                let detail: Option<String> = row.get(5)?;
+                let detail: Option<String> = row.get("detail")?;
                 Ok(Event {
-                    id: row.get(0)?,
-                    time: row.get(1)?,
-                    kind: row.get(2)?,
-                    job_id: row.get(3)?,
-                    item_id: row.get(4)?,
+                    id: row.get("id")?,
+                    time: row.get("time")?,
+                    kind: row.get("kind")?,
+                    job_id: row.get("job_id")?,
+                    item_id: row.get("item_id")?,
                     detail: detail
                         .and_then(|text| serde_json::from_str(&text).ok())
                         .unwrap_or(serde_json::Value::Null),

@@ -4,6 +4,7 @@
 //! and marking its flags, each leaving a row in `events`. Adding and merging
 //! items is write.rs (one add) and group.rs (concurrent adds).
 
+use super::columns::{columns, sql};
 use super::rows::{self, StoredItem};
 use super::Dlq;
 use super::EventKind;
@@ -107,11 +108,34 @@ impl ListFilter {
     }
 }
 
-const SUMMARY_COLUMNS: &str =
-    "i.id, i.job_id, i.item_id, i.failure_count, i.first_attempt, i.last_attempt,
-    i.error_signature, i.reprocess_eligible, i.manual_review_required,
-    (SELECT w.worktree_path FROM worktree_artifacts w WHERE w.item_key = i.id),
-    f.error_type, f.exit_code, f.error_message";
+columns! {
+    /// The columns of a listing row: an [`ItemSummary`] and its row key,
+    /// from `items i` with its last attempt joined as `f`.
+    mod summary_columns {
+        KEY = "i.id",
+        JOB_ID = "i.job_id",
+        ITEM_ID = "i.item_id",
+        FAILURE_COUNT = "i.failure_count",
+        FIRST_ATTEMPT = "i.first_attempt",
+        LAST_ATTEMPT = "i.last_attempt",
+        ERROR_SIGNATURE = "i.error_signature",
+        REPROCESS_ELIGIBLE = "i.reprocess_eligible",
+        MANUAL_REVIEW_REQUIRED = "i.manual_review_required",
+        WORKTREE_PATH = "(SELECT w.worktree_path FROM worktree_artifacts w WHERE w.item_key = i.id)",
+        ERROR_TYPE = "f.error_type",
+        EXIT_CODE = "f.exit_code",
+        ERROR_MESSAGE = "f.error_message",
+    }
+}
+
+columns! {
+    /// The columns of a page of whole items: the keys to load them by.
+    mod item_key_columns {
+        KEY = "i.id",
+        ITEM_ID = "i.item_id",
+        JOB_ID = "i.job_id",
+    }
+}
 
 /// Joins the last attempt of each item `i` as `f`.
 fn last_failure_join() -> String {
@@ -223,30 +247,28 @@ impl Dlq {
         limit: usize,
         order: Order,
     ) -> Result<Page<ItemSummary>> {
+        use summary_columns as c;
         let conn = self.conn()?;
-        let select = format!(
-            "SELECT {SUMMARY_COLUMNS} FROM items i {}",
-            last_failure_join()
-        );
+        let select = format!("SELECT {} FROM items i {}", c::LIST, last_failure_join());
         let (sql, values) = page_query(&select, filter, self.age_now(), after, limit, order);
         let mut stmt = conn.prepare_cached(&sql)?;
         let mut keys = Vec::new();
         let items = stmt
             .query_map(params_from_iter(values), |row| {
-                keys.push(row.get::<_, i64>(0)?);
+                keys.push(row.get::<_, i64>(c::KEY)?);
                 Ok(ItemSummary {
-                    job_id: row.get(1)?,
-                    item_id: row.get(2)?,
-                    failure_count: row.get(3)?,
-                    first_attempt: row.get(4)?,
-                    last_attempt: row.get(5)?,
-                    error_signature: row.get(6)?,
-                    reprocess_eligible: row.get(7)?,
-                    manual_review_required: row.get(8)?,
-                    worktree_path: row.get(9)?,
-                    error_type: row.get(10)?,
-                    exit_code: row.get(11)?,
-                    error_message: row.get(12)?,
+                    job_id: row.get(c::JOB_ID)?,
+                    item_id: row.get(c::ITEM_ID)?,
+                    failure_count: row.get(c::FAILURE_COUNT)?,
+                    first_attempt: row.get(c::FIRST_ATTEMPT)?,
+                    last_attempt: row.get(c::LAST_ATTEMPT)?,
+                    error_signature: row.get(c::ERROR_SIGNATURE)?,
+                    reprocess_eligible: row.get(c::REPROCESS_ELIGIBLE)?,
+                    manual_review_required: row.get(c::MANUAL_REVIEW_REQUIRED)?,
+                    worktree_path: row.get(c::WORKTREE_PATH)?,
+                    error_type: row.get(c::ERROR_TYPE)?,
+                    exit_code: row.get(c::EXIT_CODE)?,
+                    error_message: row.get(c::ERROR_MESSAGE)?,
                 })
             })?
             .collect::<rusqlite::Result<Vec<_>>>()?;
@@ -301,13 +323,14 @@ impl Dlq {
         after: Option<&PageCursor>,
         limit: usize,
     ) -> Result<Page<JobItem>> {
+        use item_key_columns as c;
         let conn = self.conn()?;
         // Whole items go in storage order, not newest first: one job's by
         // item_id (its unique index), all jobs' by row key. Reading a large
         // database in last_attempt order jumps all over the file (measured:
         // an export of 1,000,000 items took 236 s that way).
         let (sql, values) = page_query(
-            "SELECT i.id, i.item_id, i.job_id FROM items i",
+            sql!("SELECT ", c::LIST, " FROM items i"),
             filter,
             self.age_now(),
             after,
@@ -321,9 +344,9 @@ impl Dlq {
             .prepare_cached(&sql)?
             .query_map(params_from_iter(values), |row| {
                 Ok((
-                    row.get::<_, i64>(0)?,
-                    row.get::<_, String>(1)?,
-                    row.get::<_, String>(2)?,
+                    row.get::<_, i64>(c::KEY)?,
+                    row.get::<_, String>(c::ITEM_ID)?,
+                    row.get::<_, String>(c::JOB_ID)?,
                 ))
             })?
             .collect::<rusqlite::Result<Vec<_>>>()?;

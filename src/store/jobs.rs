@@ -57,14 +57,14 @@ impl Dlq {
         let jobs = stmt
             .query_map([], |row| {
                 Ok(JobInfo {
-                    job_id: row.get(0)?,
-                    repo: row.get(1)?,
-                    created_at: row.get(2)?,
-                    updated_at: row.get(3)?,
-                    max_items: row.get(4)?,
-                    item_count: row.get(5)?,
-                    eligible_count: row.get(6)?,
-                    manual_review_count: row.get(7)?,
+                    job_id: row.get("job_id")?,
+                    repo: row.get("repo")?,
+                    created_at: row.get("created_at")?,
+                    updated_at: row.get("updated_at")?,
+                    max_items: row.get("max_items")?,
+                    item_count: row.get("item_count")?,
+                    eligible_count: row.get("eligible_count")?,
+                    manual_review_count: row.get("manual_review_count")?,
                 })
             })?
             .collect::<rusqlite::Result<Vec<_>>>()?;

@@ -250,7 +250,7 @@ impl Dlq {
             let removed: Option<(String, String)> = tx
                 .conn()
                 .prepare_cached("DELETE FROM items WHERE id = ?1 AND lease_owner = ?2 RETURNING job_id, item_id")?
-                .query_row(params![key, run_id], |row| Ok((row.get(0)?, row.get(1)?)))
+                .query_row(params![key, run_id], |row| Ok((row.get("job_id")?, row.get("item_id")?)))
                 .optional()?;
             let Some((job_id, item_id)) = removed else {
                 return Ok(false);
@@ -281,7 +281,7 @@ impl Dlq {
             let conn = tx.conn();
             let held: Option<(String, String)> = conn
                 .prepare_cached("SELECT job_id, item_id FROM items WHERE id = ?1 AND lease_owner = ?2")?
-                .query_row(params![key, run_id], |row| Ok((row.get(0)?, row.get(1)?)))
+                .query_row(params![key, run_id], |row| Ok((row.get("job_id")?, row.get("item_id")?)))
                 .optional()?;
             let Some((job_id, item_id)) = held else {
                 return Ok(None);
@@ -381,27 +381,27 @@ impl Dlq {
             .query_map(
                 params![job_id, i64::try_from(limit).unwrap_or(i64::MAX)],
                 |row| {
-                    let parameters: String = row.get(8)?;
-                    let get = |i: usize| -> rusqlite::Result<u64> {
-                        Ok(u64::try_from(row.get::<_, i64>(i)?).unwrap_or(0))
+                    let parameters: String = row.get("parameters")?;
+                    let get = |column: &str| -> rusqlite::Result<u64> {
+                        Ok(u64::try_from(row.get::<_, i64>(column)?).unwrap_or(0))
                     };
                     Ok(RunInfo {
-                        run_id: row.get(0)?,
-                        job_id: row.get(1)?,
-                        host: row.get(2)?,
-                        pid: row.get(3)?,
-                        started_at: row.get(4)?,
-                        heartbeat_at: row.get(5)?,
-                        ended_at: row.get(6)?,
-                        status: row.get(7)?,
+                        run_id: row.get("run_id")?,
+                        job_id: row.get("job_id")?,
+                        host: row.get("host")?,
+                        pid: row.get("pid")?,
+                        started_at: row.get("started_at")?,
+                        heartbeat_at: row.get("heartbeat_at")?,
+                        ended_at: row.get("ended_at")?,
+                        status: row.get("status")?,
                         parameters: serde_json::from_str(&parameters)
                             .unwrap_or(serde_json::Value::Null),
                         counts: RunCounts {
-                            attempted: get(9)?,
-                            succeeded: get(10)?,
-                            failed: get(11)?,
-                            skipped: get(12)?,
-                            attempts: get(13)?,
+                            attempted: get("attempted")?,
+                            succeeded: get("succeeded")?,
+                            failed: get("failed")?,
+                            skipped: get("skipped")?,
+                            attempts: get("attempts")?,
                         },
                     })
                 },

@@ -18,6 +18,7 @@
 //! plus the distinct patterns; never the messages themselves.
 
 use super::analysis::FxBuild;
+use super::columns::{columns, sql};
 use super::normalise_message;
 use crate::error::Result;
 use rusqlite::{params, Connection};
@@ -260,6 +261,14 @@ impl Largest {
 /// The pattern shown for items with no attempt at all.
 pub(super) const NO_ATTEMPTS: &str = "(no attempts)";
 
+columns! {
+    /// The columns of `items` that [`group_items`] reads.
+    mod signature_columns {
+        ERROR_SIGNATURE = "error_signature",
+        KEY = "id",
+    }
+}
+
 /// Groups the items (of one job, or all) by the pattern of their last
 /// attempt: one pass over the signature index, so each signature's items
 /// come together and distinct signatures are counted without a set.
@@ -269,6 +278,7 @@ pub(super) fn group_items(
     mut last: LastAttempts,
     top_signatures: usize,
 ) -> Result<(Vec<Group>, SignatureCounts)> {
+    use signature_columns as c;
     let mut largest = Largest::new(top_signatures);
     // Items of the current signature so far.
     let mut run: i64 = 0;
@@ -278,14 +288,18 @@ pub(super) fn group_items(
     groups.resize_with(names.len(), || None);
     let _cache = crate::db::CacheSize::set(conn, "main", super::analysis::SCAN_CACHE_KIB)?;
     let mut stmt = match job_id {
-        Some(_) => conn.prepare_cached(
-            "SELECT error_signature, id FROM items INDEXED BY items_signature
-             WHERE job_id = ?1 ORDER BY error_signature",
-        )?,
-        None => conn.prepare_cached(
-            "SELECT error_signature, id FROM items INDEXED BY items_signature
-             WHERE ?1 IS NULL ORDER BY error_signature",
-        )?,
+        Some(_) => conn.prepare_cached(sql!(
+            "SELECT ",
+            c::LIST,
+            " FROM items INDEXED BY items_signature
+             WHERE job_id = ?1 ORDER BY error_signature"
+        ))?,
+        None => conn.prepare_cached(sql!(
+            "SELECT ",
+            c::LIST,
+            " FROM items INDEXED BY items_signature
+             WHERE ?1 IS NULL ORDER BY error_signature"
+        ))?,
     };
     let mut rows = stmt.query(params![job_id])?;
     let mut signature: Vec<u8> = Vec::new();
@@ -293,8 +307,8 @@ pub(super) fn group_items(
     // (nearly always one).
     let mut seen: Vec<u32> = Vec::new();
     while let Some(row) = rows.next()? {
-        let this = row.get_ref(0)?.as_bytes().unwrap_or(b"");
-        let key: i64 = row.get(1)?;
+        let this = row.get_ref(c::ERROR_SIGNATURE)?.as_bytes().unwrap_or(b"");
+        let key: i64 = row.get(c::KEY)?;
         if this != signature.as_slice() {
             if run > 0 {
                 largest.offer(&signature, run);

@@ -28,6 +28,7 @@
 pub mod adhoc;
 mod analysis;
 mod bulk;
+mod columns;
 mod counters;
 mod events;
 mod filter_sql;
@@ -432,9 +433,10 @@ mod tests {
         assert_eq!(events, 3);
         let counted: (i64, i64) = conn
             .query_row(
-                "SELECT (SELECT item_count FROM jobs), (SELECT SUM(item_count) FROM signature_counts)",
+                "SELECT (SELECT item_count FROM jobs) AS items,
+                     (SELECT SUM(item_count) FROM signature_counts) AS signed",
                 [],
-                |r| Ok((r.get(0)?, r.get(1)?)),
+                |r| Ok((r.get("items")?, r.get("signed")?)),
             )
             .unwrap();
         assert_eq!(counted, (2, 2));

@@ -2,6 +2,7 @@
 //! `failure_history` and `worktree_artifacts`, and reading it back whole.
 //! Reading what was written gives the item's normalised form exactly.
 
+use super::columns::{columns, sql};
 use crate::error::{Error, Result};
 use crate::model::{
     DeadLetteredItem, ErrorType, Extra, FailureDetail, MarkedFlags, Omitted, WorktreeArtifacts,
@@ -216,9 +217,24 @@ pub fn insert_item(
     Ok(Some(key))
 }
 
-const ITEM_COLUMNS: &str = "id, item_id, item_data, first_attempt, last_attempt, failure_count,
-    error_signature, reprocess_eligible, manual_review_required, reprocess_eligible_marked,
-    manual_review_required_marked, extra, omitted_fields";
+columns! {
+    /// The columns of `items` that [`item_row`] reads.
+    mod item_columns {
+        KEY = "id",
+        ITEM_ID = "item_id",
+        ITEM_DATA = "item_data",
+        FIRST_ATTEMPT = "first_attempt",
+        LAST_ATTEMPT = "last_attempt",
+        FAILURE_COUNT = "failure_count",
+        ERROR_SIGNATURE = "error_signature",
+        REPROCESS_ELIGIBLE = "reprocess_eligible",
+        MANUAL_REVIEW_REQUIRED = "manual_review_required",
+        REPROCESS_ELIGIBLE_MARKED = "reprocess_eligible_marked",
+        MANUAL_REVIEW_REQUIRED_MARKED = "manual_review_required_marked",
+        EXTRA = "extra",
+        OMITTED_FIELDS = "omitted_fields",
+    }
+}
 
 struct ItemRow {
     key: i64,
@@ -236,30 +252,35 @@ struct ItemRow {
 }
 
 fn item_row(row: &Row<'_>) -> rusqlite::Result<ItemRow> {
+    use item_columns as c;
     Ok(ItemRow {
-        key: row.get(0)?,
-        item_id: row.get(1)?,
-        item_data: row.get(2)?,
-        first_attempt: row.get(3)?,
-        last_attempt: row.get(4)?,
-        failure_count: row.get(5)?,
-        error_signature: row.get(6)?,
-        reprocess_eligible: row.get(7)?,
-        manual_review_required: row.get(8)?,
+        key: row.get(c::KEY)?,
+        item_id: row.get(c::ITEM_ID)?,
+        item_data: row.get(c::ITEM_DATA)?,
+        first_attempt: row.get(c::FIRST_ATTEMPT)?,
+        last_attempt: row.get(c::LAST_ATTEMPT)?,
+        failure_count: row.get(c::FAILURE_COUNT)?,
+        error_signature: row.get(c::ERROR_SIGNATURE)?,
+        reprocess_eligible: row.get(c::REPROCESS_ELIGIBLE)?,
+        manual_review_required: row.get(c::MANUAL_REVIEW_REQUIRED)?,
         marked: MarkedFlags {
-            reprocess_eligible: row.get(9)?,
-            manual_review_required: row.get(10)?,
+            reprocess_eligible: row.get(c::REPROCESS_ELIGIBLE_MARKED)?,
+            manual_review_required: row.get(c::MANUAL_REVIEW_REQUIRED_MARKED)?,
         },
-        extra: row.get(11)?,
-        omitted: row.get(12)?,
+        extra: row.get(c::EXTRA)?,
+        omitted: row.get(c::OMITTED_FIELDS)?,
     })
 }
 
 /// Loads one item of a job, whole.
 pub fn load_item(conn: &Connection, job_id: &str, item_id: &str) -> Result<Option<StoredItem>> {
-    let sql = format!("SELECT {ITEM_COLUMNS} FROM items WHERE job_id = ?1 AND item_id = ?2");
+    let sql = sql!(
+        "SELECT ",
+        item_columns::LIST,
+        " FROM items WHERE job_id = ?1 AND item_id = ?2"
+    );
     let row = conn
-        .prepare_cached(&sql)?
+        .prepare_cached(sql)?
         .query_row(params![job_id, item_id], item_row)
         .optional()?;
     row.map(|row| assemble(conn, row)).transpose()
@@ -267,9 +288,9 @@ pub fn load_item(conn: &Connection, job_id: &str, item_id: &str) -> Result<Optio
 
 /// Loads one item by its row key, whole.
 pub fn load_item_by_key(conn: &Connection, key: i64) -> Result<Option<StoredItem>> {
-    let sql = format!("SELECT {ITEM_COLUMNS} FROM items WHERE id = ?1");
+    let sql = sql!("SELECT ", item_columns::LIST, " FROM items WHERE id = ?1");
     let row = conn
-        .prepare_cached(&sql)?
+        .prepare_cached(sql)?
         .query_row([key], item_row)
         .optional()?;
     row.map(|row| assemble(conn, row)).transpose()
@@ -310,24 +331,37 @@ fn assemble(conn: &Connection, row: ItemRow) -> Result<StoredItem> {
     })
 }
 
+columns! {
+    /// The columns of `worktree_artifacts` that [`load_artifacts`] reads.
+    mod artifact_columns {
+        WORKTREE_PATH = "worktree_path",
+        BRANCH_NAME = "branch_name",
+        UNCOMMITTED_CHANGES = "uncommitted_changes",
+        ERROR_LOGS = "error_logs",
+        EXTRA = "extra",
+    }
+}
+
 fn load_artifacts(
     conn: &Connection,
     key: i64,
     omitted: Omitted,
     context: &str,
 ) -> Result<Option<WorktreeArtifacts>> {
+    use artifact_columns as c;
     let row = conn
-        .prepare_cached(
-            "SELECT worktree_path, branch_name, uncommitted_changes, error_logs, extra
-             FROM worktree_artifacts WHERE item_key = ?1",
-        )?
+        .prepare_cached(sql!(
+            "SELECT ",
+            c::LIST,
+            " FROM worktree_artifacts WHERE item_key = ?1"
+        ))?
         .query_row([key], |row| {
             Ok((
-                row.get::<_, String>(0)?,
-                row.get::<_, String>(1)?,
-                row.get::<_, Option<String>>(2)?,
-                row.get::<_, Option<String>>(3)?,
-                row.get::<_, Option<String>>(4)?,
+                row.get::<_, String>(c::WORKTREE_PATH)?,
+                row.get::<_, String>(c::BRANCH_NAME)?,
+                row.get::<_, Option<String>>(c::UNCOMMITTED_CHANGES)?,
+                row.get::<_, Option<String>>(c::ERROR_LOGS)?,
+                row.get::<_, Option<String>>(c::EXTRA)?,
             ))
         })
         .optional()?;
@@ -346,44 +380,64 @@ fn load_artifacts(
     .transpose()
 }
 
+columns! {
+    /// The columns of `failure_history` that [`load_history`] reads.
+    mod history_columns {
+        ATTEMPT_NUMBER = "attempt_number",
+        TIMESTAMP = "timestamp",
+        ERROR_TYPE = "error_type",
+        EXIT_CODE = "exit_code",
+        ERROR_TYPE_JSON = "error_type_json",
+        ERROR_MESSAGE = "error_message",
+        ERROR_CONTEXT = "error_context",
+        STACK_TRACE = "stack_trace",
+        AGENT_ID = "agent_id",
+        STEP_FAILED = "step_failed",
+        DURATION_MS = "duration_ms",
+        JSON_LOG_LOCATION = "json_log_location",
+        EXTRA = "extra",
+        OMITTED_FIELDS = "omitted_fields",
+    }
+}
+
 fn load_history(conn: &Connection, key: i64, context: &str) -> Result<Vec<FailureDetail>> {
-    let mut stmt = conn.prepare_cached(
-        "SELECT attempt_number, timestamp, error_type, exit_code, error_type_json, error_message,
-             error_context, stack_trace, agent_id, step_failed, duration_ms, json_log_location,
-             extra, omitted_fields
-         FROM failure_history WHERE item_key = ?1
-         ORDER BY attempt_number, timestamp",
-    )?;
+    use history_columns as c;
+    let mut stmt = conn.prepare_cached(sql!(
+        "SELECT ",
+        c::LIST,
+        " FROM failure_history WHERE item_key = ?1
+         ORDER BY attempt_number, timestamp"
+    ))?;
     let mut rows = stmt.query([key])?;
     let mut history = Vec::new();
     while let Some(row) = rows.next()? {
-        let raw: Option<String> = row.get(4)?;
+        let raw: Option<String> = row.get(c::ERROR_TYPE_JSON)?;
         let raw = raw.map(RawValue::from_string).transpose().map_err(|e| {
             Error::invalid_item(context, format!("bad error_type_json column: {e}"))
         })?;
-        let error_context: Option<String> = row.get(6)?;
+        let error_context: Option<String> = row.get(c::ERROR_CONTEXT)?;
         let error_context = error_context
             .map(|text| serde_json::from_str::<Vec<String>>(&text))
             .transpose()
             .map_err(|e| Error::invalid_item(context, format!("bad error_context column: {e}")))?;
-        let duration: i64 = row.get(10)?;
-        let omitted: Option<String> = row.get(13)?;
+        let duration: i64 = row.get(c::DURATION_MS)?;
+        let omitted: Option<String> = row.get(c::OMITTED_FIELDS)?;
         let mut detail = FailureDetail {
-            attempt_number: row.get(0)?,
-            timestamp: row.get(1)?,
+            attempt_number: row.get(c::ATTEMPT_NUMBER)?,
+            timestamp: row.get(c::TIMESTAMP)?,
             error_type: ErrorType {
-                name: row.get(2)?,
-                exit_code: row.get(3)?,
+                name: row.get(c::ERROR_TYPE)?,
+                exit_code: row.get(c::EXIT_CODE)?,
                 raw,
             },
-            error_message: row.get(5)?,
+            error_message: row.get(c::ERROR_MESSAGE)?,
             error_context,
-            stack_trace: row.get(7)?,
-            agent_id: row.get(8)?,
-            step_failed: row.get(9)?,
+            stack_trace: row.get(c::STACK_TRACE)?,
+            agent_id: row.get(c::AGENT_ID)?,
+            step_failed: row.get(c::STEP_FAILED)?,
             duration_ms: u64::try_from(duration).unwrap_or(0),
-            json_log_location: row.get(11)?,
-            extra: parse_extra(row.get(12)?, context)?,
+            json_log_location: row.get(c::JSON_LOG_LOCATION)?,
+            extra: parse_extra(row.get(c::EXTRA)?, context)?,
             omitted: Omitted::none(),
         };
         detail.omitted = match omitted {

@@ -11,7 +11,7 @@
 use super::Dlq;
 use crate::error::{Error, Result};
 use crate::time::Timestamp;
-use rusqlite::{params, Connection, OptionalExtension};
+use rusqlite::{params, Connection, OptionalExtension, Row};
 use serde::Serialize;
 use std::collections::BTreeMap;
 
@@ -75,44 +75,38 @@ fn average(sum: i64, count: i64) -> f64 {
     }
 }
 
-fn head_of(
-    counts: (i64, i64, i64, i64),
-    oldest: Option<Timestamp>,
-    newest: Option<Timestamp>,
-) -> StatsHead {
-    let (total, eligible, manual, failures) = counts;
-    StatsHead {
+/// The head from a row with the columns total, eligible, manual, failures,
+/// oldest and newest.
+fn head_of(row: &Row<'_>) -> rusqlite::Result<StatsHead> {
+    let total = row.get("total")?;
+    let failures = row.get("failures")?;
+    Ok(StatsHead {
         total_items: total,
-        eligible_for_reprocess: eligible,
-        requiring_manual_review: manual,
-        oldest_item: oldest,
-        newest_item: newest,
+        eligible_for_reprocess: row.get("eligible")?,
+        requiring_manual_review: row.get("manual")?,
+        oldest_item: row.get("oldest")?,
+        newest_item: row.get("newest")?,
         average_failure_count: average(failures, total),
         failure_count_sum: failures,
-    }
+    })
 }
 
 /// A job's head, or None when there is no such job.
 fn job_head(conn: &Connection, job_id: &str) -> Result<Option<StatsHead>> {
-    let row = conn
+    Ok(conn
         .prepare_cached(
-            "SELECT item_count, eligible_count, manual_review_count, failure_count_sum,
-                 (SELECT MIN(first_attempt) FROM items i WHERE i.job_id = j.job_id),
-                 (SELECT MAX(last_attempt) FROM items i WHERE i.job_id = j.job_id)
+            "SELECT item_count AS total, eligible_count AS eligible,
+                 manual_review_count AS manual, failure_count_sum AS failures,
+                 (SELECT MIN(first_attempt) FROM items i WHERE i.job_id = j.job_id) AS oldest,
+                 (SELECT MAX(last_attempt) FROM items i WHERE i.job_id = j.job_id) AS newest
              FROM jobs j WHERE job_id = ?1",
         )?
-        .query_row([job_id], |row| {
-            Ok((
-                (row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?),
-                row.get(4)?,
-                row.get(5)?,
-            ))
-        })
-        .optional()?;
-    Ok(row.map(|(counts, oldest, newest)| head_of(counts, oldest, newest)))
+        .query_row([job_id], head_of)
+        .optional()?)
 }
 
-/// Streams `(key, count)` rows of a fixed statement with parameters.
+/// Streams the rows of a fixed statement with parameters whose columns are
+/// `key` and `items`.
 fn each_count(
     conn: &Connection,
     sql: &str,
@@ -120,10 +114,11 @@ fn each_count(
     mut f: impl FnMut(&str, i64) -> Result<()>,
 ) -> Result<()> {
     let mut stmt = conn.prepare_cached(sql)?;
+    // Looked up once, not for every row.
+    let (key, items) = (stmt.column_index("key")?, stmt.column_index("items")?);
     let mut rows = stmt.query(params![job_id])?;
     while let Some(row) = rows.next()? {
-        let key = row.get_ref(0)?.as_str().unwrap_or("");
-        f(key, row.get(1)?)?;
+        f(row.get_ref(key)?.as_str().unwrap_or(""), row.get(items)?)?;
     }
     Ok(())
 }
@@ -136,14 +131,14 @@ fn job_counts(
 ) -> Result<()> {
     each_count(
         conn,
-        "SELECT error_signature, item_count FROM signature_counts
+        "SELECT error_signature AS key, item_count AS items FROM signature_counts
          WHERE job_id = ?1 ORDER BY error_signature",
         Some(job_id),
         |key, n| f(StatsPart::Signature(key, n)),
     )?;
     each_count(
         conn,
-        "SELECT error_type, item_count FROM error_type_counts
+        "SELECT error_type AS key, item_count AS items FROM error_type_counts
          WHERE job_id = ?1 ORDER BY error_type",
         Some(job_id),
         |key, n| f(StatsPart::ErrorType(key, n)),
@@ -181,22 +176,17 @@ impl Dlq {
         }
         // The totals: counters summed, and the earliest and latest attempts
         // from two index lookups per job.
-        let (counts, oldest, newest) = conn.query_row(
-            "SELECT COALESCE(SUM(item_count), 0), COALESCE(SUM(eligible_count), 0),
-                 COALESCE(SUM(manual_review_count), 0), COALESCE(SUM(failure_count_sum), 0),
-                 MIN((SELECT MIN(first_attempt) FROM items i WHERE i.job_id = j.job_id)),
-                 MAX((SELECT MAX(last_attempt) FROM items i WHERE i.job_id = j.job_id))
+        let head = conn.query_row(
+            "SELECT COALESCE(SUM(item_count), 0) AS total,
+                 COALESCE(SUM(eligible_count), 0) AS eligible,
+                 COALESCE(SUM(manual_review_count), 0) AS manual,
+                 COALESCE(SUM(failure_count_sum), 0) AS failures,
+                 MIN((SELECT MIN(first_attempt) FROM items i WHERE i.job_id = j.job_id)) AS oldest,
+                 MAX((SELECT MAX(last_attempt) FROM items i WHERE i.job_id = j.job_id)) AS newest
              FROM jobs j",
             [],
-            |row| {
-                Ok((
-                    (row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?),
-                    row.get(4)?,
-                    row.get(5)?,
-                ))
-            },
+            head_of,
         )?;
-        let head = head_of(counts, oldest, newest);
         f(StatsPart::Head {
             job_id: None,
             head: &head,
@@ -205,14 +195,14 @@ impl Dlq {
         // its cache instead of growing.
         each_count(
             &conn,
-            "SELECT error_signature, SUM(item_count) FROM signature_counts
+            "SELECT error_signature AS key, SUM(item_count) AS items FROM signature_counts
              WHERE ?1 IS NULL GROUP BY error_signature ORDER BY error_signature",
             None,
             |key, n| f(StatsPart::Signature(key, n)),
         )?;
         each_count(
             &conn,
-            "SELECT error_type, SUM(item_count) FROM error_type_counts
+            "SELECT error_type AS key, SUM(item_count) AS items FROM error_type_counts
              WHERE ?1 IS NULL GROUP BY error_type ORDER BY error_type",
             None,
             |key, n| f(StatsPart::ErrorType(key, n)),

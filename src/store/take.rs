@@ -78,11 +78,11 @@ impl Dlq {
                     conn.prepare_cached("INSERT INTO temp.taken_keys (id) VALUES (?1)")?;
                 let mut rows = select.query(rusqlite::params_from_iter(values))?;
                 while let Some(row) = rows.next()? {
-                    let key: i64 = row.get(0)?;
-                    let data: String = row.get(2)?;
+                    let key: i64 = row.get("id")?;
+                    let data: String = row.get("item_data")?;
                     keep.execute([key])?;
                     taken.push(TakenItem {
-                        item_id: row.get(1)?,
+                        item_id: row.get("item_id")?,
                         item_data: serde_json::from_str(&data)?,
                     });
                 }

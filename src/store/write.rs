@@ -301,7 +301,9 @@ impl<'c> WriteTx<'c> {
         let (count, cap): (i64, Option<i64>) = self
             .conn
             .prepare_cached("SELECT item_count, max_items FROM jobs WHERE job_id = ?1")?
-            .query_row([job_id], |row| Ok((row.get(0)?, row.get(1)?)))?;
+            .query_row([job_id], |row| {
+                Ok((row.get("item_count")?, row.get("max_items")?))
+            })?;
         let load = (count, cap.unwrap_or(self.default_cap));
         self.job_load.insert(job_id.to_string(), load);
         Ok(load)
@@ -363,9 +365,9 @@ impl<'c> WriteTx<'c> {
             .query_map(params![job_id, excess], |row| {
                 Ok(EvictedItem {
                     job_id: job_id.to_string(),
-                    item_id: row.get(0)?,
-                    error_signature: row.get(1)?,
-                    last_attempt: row.get(2)?,
+                    item_id: row.get("item_id")?,
+                    error_signature: row.get("error_signature")?,
+                    last_attempt: row.get("last_attempt")?,
                 })
             })?
             .collect::<rusqlite::Result<Vec<_>>>()?;
@@ -434,7 +436,7 @@ impl<'c> WriteTx<'c> {
                  WHERE type = ?1 AND tbl_name = 'items' AND sql IS NOT NULL ORDER BY name",
             )?
             .query_map([kind], |row| {
-                Ok((row.get::<_, String>(0)?, row.get::<_, String>(1)?))
+                Ok((row.get::<_, String>("name")?, row.get::<_, String>("sql")?))
             })?
             .collect::<rusqlite::Result<Vec<_>>>()?;
         for (name, _) in &objects {
