@@ -65,7 +65,8 @@ pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
             eprintln!("nothing removed");
             return Ok(ExitCode::from(1));
         }
-        dlq.purge(args.older_than_days, &filter, false)?
+        // The same "now" as the question: exactly what was counted.
+        dlq.purge_at(preview.now, args.older_than_days, &filter, false)?
     };
     if args.json {
         print_json(&report)?;

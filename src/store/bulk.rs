@@ -128,6 +128,9 @@ pub struct PurgeReport {
     pub cutoff: crate::time::Timestamp,
     pub items: usize,
     pub dry_run: bool,
+    /// The time the purge took as now (the cutoff is this minus the days).
+    #[serde(skip)]
+    pub now: crate::time::Timestamp,
 }
 
 impl super::Dlq {
@@ -140,15 +143,26 @@ impl super::Dlq {
         filter: &super::ListFilter,
         dry_run: bool,
     ) -> Result<PurgeReport> {
-        let cutoff = self
-            .age_now()
-            .minus_seconds(i64::from(older_than_days) * 86_400);
+        self.purge_at(self.age_now(), older_than_days, filter, dry_run)
+    }
+
+    /// [`Dlq::purge`] as if it were `now` (for the cutoff and for `now` in
+    /// the filter): a purge confirmed after its dry run passes the dry
+    /// run's [`PurgeReport::now`], so it removes what was counted, not what
+    /// the clock added while a person read the question.
+    pub fn purge_at(
+        &self,
+        now: crate::time::Timestamp,
+        older_than_days: u32,
+        filter: &super::ListFilter,
+        dry_run: bool,
+    ) -> Result<PurgeReport> {
+        let cutoff = now.minus_seconds(i64::from(older_than_days) * 86_400);
         let mut filter = filter.clone();
         filter.until = Some(match filter.until {
             Some(until) => until.min(cutoff),
             None => cutoff,
         });
-        let now = self.age_now();
         let mut condition = String::new();
         let mut values = Vec::new();
         filter.push_conditions(now, &mut condition, &mut values);
@@ -161,6 +175,7 @@ impl super::Dlq {
                 cutoff,
                 items: usize::try_from(items).unwrap_or(0),
                 dry_run,
+                now,
             });
         }
         let items = self.write_bulk(|tx| {
@@ -176,6 +191,7 @@ impl super::Dlq {
             cutoff,
             items,
             dry_run,
+            now,
         })
     }
 }

@@ -7,6 +7,7 @@
 //! | `mod.rs` | the handle: opening, the clock, write transactions, database facts |
 //! | `open.rs` | [`OpenOptions`]: create or open-existing, read-only, timeouts, pool size |
 //! | `items.rs` | reading items (get, list, paging) and changing one by hand (remove, mark) |
+//! | `columns.rs` | the `columns!` macro: a SELECT's column list and its indexes from one definition |
 //! | `rows.rs` | one item's rows in `items`, `failure_history`, `worktree_artifacts`: writing and reading them whole |
 //! | `write.rs` | [`WriteTx`]: the add path (insert or merge), capacity eviction, the events an add leaves |
 //! | `group.rs` | group commit: concurrent adds from many threads in one transaction |

@@ -891,3 +891,47 @@ fn item_data_too_deep_is_refused_up_front() {
     assert!(err.to_string().contains("item \"d\""), "{err}");
     assert!(err.to_string().contains("item_data"), "{err}");
 }
+
+/// A purge confirmed after its dry run removes what the dry run counted,
+/// even when the clock moved on meanwhile (a person reading the question):
+/// the confirmed purge runs at the dry run's `now`.
+#[test]
+fn a_purge_at_its_dry_runs_now_removes_what_was_counted() {
+    use std::sync::atomic::{AtomicI64, Ordering};
+    let dir = TempDir::new("purge-at");
+    let db = dir.join("dlq.db");
+    let t0 = dlqlite::Timestamp::parse("2025-06-02T00:00:00Z").unwrap();
+    let later = std::sync::Arc::new(AtomicI64::new(0));
+    let seconds = std::sync::Arc::clone(&later);
+    let dlq = Dlq::open(&db)
+        .unwrap()
+        .with_clock(std::sync::Arc::new(move || {
+            t0.plus_millis(seconds.load(Ordering::SeqCst) * 1000)
+        }));
+    for (id, at) in [
+        ("old", "2025-05-30T00:00:00Z"),
+        // Five seconds short of a day before t0.
+        ("edge", "2025-06-01T00:00:05Z"),
+    ] {
+        let text = item(id, 1, at, "x").to_string();
+        dlq.add(
+            "j",
+            &dlqlite::DeadLetteredItem::from_json_str(&text).unwrap(),
+        )
+        .unwrap();
+    }
+    let everything = dlqlite::ListFilter::default();
+    let preview = dlq.purge(1, &everything, true).unwrap();
+    assert_eq!(preview.items, 1);
+    later.store(10, Ordering::SeqCst);
+    assert_eq!(
+        dlq.purge(1, &everything, true).unwrap().items,
+        2,
+        "ten seconds on, a fresh count takes the edge item too"
+    );
+    let done = dlq.purge_at(preview.now, 1, &everything, false).unwrap();
+    assert_eq!(done.items, 1, "exactly what the dry run counted");
+    assert_eq!(done.cutoff, preview.cutoff);
+    assert!(dlq.get(Some("j"), "edge").is_ok());
+    assert!(dlq.get(Some("j"), "old").is_err());
+}
