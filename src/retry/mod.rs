@@ -432,13 +432,19 @@ pub fn retry(
     };
     let outcome: Result<()> = std::thread::scope(|scope| {
         let renewing = scope.spawn(|| renewer.run(dlq, options));
+        let run = Run {
+            dlq,
+            options,
+            handler,
+            control,
+            shared: &shared,
+            rate: &rate,
+        };
         let workers: Vec<_> = (0..options.parallel)
             .map(|_| {
                 let done = done_tx.clone();
-                let (work_rx, shared, rate) = (&work_rx, &shared, &rate);
-                scope.spawn(move || {
-                    work(dlq, options, handler, control, shared, rate, work_rx, done)
-                })
+                let work_rx = &work_rx;
+                scope.spawn(move || work(run, work_rx, done))
             })
             .collect();
         drop(done_tx);
@@ -517,25 +523,27 @@ impl Renewer {
     }
 }
 
+/// What every worker of a run shares, borrowed from [`retry`].
+#[derive(Clone, Copy)]
+struct Run<'a> {
+    dlq: &'a Dlq,
+    options: &'a RetryOptions,
+    handler: &'a dyn Handler,
+    control: &'a RunControl,
+    shared: &'a Shared,
+    rate: &'a RateLimit,
+}
+
 /// One worker: tries the items whose keys it receives until the channel
 /// closes, and reports each outcome.
-#[allow(clippy::too_many_arguments)] // The run's parts, borrowed from retry().
-fn work(
-    dlq: &Dlq,
-    options: &RetryOptions,
-    handler: &dyn Handler,
-    control: &RunControl,
-    shared: &Shared,
-    rate: &RateLimit,
-    keys: &Mutex<mpsc::Receiver<i64>>,
-    done: mpsc::Sender<Result<()>>,
-) {
+fn work(run: Run<'_>, keys: &Mutex<mpsc::Receiver<i64>>, done: mpsc::Sender<Result<()>>) {
+    let shared = run.shared;
     loop {
         let Ok(key) = crate::db::lock_ignoring_poison(keys).recv() else {
             return;
         };
         shared.running.fetch_add(1, Ordering::SeqCst);
-        let result = work_item(dlq, options, handler, control, shared, rate, key);
+        let result = work_item(run, key);
         shared.running.fetch_sub(1, Ordering::SeqCst);
         if done.send(result).is_err() {
             return;
@@ -693,15 +701,15 @@ fn snapshot(shared: &Shared, started: Instant) -> Progress {
 }
 
 /// Tries one item up to max_retries times.
-fn work_item(
-    dlq: &Dlq,
-    options: &RetryOptions,
-    handler: &dyn Handler,
-    control: &RunControl,
-    shared: &Shared,
-    rate: &RateLimit,
-    key: i64,
-) -> Result<()> {
+fn work_item(run: Run<'_>, key: i64) -> Result<()> {
+    let Run {
+        dlq,
+        options,
+        handler,
+        control,
+        shared,
+        rate,
+    } = run;
     let Some(item) = dlq.leased_item(&options.run_id, key)? else {
         // Removed or taken over since the claim: nothing to do.
         return Ok(());

@@ -146,7 +146,7 @@ impl super::Dlq {
         self.purge_at(self.age_now(), older_than_days, filter, dry_run)
     }
 
-    /// [`Dlq::purge`] as if it were `now` (for the cutoff and for `now` in
+    /// [`super::Dlq::purge`] as if it were `now` (for the cutoff and for `now` in
     /// the filter): a purge confirmed after its dry run passes the dry
     /// run's [`PurgeReport::now`], so it removes what was counted, not what
     /// the clock added while a person read the question.
