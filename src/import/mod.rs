@@ -292,13 +292,16 @@ impl Writer {
                 Ok(true)
             }
             Record::Rejected(rejected) => {
+                // A rejected item file of a tree belongs to the job being
+                // read; a rejected line of an export file names no job (it
+                // did not parse), so it is counted in the report only.
                 if !self.in_export_file {
                     report.files_seen += 1;
+                    self.tallies
+                        .entry(self.current_job.clone())
+                        .or_default()
+                        .rejected += 1;
                 }
-                self.tallies
-                    .entry(self.current_job.clone())
-                    .or_default()
-                    .rejected += 1;
                 report.files_rejected.push(rejected);
                 Ok(false)
             }

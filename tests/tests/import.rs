@@ -536,3 +536,28 @@ fn import_of_an_export_file_counts_its_jobs_and_items() {
         );
     }
 }
+
+/// A line of an export file that does not parse names no job: it is
+/// reported, and no job (nor an `imported` event) is made up for it.
+#[test]
+fn a_bad_line_of_an_export_file_is_credited_to_no_job() {
+    let dir = TempDir::new("export-file-bad-line");
+    let db = dir.join("dlq.db");
+    let file = dir.join("bad.jsonl");
+    std::fs::write(&file, "{\"not\": \"an item\"}\n").unwrap();
+    let (success, report) = import_json(&db, &[&file]);
+    assert!(!success, "a rejected line fails the import: {report}");
+    assert_eq!(
+        report["files_rejected"].as_array().unwrap().len(),
+        1,
+        "{report}"
+    );
+    assert_eq!(count(&db, "SELECT COUNT(*) FROM jobs"), 0);
+    assert_eq!(
+        count(
+            &db,
+            "SELECT COUNT(*) FROM events WHERE job_id = '' OR job_id IS NULL"
+        ),
+        0
+    );
+}
