@@ -378,7 +378,9 @@ impl Parser {
         // Each `!` and `(` is a level of recursion here and in everything
         // that walks the tree: 20,000 of them overflowed the stack.
         self.depth += 1;
-        if self.depth > MAX_DEPTH {
+        // The test under the last level is a call too: MAX_DEPTH levels of
+        // '!' and '(' make MAX_DEPTH + 1 calls.
+        if self.depth > MAX_DEPTH + 1 {
             return self.error(format!(
                 "nested more than {MAX_DEPTH} levels deep ('!' and '(')"
             ));
@@ -624,6 +626,15 @@ mod tests {
 
     fn error(input: &str) -> FilterError {
         parse(input).expect_err(input)
+    }
+
+    #[test]
+    fn fifty_levels_are_allowed_and_fifty_one_are_not() {
+        let nested = |n: usize| format!("{}item_id == 'a'{}", "(".repeat(n), ")".repeat(n));
+        assert!(parse(&nested(MAX_DEPTH)).is_ok());
+        assert!(parse(&format!("{}reprocess_eligible", "!".repeat(MAX_DEPTH))).is_ok());
+        let e = error(&nested(MAX_DEPTH + 1));
+        assert!(e.message.contains("nested more than 50"), "{e}");
     }
 
     #[test]

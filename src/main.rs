@@ -26,7 +26,7 @@ fn main() -> ExitCode {
             // sequences: written with them made visible, line by line.
             let text = error.render().to_string();
             for line in text.lines() {
-                eprintln!("{}", dlqlite::text::for_terminal(line));
+                say(&dlqlite::text::for_terminal(line));
             }
             return ExitCode::from(2);
         }
@@ -36,13 +36,21 @@ fn main() -> ExitCode {
         Err(error) if is_broken_pipe(&error) => ExitCode::SUCCESS,
         Err(error) => {
             // Paths, ids and messages in it may be anyone's.
-            eprintln!(
+            say(&format!(
                 "dlq: error: {}",
                 dlqlite::text::for_terminal(&one_line(&error))
-            );
+            ));
             ExitCode::from(1)
         }
     }
+}
+
+/// Writes one line to stderr. A stderr that cannot be written (a full
+/// disk, a closed pipe) must not turn an error exit into a panic (eprintln!
+/// panics then): the exit code still says what happened.
+fn say(line: &str) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr().lock(), "{line}");
 }
 
 /// The error and its causes on one line, without repeating a cause whose

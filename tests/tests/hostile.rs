@@ -964,3 +964,30 @@ fn a_chosen_now_cannot_take_items_on_a_live_lease() {
     ]));
     assert_eq!(json(&dry)["items"], 4);
 }
+
+/// An error that cannot be written to stderr (a full disk) still exits with
+/// its code; it must not become a panic (exit 101).
+#[test]
+fn an_unwritable_stderr_keeps_the_exit_code() {
+    let dir = TempDir::new("stderr-full");
+    let db = dir.join("dlq.db");
+    add_lines(&db, "j", [item("a", 1, "2025-01-01T00:00:00Z", "x")]);
+    let full = || {
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open("/dev/full")
+            .unwrap()
+    };
+    let status = dlq(&db)
+        .args(["list", "--filter", "("])
+        .stderr(full())
+        .status()
+        .unwrap();
+    assert_eq!(status.code(), Some(1), "an error");
+    let status = dlq(&db)
+        .args(["list", "--bogus-flag"])
+        .stderr(full())
+        .status()
+        .unwrap();
+    assert_eq!(status.code(), Some(2), "a usage error");
+}
