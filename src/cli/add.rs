@@ -9,7 +9,7 @@ use std::io::Read;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-/// Add items (one legacy-shape item, a JSON array of them, or JSON lines).
+/// Add items (one legacy-shape item, a JSON array of them, or JSON lines)
 ///
 /// The whole input is added in one transaction: a malformed item adds
 /// nothing and names its position. Adding an item that is already there
@@ -21,6 +21,7 @@ use std::process::ExitCode;
 ///   dlq add --job-id mapreduce-20251123_194253 item_7.json
 ///   dlq add failures.jsonl
 #[derive(Debug, clap::Args)]
+#[command(verbatim_doc_comment)]
 pub struct Args {
     /// The job the items belong to [default: each item's job_id key]
     #[arg(long)]

@@ -8,10 +8,12 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-/// Analyse failures: pattern groups by signature and by normalised message
-/// (messages that differ only in numbers, paths, hex ids, uuids or durations
-/// group together), error types over all attempts and last attempts, failures
-/// per hour or day, failure categories (transient, conditionally_recoverable,
+/// Analyse failures: pattern groups, error types, failures over time, categories, agents
+///
+/// Pattern groups by signature and by normalised message (messages that
+/// differ only in numbers, paths, hex ids, uuids or durations group
+/// together), error types over all attempts and last attempts, failures per
+/// hour or day, failure categories (transient, conditionally_recoverable,
 /// permanent, unclassified; see the README), and the agents and steps that
 /// fail most.
 ///
@@ -20,6 +22,7 @@ use std::process::ExitCode;
 ///   dlq analyze --export analysis.json
 ///   dlq analyze --top 0 --json   # every group, nothing left out
 #[derive(Debug, clap::Args)]
+#[command(verbatim_doc_comment)]
 pub struct Args {
     /// Only this job
     #[arg(long)]

@@ -6,7 +6,7 @@ use anyhow::Result;
 use std::io::Write;
 use std::process::ExitCode;
 
-/// Show or set how many items a job keeps (0 = unlimited).
+/// Show or set how many items a job keeps (0 = unlimited)
 ///
 /// When a job is over its capacity, the items with the oldest last_attempt
 /// are evicted; every eviction is written to `events`. Lowering the capacity
@@ -18,6 +18,7 @@ use std::process::ExitCode;
 ///   dlq capacity --job-id J --set 100     # override for one job
 ///   dlq capacity --job-id J --unset       # back to the default
 #[derive(Debug, clap::Args)]
+#[command(verbatim_doc_comment)]
 pub struct Args {
     /// The job to show or set (without it: the default for all jobs)
     #[arg(long)]

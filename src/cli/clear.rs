@@ -5,12 +5,13 @@ use super::Context;
 use anyhow::Result;
 use std::process::ExitCode;
 
-/// Remove every item of a job (each recorded as a `cleared` event).
+/// Remove every item of a job (each recorded as a `cleared` event)
 ///
 /// Asks for confirmation on a terminal; elsewhere it needs --yes.
 ///
 /// Example: dlq clear mapreduce-20251123_194253 --yes
 #[derive(Debug, clap::Args)]
+#[command(verbatim_doc_comment)]
 pub struct Args {
     /// The job
     job_id: String,

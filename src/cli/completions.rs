@@ -4,10 +4,11 @@ use anyhow::Result;
 use clap::CommandFactory;
 use std::process::ExitCode;
 
-/// Print a completion script for a shell.
+/// Print a completion script for a shell
 ///
 /// Example: dlq completions bash > /etc/bash_completion.d/dlq
 #[derive(Debug, clap::Args)]
+#[command(verbatim_doc_comment)]
 pub struct Args {
     /// The shell
     shell: clap_complete::Shell,

@@ -6,7 +6,7 @@ use anyhow::Result;
 use std::io::Write;
 use std::process::ExitCode;
 
-/// Show the database path, schema version and row counts.
+/// Show the database path, schema version and row counts
 ///
 /// The job counters (items, eligible, manual review, per signature) are kept
 /// by dlq and by triggers; after inserting items by hand with sqlite3, run
@@ -14,6 +14,7 @@ use std::process::ExitCode;
 ///
 /// Example: dlq --db demo.db db
 #[derive(Debug, clap::Args)]
+#[command(verbatim_doc_comment)]
 pub struct Args {
     /// Print JSON
     #[arg(long)]

@@ -7,11 +7,14 @@ use dlqlite::EventKind;
 use serde_json::json;
 use std::process::ExitCode;
 
-/// Show the audit log, newest first: every add, merge, removal, eviction,
-/// purge, clear, import, mark and retry.
+/// Show the audit log, newest first
+///
+/// Every add, merge, removal, eviction, purge, clear, import, mark, capacity
+/// change, requeue and retry.
 ///
 /// Example: dlq events --kind evicted --job-id mapreduce-20251123_194253
 #[derive(Debug, clap::Args)]
+#[command(verbatim_doc_comment)]
 pub struct Args {
     /// Only this job
     #[arg(long)]

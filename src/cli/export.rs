@@ -10,7 +10,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-/// Export items.
+/// Export items
 ///
 /// `--format legacy` writes DIR in the legacy layout
 /// (`DIR/dlq/<repo>/<job>/mapreduce/dlq/<job>/items/<item>.json` and
@@ -31,6 +31,7 @@ use std::process::ExitCode;
 ///   dlq export failures.csv --filter 'error_type == "Timeout"'
 ///   dlq export - --format jsonl --job-id mapreduce-20251123_194253
 #[derive(Debug, clap::Args)]
+#[command(verbatim_doc_comment)]
 pub struct Args {
     /// Output file, `-` for stdout, or a directory for --format legacy
     path: PathBuf,

@@ -12,7 +12,7 @@ use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-/// Import legacy JSON DLQs: every `mapreduce/dlq/<job_id>/` under the paths.
+/// Import legacy JSON DLQs (every `mapreduce/dlq/<job_id>/` under the paths)
 ///
 /// Reads `items/` recursively (the id comes from the file, not its name),
 /// merges copies of one item found in several places, skips and reports
@@ -22,6 +22,7 @@ use std::process::ExitCode;
 ///
 /// Example: dlq --db demo.db import examples/legacy
 #[derive(Debug, clap::Args)]
+#[command(verbatim_doc_comment)]
 pub struct Args {
     /// Trees to search [default: $PRODIGY_HOME, which defaults to ~/.prodigy]
     paths: Vec<PathBuf>,

@@ -5,12 +5,13 @@ use anyhow::Result;
 use std::io::Write;
 use std::process::ExitCode;
 
-/// Print one item as JSON in the legacy shape, with its whole history.
+/// Print one item as JSON in the legacy shape, with its whole history
 ///
 /// When the id exists in several jobs, pass --job-id (the error lists them).
 ///
 /// Example: dlq inspect item_7 | jq -r '.failure_history[0].json_log_location'
 #[derive(Debug, clap::Args)]
+#[command(verbatim_doc_comment)]
 pub struct Args {
     /// The item's id
     item_id: String,

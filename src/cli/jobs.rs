@@ -5,10 +5,11 @@ use super::Context;
 use anyhow::Result;
 use std::process::ExitCode;
 
-/// List jobs with their item counts and capacity.
+/// List jobs with their item counts and capacity
 ///
 /// Example: dlq jobs --json
 #[derive(Debug, clap::Args)]
+#[command(verbatim_doc_comment)]
 pub struct Args {
     /// Print JSON instead of a table
     #[arg(long)]

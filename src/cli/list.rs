@@ -7,7 +7,7 @@ use dlqlite::ListFilter;
 use serde_json::json;
 use std::process::ExitCode;
 
-/// List dead letters, newest last_attempt first.
+/// List dead letters, newest last_attempt first
 ///
 /// Filter expressions (also for export, purge and retry):
 ///   fields      job_id item_id failure_count error_signature reprocess_eligible
@@ -24,6 +24,7 @@ use std::process::ExitCode;
 ///   dlq list --filter 'item.priority >= 5 && error_type == "Timeout"'
 ///   dlq list --filter 'last_attempt < now - 7d' --format csv
 #[derive(Debug, clap::Args)]
+#[command(verbatim_doc_comment)]
 pub struct Args {
     /// Only this job
     #[arg(long)]

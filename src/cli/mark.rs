@@ -5,12 +5,13 @@ use anyhow::{bail, Result};
 use dlqlite::store::MarkRequest;
 use std::process::ExitCode;
 
-/// Set an item's reprocess-eligible and manual-review flags.
+/// Set an item's reprocess-eligible and manual-review flags
 ///
 /// Flags set here survive later merges of the same item until set again.
 ///
 /// Example: dlq mark item_9 --eligible --no-manual-review
 #[derive(Debug, clap::Args)]
+#[command(verbatim_doc_comment)]
 pub struct Args {
     /// The item's id
     item_id: String,

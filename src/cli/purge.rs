@@ -6,8 +6,9 @@ use anyhow::Result;
 use dlqlite::ListFilter;
 use std::process::ExitCode;
 
-/// Remove items whose last attempt is older than N days (each recorded as a
-/// `purged` event).
+/// Remove items whose last attempt is older than N days
+///
+/// Each removal is recorded as a `purged` event.
 ///
 /// Asks for confirmation on a terminal; elsewhere it needs --yes (or
 /// --dry-run, which only counts).
@@ -16,6 +17,7 @@ use std::process::ExitCode;
 ///   dlq purge --older-than-days 30 --dry-run
 ///   dlq purge --older-than-days 30 --job-id mapreduce-20251123_194253 --yes
 #[derive(Debug, clap::Args)]
+#[command(verbatim_doc_comment)]
 pub struct Args {
     /// Age in days, by last_attempt
     #[arg(long, value_name = "N")]

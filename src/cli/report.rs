@@ -7,12 +7,14 @@ use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-/// Write a self-contained HTML report (no network, inline SVG charts): the
-/// statistics, failures over time, error types and categories, and the top
-/// pattern groups with sample items.
+/// Write a self-contained HTML report
+///
+/// No network, inline SVG charts: the statistics, failures over time, error
+/// types and categories, and the top pattern groups with sample items.
 ///
 /// Example: dlq report --html dlq-report.html --job-id mapreduce-20251123_194253
 #[derive(Debug, clap::Args)]
+#[command(verbatim_doc_comment)]
 pub struct Args {
     /// Where to write the page
     #[arg(long, value_name = "FILE")]

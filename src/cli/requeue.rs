@@ -8,8 +8,10 @@ use dlqlite::ListFilter;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-/// Write a job's eligible items' item_data as {"items": [...]}, the input of
-/// a map phase (json_path `$.items[*]`): the `include_dlq_items` hand-off.
+/// Write a job's eligible items as the input of a map phase
+///
+/// The file is {"items": [<item_data>, ...]} (json_path `$.items[*]`): the
+/// `include_dlq_items` hand-off.
 ///
 /// The file is written beside its destination, synced, then renamed. With
 /// --take the items are removed from the DLQ (a `requeued` event each) in one
@@ -17,6 +19,7 @@ use std::process::ExitCode;
 ///
 /// Example: dlq requeue mapreduce-20251123_194253 -o retry-input.json --take
 #[derive(Debug, clap::Args)]
+#[command(verbatim_doc_comment)]
 pub struct Args {
     /// The job
     job_id: String,

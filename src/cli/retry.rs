@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-/// Replay a job's dead letters through a command, in parallel.
+/// Replay a job's dead letters through a command, in parallel
 ///
 /// CMD runs through `sh -c` once per attempt, in its own process group, with
 /// the item's item_data on stdin and DLQ_JOB_ID, DLQ_ITEM_ID, DLQ_ATTEMPT and
@@ -40,6 +40,7 @@ use std::time::Duration;
 ///   dlq retry J --exec 'jq -e .priority' --filter 'item.priority >= 5' --dry-run
 ///   dlq retry --status
 #[derive(Debug, clap::Args)]
+#[command(verbatim_doc_comment)]
 pub struct Args {
     /// The job (with --status: only its runs)
     job_id: Option<String>,

@@ -6,12 +6,15 @@ use anyhow::Result;
 use std::cell::RefCell;
 use std::process::ExitCode;
 
-/// Run one read-only SQL statement (SELECT, WITH, read-only PRAGMA) on the
-/// database. A statement that would write is refused and changes nothing; use
-/// the sqlite3 shell to change data. The schema is in the README.
+/// Run one read-only SQL statement on the database
+///
+/// SELECT, WITH or a read-only PRAGMA. A statement that would write is
+/// refused and changes nothing; use the sqlite3 shell to change data. The
+/// schema is in the README and docs/schema.sql.
 ///
 /// Example: dlq sql "SELECT error_type, COUNT(*) FROM failure_log GROUP BY 1" --format csv
 #[derive(Debug, clap::Args)]
+#[command(verbatim_doc_comment)]
 pub struct Args {
     /// The statement
     query: String,

@@ -8,9 +8,11 @@ use dlqlite::store::{StatsHead, StatsPart};
 use std::io::Write;
 use std::process::ExitCode;
 
-/// Show statistics: totals, eligibility, manual review, oldest and newest
-/// item, items per error signature, items per error type of their last
-/// attempt, and the average failure count.
+/// Show statistics: totals, flags, oldest and newest, top signatures and types
+///
+/// Totals, eligibility, manual review, oldest and newest item, items per
+/// error signature (with a representative message), items per error type of
+/// their last attempt, and the average failure count.
 ///
 /// With --json and a job: one object with the legacy keys (total_items,
 /// eligible_for_reprocess, requiring_manual_review, oldest_item, newest_item,
@@ -20,6 +22,7 @@ use std::process::ExitCode;
 ///
 /// Example: dlq stats --job-id mapreduce-20251123_194253 --json
 #[derive(Debug, clap::Args)]
+#[command(verbatim_doc_comment)]
 pub struct Args {
     /// Only this job
     #[arg(long, visible_alias = "workflow-id")]
