@@ -79,6 +79,38 @@ pub fn for_csv(cell: &str) -> Cow<'_, str> {
     }
 }
 
+/// The line of a message that says most about the failure, for places
+/// with room for one line (tables, the report). A message of several lines
+/// is often a command's stderr tail (`dlq retry` stores its last lines),
+/// whose first lines are preamble ("Compiling ...", "running 12 tests"):
+/// the first line that reads like an error wins, else the last non-blank
+/// line, where a tool's final complaint usually is.
+pub fn headline(message: &str) -> &str {
+    const MARKERS: [&str; 12] = [
+        "error", "fail", "panic", "exception", "fatal", "denied", "refused", "timed out",
+        "timeout", "not found", "cannot", "invalid",
+    ];
+    let mut lines = message.lines().map(str::trim).filter(|l| !l.is_empty());
+    let Some(first) = lines.next() else {
+        return message.trim();
+    };
+    let reads_like_error = |line: &str| {
+        let lower = line.to_ascii_lowercase();
+        MARKERS.iter().any(|m| lower.contains(m))
+    };
+    if reads_like_error(first) {
+        return first;
+    }
+    let mut last = first;
+    for line in lines {
+        if reads_like_error(line) {
+            return line;
+        }
+        last = line;
+    }
+    last
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -103,6 +135,23 @@ mod tests {
             for_html("<a href='x'>&\u{1b}\u{202e}\0</a>"),
             "&lt;a href=&#39;x&#39;&gt;&amp;\\e\\u{202e}\\x00&lt;/a&gt;"
         );
+    }
+
+    #[test]
+    fn a_message_is_shown_by_its_most_useful_line() {
+        assert_eq!(headline("cargo test failed with exit code 101"), "cargo test failed with exit code 101");
+        assert_eq!(headline("  one line  "), "one line");
+        assert_eq!(headline(""), "");
+        assert_eq!(headline("\n\n"), "");
+        // A stderr tail: preamble first, the complaint after it.
+        assert_eq!(
+            headline("   Compiling foo v0.1.0\nrunning 3 tests\nthread 'main' panicked at src/lib.rs:3\nnote: run with RUST_BACKTRACE=1"),
+            "thread 'main' panicked at src/lib.rs:3"
+        );
+        // The first error-like line, not a later one.
+        assert_eq!(headline("Error: quota\ncaused by: permission denied"), "Error: quota");
+        // Nothing reads like an error: the last line.
+        assert_eq!(headline("step 1\nstep 2\n\nwent wrong here\n"), "went wrong here");
     }
 
     #[test]

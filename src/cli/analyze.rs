@@ -1,6 +1,6 @@
 //! `dlq analyze`: failure patterns, distributions and categories.
 
-use super::output::{print_json, Table};
+use super::output::{note, print_json, Kind, Table};
 use super::Context;
 use anyhow::Result;
 use dlqlite::store::Analysis;
@@ -80,6 +80,14 @@ pub fn bar(value: i64, max: i64, width: usize) -> String {
 }
 
 fn print_tables(a: &Analysis) -> Result<()> {
+    if a.total_items == 0 {
+        // Once, instead of seven empty sections.
+        match &a.job_id {
+            Some(job) => note(&format!("job {job:?} has no items: nothing to analyse")),
+            None => note("the database holds no items: nothing to analyse"),
+        }
+        return Ok(());
+    }
     let scope = a.job_id.as_deref().unwrap_or("all jobs");
     println!(
         "{scope}: {} item(s), {} attempt(s)\n",
@@ -89,9 +97,9 @@ fn print_tables(a: &Analysis) -> Result<()> {
     print_message_groups(a)?;
     print_error_types(a)?;
     println!("\nFailure categories (items, by last attempt)");
-    let mut table = Table::new(&["CATEGORY", "ITEMS"]);
+    let mut table = Table::new(&[("CATEGORY", Kind::Text), ("ITEMS", Kind::Count)]);
     for (category, count) in &a.failure_categories {
-        table.row(vec![category.clone(), count.to_string()]);
+        table.push(vec![category.clone(), count.to_string()]);
     }
     table.print()?;
     print_over_time(a)?;
@@ -100,9 +108,9 @@ fn print_tables(a: &Analysis) -> Result<()> {
         ("Top failing steps", &a.top_failing_steps),
     ] {
         println!("\n{title}");
-        let mut table = Table::new(&["FAILURES", "NAME"]);
+        let mut table = Table::new(&[("FAILURES", Kind::Count), ("NAME", Kind::Text)]);
         for r in ranked {
-            table.row(vec![r.failures.to_string(), r.name.clone()]);
+            table.push(vec![r.failures.to_string(), r.name.clone()]);
         }
         table.print()?;
     }
@@ -112,25 +120,17 @@ fn print_tables(a: &Analysis) -> Result<()> {
 fn print_pattern_groups(a: &Analysis) -> Result<()> {
     println!("Pattern groups (by error signature)");
     let time = |t: Option<dlqlite::Timestamp>| t.map(|t| t.to_string()).unwrap_or_default();
-    let mut table = Table::new(&[
-        "COUNT",
-        "SIGNATURE",
-        "TYPE",
-        "FIRST",
-        "LAST",
-        "SAMPLES",
-        "MESSAGE",
-    ]);
+    let mut table = Table::new(&[("COUNT", Kind::Count), ("SIGNATURE", Kind::Text), ("TYPE", Kind::ErrorType), ("FIRST", Kind::Time), ("LAST", Kind::Time), ("SAMPLES", Kind::Text), ("MESSAGE", Kind::Message)]);
     for g in &a.pattern_groups {
         let message = g.representative_message.as_deref().unwrap_or_default();
-        table.row(vec![
+        table.push(vec![
             g.count.to_string(),
             g.error_signature.clone(),
             g.error_type.clone().unwrap_or_default(),
             time(g.first_occurrence),
             time(g.last_occurrence),
             g.sample_items.join(" "),
-            message.chars().take(60).collect(),
+            message.to_string(),
         ]);
     }
     table.print()?;
@@ -139,9 +139,9 @@ fn print_pattern_groups(a: &Analysis) -> Result<()> {
 
 fn print_message_groups(a: &Analysis) -> Result<()> {
     println!("\nMessage groups (last messages; numbers, paths, ids and durations masked)");
-    let mut table = Table::new(&["COUNT", "SIGNATURES", "PATTERN"]);
+    let mut table = Table::new(&[("COUNT", Kind::Count), ("SIGNATURES", Kind::Count), ("PATTERN", Kind::Text)]);
     for g in &a.message_groups {
-        table.row(vec![
+        table.push(vec![
             g.count.to_string(),
             g.signatures.to_string(),
             g.pattern.clone(),
@@ -159,13 +159,13 @@ fn print_error_types(a: &Analysis) -> Result<()> {
         &a.error_distribution.all_attempts,
         &a.error_distribution.last_attempts,
     );
-    let mut table = Table::new(&["TYPE", "ALL ATTEMPTS", "LAST ATTEMPTS", "CATEGORY"]);
+    let mut table = Table::new(&[("TYPE", Kind::ErrorType), ("ALL ATTEMPTS", Kind::Count), ("LAST ATTEMPTS", Kind::Count), ("CATEGORY", Kind::Text)]);
     let names: std::collections::BTreeSet<&String> = all.keys().chain(last.keys()).collect();
     for name in names {
         let count = |counts: &std::collections::BTreeMap<String, i64>| {
             counts.get(name).copied().unwrap_or(0).to_string()
         };
-        table.row(vec![
+        table.push(vec![
             name.clone(),
             count(all),
             count(last),

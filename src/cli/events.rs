@@ -1,6 +1,6 @@
 //! `dlq events`: the audit log.
 
-use super::output::{Format, RowWriter};
+use super::output::{column, note, thousands, Column, Format, Kind, RowWriter};
 use super::Context;
 use anyhow::Result;
 use dlqlite::EventKind;
@@ -37,6 +37,15 @@ fn parse_kind(name: &str) -> std::result::Result<EventKind, String> {
     name.parse().map_err(|e: dlqlite::Error| e.to_string())
 }
 
+const COLUMNS: [Column; 6] = [
+    column("id", "ID", Kind::Count),
+    column("time", "TIME", Kind::Time),
+    column("kind", "KIND", Kind::Text),
+    column("job_id", "JOB", Kind::Text),
+    column("item_id", "ITEM", Kind::Text),
+    column("detail", "DETAIL", Kind::Text),
+];
+
 pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
     let dlq = ctx.open_existing()?;
     if let Some(job) = &args.job_id {
@@ -44,19 +53,16 @@ pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
         // unknown job, said as every other command says it.
         dlq.require_job(job)?;
     }
-    let events = dlq.events(
-        args.job_id.as_deref(),
-        args.kind,
-        if args.limit == 0 {
-            usize::MAX
-        } else {
-            args.limit
-        },
-    )?;
-    let mut out = RowWriter::new(
-        args.format,
-        &["id", "time", "kind", "job_id", "item_id", "detail"],
-    )?;
+    let limit = if args.limit == 0 {
+        usize::MAX
+    } else {
+        args.limit
+    };
+    // One more than shown, to know whether the listing was cut.
+    let mut events = dlq.events(args.job_id.as_deref(), args.kind, limit.saturating_add(1))?;
+    let cut = events.len() > limit;
+    events.truncate(limit);
+    let mut out = RowWriter::new(args.format, &COLUMNS)?;
     for e in events {
         out.row(vec![
             json!(e.id),
@@ -67,6 +73,12 @@ pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
             e.detail,
         ])?;
     }
-    out.finish()?;
+    let shown = out.finish("no events match")?;
+    if cut {
+        note(&format!(
+            "showing the newest {} events (--limit 0 for all)",
+            thousands(shown as u64)
+        ));
+    }
     Ok(ExitCode::SUCCESS)
 }

@@ -1,6 +1,6 @@
 //! `dlq import`: move legacy JSON DLQ trees into the database.
 
-use super::output::{print_json, Table};
+use super::output::{print_json, Kind, Table};
 use super::Context;
 use anyhow::Result;
 use dlqlite::import::{import, ImportOptions, ImportReport, Progress};
@@ -115,7 +115,11 @@ fn print_summary(dlq: &Dlq, report: &ImportReport, dry_run: bool) -> Result<()> 
             )?;
         }
     }
-    let mut table = Table::new(&["JOB", "ITEMS", "TOP ERROR SIGNATURES"]);
+    let mut table = Table::new(&[
+        ("JOB", Kind::Text),
+        ("ITEMS", Kind::Count),
+        ("TOP ERROR SIGNATURES", Kind::Text),
+    ]);
     for job_id in &report.job_ids {
         // The three largest signatures, picked as they stream by (a job
         // can have a signature per item).
@@ -134,7 +138,7 @@ fn print_summary(dlq: &Dlq, report: &ImportReport, dry_run: bool) -> Result<()> 
             .iter()
             .map(|(sig, n)| format!("{sig} ({n})"))
             .collect();
-        table.row(vec![job_id.clone(), total.to_string(), top.join(", ")]);
+        table.push(vec![job_id.clone(), total.to_string(), top.join(", ")]);
     }
     table.print()?;
     let mut out = std::io::stdout().lock();

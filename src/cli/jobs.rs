@@ -1,6 +1,6 @@
 //! `dlq jobs`: the jobs in the database with their counters.
 
-use super::output::{cell, print_json, Table};
+use super::output::{cell, print_json, Kind, Table};
 use super::Context;
 use anyhow::Result;
 use std::process::ExitCode;
@@ -24,16 +24,16 @@ pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     let mut table = Table::new(&[
-        "JOB",
-        "REPO",
-        "ITEMS",
-        "ELIGIBLE",
-        "REVIEW",
-        "MAX_ITEMS",
-        "UPDATED",
+        ("JOB", Kind::Text),
+        ("REPO", Kind::Text),
+        ("ITEMS", Kind::Count),
+        ("ELIGIBLE", Kind::Count),
+        ("REVIEW", Kind::Count),
+        ("MAX ITEMS", Kind::Count),
+        ("UPDATED", Kind::Time),
     ]);
     for job in jobs {
-        table.row(vec![
+        table.push(vec![
             job.job_id,
             cell(job.repo),
             job.item_count.to_string(),

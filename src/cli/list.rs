@@ -1,6 +1,6 @@
 //! `dlq list`: dead letters, newest last_attempt first.
 
-use super::output::{parse_filter, Format, RowWriter};
+use super::output::{column, note, parse_filter, thousands, Column, Format, Kind, RowWriter};
 use super::Context;
 use anyhow::Result;
 use dlqlite::ListFilter;
@@ -48,19 +48,19 @@ pub struct Args {
 
 /// The listing's columns (those of the item_summary view); a table shows
 /// the first [`TABLE_COLUMNS`].
-const COLUMNS: [&str; 12] = [
-    "job_id",
-    "item_id",
-    "failure_count",
-    "last_attempt",
-    "error_type",
-    "exit_code",
-    "reprocess_eligible",
-    "manual_review_required",
-    "error_message",
-    "error_signature",
-    "first_attempt",
-    "worktree_path",
+const COLUMNS: [Column; 12] = [
+    column("job_id", "JOB", Kind::Text),
+    column("item_id", "ITEM", Kind::Text),
+    column("failure_count", "FAILS", Kind::Count),
+    column("last_attempt", "LAST ATTEMPT", Kind::Time),
+    column("error_type", "ERROR TYPE", Kind::ErrorType),
+    column("exit_code", "EXIT", Kind::Count),
+    column("reprocess_eligible", "ELIGIBLE", Kind::Flag),
+    column("manual_review_required", "REVIEW", Kind::Warning),
+    column("error_message", "MESSAGE", Kind::Message),
+    column("error_signature", "SIGNATURE", Kind::Text),
+    column("first_attempt", "FIRST ATTEMPT", Kind::Time),
+    column("worktree_path", "WORKTREE", Kind::Text),
 ];
 const TABLE_COLUMNS: usize = 9;
 
@@ -76,13 +76,26 @@ pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
     if let Some(job) = &args.job_id {
         dlq.require_job(job)?;
     }
-    let mut out = RowWriter::new(args.format, &COLUMNS)?.table_columns(TABLE_COLUMNS);
+    // One job's listing can spare its job column first.
+    let leave_out: &[&str] = if args.job_id.is_some() {
+        &["JOB", "EXIT", "REVIEW", "ELIGIBLE"]
+    } else {
+        &["EXIT", "REVIEW", "ELIGIBLE", "JOB"]
+    };
+    let mut out = RowWriter::new(args.format, &COLUMNS)?
+        .table_columns(TABLE_COLUMNS)
+        .leave_out_first(leave_out);
     let limit = if args.limit == 0 {
         usize::MAX
     } else {
         args.limit
     };
-    for summary in dlq.list_newest(filter).take(limit) {
+    let mut cut = false;
+    for (index, summary) in dlq.list_newest(filter.clone()).enumerate() {
+        if index == limit {
+            cut = true;
+            break;
+        }
         let s = summary?;
         out.row(vec![
             json!(s.job_id),
@@ -99,6 +112,15 @@ pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
             json!(s.worktree_path),
         ])?;
     }
-    out.finish()?;
+    let shown = out.finish("no items match")?;
+    if cut {
+        // One more count, only when the listing was cut.
+        let total = dlq.count_matching(&filter)?;
+        note(&format!(
+            "showing {} of {} items (--limit 0 for all)",
+            thousands(shown as u64),
+            thousands(total)
+        ));
+    }
     Ok(ExitCode::SUCCESS)
 }

@@ -23,6 +23,8 @@ mod retry;
 mod show;
 mod sql;
 mod stats;
+mod table;
+mod term;
 
 use anyhow::{Context as _, Result};
 use clap::{Parser, Subcommand};
@@ -56,6 +58,21 @@ pub struct Cli {
     /// (and is not a number) gets a leading ' so spreadsheets do not run it
     #[arg(long, global = true)]
     raw_csv: bool,
+
+    /// Colour in tables: auto (a terminal, and NO_COLOR not set), always,
+    /// never
+    #[arg(long, global = true, value_enum, value_name = "WHEN", default_value_t = term::ColorChoice::Auto)]
+    color: term::ColorChoice,
+
+    /// Tables: cut no cell (by default a table fits the terminal, or
+    /// COLUMNS, and long cells end in …)
+    #[arg(long, global = true)]
+    wide: bool,
+
+    /// Tables: times relative to now ("3h 5m ago") instead of to the
+    /// second in UTC
+    #[arg(long, global = true)]
+    relative: bool,
 
     #[command(subcommand)]
     command: Command,
@@ -161,6 +178,7 @@ fn parse_now(text: &str) -> std::result::Result<Timestamp, String> {
 /// Runs the parsed command line.
 pub fn run(cli: Cli) -> Result<ExitCode> {
     output::RAW_CSV.store(cli.raw_csv, std::sync::atomic::Ordering::Relaxed);
+    term::init(cli.color, cli.wide, cli.relative);
     let db_path = match cli.db {
         Some(path) => path,
         None => prodigy_home()?.join("dlq.db"),

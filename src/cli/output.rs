@@ -1,9 +1,11 @@
-//! Output helpers shared by the subcommands: JSON to stdout, and plain
-//! column-aligned tables for people. Write errors (a closed pipe) propagate
-//! so `main` can exit quietly.
+//! Output helpers shared by the subcommands: the listing formats
+//! (`--format table|json|jsonl|csv`) and their row writer, JSON to stdout,
+//! CSV cells, confirmation and `--filter` parsing. Tables themselves are
+//! [`super::table`]'s. Write errors (a closed pipe) propagate so `main` can
+//! exit quietly.
 
 use anyhow::Result;
-use dlqlite::text::for_terminal;
+pub use super::table::{Kind, Table};
 use serde::Serialize;
 use std::io::Write;
 
@@ -17,76 +19,28 @@ pub fn print_json<T: Serialize + ?Sized>(value: &T) -> Result<()> {
     Ok(())
 }
 
-/// A table printed with aligned columns.
-pub struct Table {
-    headers: Vec<String>,
-    rows: Vec<Vec<String>>,
+/// A line for people on stderr (what was left out, what was done).
+/// Ids and paths in it are escaped; a stderr that cannot be written is
+/// ignored, as in `main`.
+pub fn note(line: &str) {
+    let _ = writeln!(
+        std::io::stderr().lock(),
+        "{}",
+        dlqlite::text::for_terminal(line)
+    );
 }
 
-impl Table {
-    pub fn new<S: AsRef<str>>(headers: &[S]) -> Self {
-        Table {
-            headers: headers.iter().map(|h| h.as_ref().to_string()).collect(),
-            rows: Vec::new(),
+/// A count as people read it: 90000 as "90,000".
+pub fn thousands(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
         }
+        out.push(c);
     }
-
-    pub fn row(&mut self, cells: Vec<String>) {
-        self.rows.push(cells);
-    }
-
-    pub fn print(&self) -> Result<()> {
-        let mut out = std::io::BufWriter::new(std::io::stdout().lock());
-        self.write(&mut out)?;
-        out.flush()?;
-        Ok(())
-    }
-
-    pub fn write(&self, out: &mut impl Write) -> Result<()> {
-        let widths = self.widths();
-        write_row(out, &self.headers, &widths)?;
-        for row in &self.rows {
-            write_row(out, row, &widths)?;
-        }
-        Ok(())
-    }
-
-    /// The column widths that fit the headers and the rows so far.
-    fn widths(&self) -> Vec<usize> {
-        let mut widths: Vec<usize> = self
-            .headers
-            .iter()
-            .map(|h| for_terminal(h).chars().count())
-            .collect();
-        for row in &self.rows {
-            for (i, cell) in row.iter().enumerate() {
-                if let Some(width) = widths.get_mut(i) {
-                    *width = (*width).max(for_terminal(cell).chars().count());
-                }
-            }
-        }
-        widths
-    }
-}
-
-fn write_row(out: &mut impl Write, cells: &[String], widths: &[usize]) -> Result<()> {
-    let last = cells.len().saturating_sub(1);
-    let mut line = String::new();
-    for (i, cell) in cells.iter().enumerate() {
-        // Control and bidi characters written visibly (see dlqlite::text).
-        let clean = for_terminal(cell);
-        line.push_str(&clean);
-        if i < last {
-            let pad = widths
-                .get(i)
-                .copied()
-                .unwrap_or(0)
-                .saturating_sub(clean.chars().count());
-            line.push_str(&" ".repeat(pad + 2));
-        }
-    }
-    writeln!(out, "{}", line.trim_end())?;
-    Ok(())
+    out
 }
 
 /// An optional value for a table cell.
@@ -109,25 +63,33 @@ pub enum Format {
     Csv,
 }
 
-/// Rows a table collects to size its columns before it starts to stream.
-const TABLE_SAMPLE: usize = 1_000;
+/// A column of a listing: its name in machine formats, its header and
+/// kind in a table.
+#[derive(Clone, Copy, Debug)]
+pub struct Column {
+    pub name: &'static str,
+    pub header: &'static str,
+    pub kind: Kind,
+}
 
-/// Writes rows in one of the [`Format`]s. JSON, JSON lines and CSV stream;
-/// the table sizes its columns on the first [`TABLE_SAMPLE`] rows, then
-/// streams the rest with those widths, so memory stays flat in the number
-/// of rows (cells are cut at 60 characters, so no column grows far).
+/// Shorthand for a [`Column`].
+pub const fn column(name: &'static str, header: &'static str, kind: Kind) -> Column {
+    Column { name, header, kind }
+}
+
+/// Writes rows in one of the [`Format`]s, streaming: JSON, JSON lines and
+/// CSV row by row, the table as [`super::table`] draws it. A table shows
+/// only its first `table_columns` columns (people get the ones that
+/// matter; machine formats keep every column).
 pub struct RowWriter {
     format: Format,
-    columns: Vec<String>,
+    names: Vec<String>,
     out: std::io::BufWriter<std::io::StdoutLock<'static>>,
     table: Table,
-    /// Set once the table streams.
-    widths: Option<Vec<usize>>,
-    rows: usize,
-    /// Column widths cap for the table (long messages are cut).
-    max_cell: usize,
-    /// How many leading columns the table shows (machine formats: all).
+    /// The typed columns (empty for [`RowWriter::with_names`]).
+    columns: Vec<Column>,
     table_columns: usize,
+    rows: usize,
 }
 
 /// Whether CSV cells go out raw (`--raw-csv`); otherwise cells a
@@ -152,22 +114,44 @@ pub fn cell_text(value: &serde_json::Value) -> String {
     }
 }
 
+fn table_of(columns: &[Column]) -> Table {
+    Table::new(
+        &columns
+            .iter()
+            .map(|c| (c.header, c.kind))
+            .collect::<Vec<_>>(),
+    )
+}
+
 impl RowWriter {
-    pub fn new(format: Format, columns: &[&str]) -> Result<Self> {
+    /// A writer of rows with these columns.
+    pub fn new(format: Format, columns: &[Column]) -> Result<Self> {
+        let names = columns.iter().map(|c| c.name.to_string()).collect();
+        let mut writer = Self::start(format, names, table_of(columns))?;
+        writer.columns = columns.to_vec();
+        Ok(writer)
+    }
+
+    /// A writer of rows whose columns are only known by name (`dlq sql`).
+    pub fn with_names(format: Format, names: Vec<String>) -> Result<Self> {
+        let table = Table::text(&names);
+        Self::start(format, names, table)
+    }
+
+    fn start(format: Format, names: Vec<String>, table: Table) -> Result<Self> {
         let mut writer = RowWriter {
             format,
-            columns: columns.iter().map(|c| c.to_string()).collect(),
+            table_columns: names.len(),
+            names,
             out: std::io::BufWriter::new(std::io::stdout().lock()),
-            table: Table::new(&columns.iter().map(|c| c.to_uppercase()).collect::<Vec<_>>()),
-            widths: None,
+            table,
+            columns: Vec::new(),
             rows: 0,
-            max_cell: 60,
-            table_columns: columns.len(),
         };
         match format {
             Format::Csv => {
                 let mut csv = csv::Writer::from_writer(Vec::new());
-                csv.write_record(columns)?;
+                csv.write_record(&writer.names)?;
                 writer.out.write_all(
                     &csv.into_inner()
                         .map_err(|e| anyhow::anyhow!(e.to_string()))?,
@@ -179,15 +163,17 @@ impl RowWriter {
         Ok(writer)
     }
 
-    /// Shows only the first `n` columns in a table (people get the ones that
-    /// matter; machine formats keep every column).
+    /// Shows only the first `n` columns in a table.
     pub fn table_columns(mut self, n: usize) -> Self {
         self.table_columns = n.min(self.columns.len());
-        let headers: Vec<String> = self.columns[..self.table_columns]
-            .iter()
-            .map(|c| c.to_uppercase())
-            .collect();
-        self.table = Table::new(&headers);
+        self.table = table_of(&self.columns[..self.table_columns]);
+        self
+    }
+
+    /// Columns a narrow terminal's table may do without, the first to go
+    /// first (see [`Table::leave_out_first`]).
+    pub fn leave_out_first(mut self, headers: &[&str]) -> Self {
+        self.table = self.table.leave_out_first(headers);
         self
     }
 
@@ -197,31 +183,13 @@ impl RowWriter {
                 let cells = values
                     .iter()
                     .take(self.table_columns)
-                    .map(|v| {
-                        let text = cell_text(v);
-                        if text.chars().count() > self.max_cell {
-                            let cut: String = text.chars().take(self.max_cell - 1).collect();
-                            format!("{cut}…")
-                        } else {
-                            text
-                        }
-                    })
+                    .map(cell_text)
                     .collect::<Vec<String>>();
-                match &self.widths {
-                    Some(widths) => write_row(&mut self.out, &cells, widths)?,
-                    None => {
-                        self.table.row(cells);
-                        if self.table.rows.len() >= TABLE_SAMPLE {
-                            self.table.write(&mut self.out)?;
-                            self.widths = Some(self.table.widths());
-                            self.table.rows = Vec::new();
-                        }
-                    }
-                }
+                self.table.row(cells, &mut self.out)?;
             }
             Format::Json | Format::Jsonl => {
                 let object: serde_json::Map<String, serde_json::Value> =
-                    self.columns.iter().cloned().zip(values).collect();
+                    self.names.iter().cloned().zip(values).collect();
                 if self.format == Format::Json {
                     self.out
                         .write_all(if self.rows == 0 { b"\n" } else { b",\n" })?;
@@ -245,9 +213,15 @@ impl RowWriter {
         Ok(())
     }
 
-    pub fn finish(mut self) -> Result<usize> {
+    /// Ends the output and returns how many rows it had. An empty table
+    /// prints nothing on stdout and `empty` on stderr instead of a bare
+    /// header (machine formats stay well-formed: `[]`, a CSV header).
+    pub fn finish(mut self, empty: &str) -> Result<usize> {
         match self.format {
-            Format::Table if self.widths.is_none() => self.table.write(&mut self.out)?,
+            Format::Table if self.rows == 0 => {
+                note(empty);
+            }
+            Format::Table => self.table.finish(&mut self.out)?,
             Format::Json => self.out.write_all(b"\n]\n")?,
             _ => {}
         }

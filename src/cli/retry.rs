@@ -1,6 +1,6 @@
 //! `dlq retry`: replay dead letters through a command.
 
-use super::output::{parse_filter, print_json, Table};
+use super::output::{parse_filter, print_json, Kind, Table};
 use super::Context;
 use anyhow::{bail, Result};
 use dlqlite::retry::command::CommandHandler;
@@ -257,9 +257,14 @@ fn dry_run(
             &serde_json::json!({"job_id": options.job_id, "would_try": total, "skipped": skipped, "items": ids}),
         )?;
     } else {
-        let mut table = Table::new(&["ITEM", "FAILURES", "LAST ATTEMPT", "ERROR TYPE"]);
+        let mut table = Table::new(&[
+            ("ITEM", Kind::Text),
+            ("FAILS", Kind::Count),
+            ("LAST ATTEMPT", Kind::Time),
+            ("ERROR TYPE", Kind::ErrorType),
+        ]);
         for item in &items {
-            table.row(vec![
+            table.push(vec![
                 item.item_id.clone(),
                 item.failure_count.to_string(),
                 item.last_attempt.to_string(),
@@ -286,10 +291,18 @@ fn status(args: &Args, ctx: &Context) -> Result<std::process::ExitCode> {
         return Ok(std::process::ExitCode::SUCCESS);
     }
     let mut table = Table::new(&[
-        "RUN", "JOB", "STATUS", "STARTED", "ENDED", "TRIED", "OK", "FAILED", "SKIPPED",
+        ("RUN", Kind::Text),
+        ("JOB", Kind::Text),
+        ("STATUS", Kind::Text),
+        ("STARTED", Kind::Time),
+        ("ENDED", Kind::Time),
+        ("TRIED", Kind::Count),
+        ("OK", Kind::Count),
+        ("FAILED", Kind::Count),
+        ("SKIPPED", Kind::Count),
     ]);
     for run in runs {
-        table.row(vec![
+        table.push(vec![
             run.run_id,
             run.job_id,
             run.status.to_string(),

@@ -30,8 +30,7 @@ pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
         ctx.db_path(),
         &args.query,
         |columns| {
-            let names: Vec<&str> = columns.iter().map(String::as_str).collect();
-            match RowWriter::new(args.format, &names) {
+            match RowWriter::with_names(args.format, columns.to_vec()) {
                 Ok(w) => *writer.borrow_mut() = Some(w),
                 Err(e) => failure = Some(e),
             }
@@ -68,7 +67,7 @@ pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
     }
     result?;
     if let Some(w) = writer.into_inner() {
-        w.finish()?;
+        w.finish("no rows")?;
     }
     Ok(ExitCode::SUCCESS)
 }

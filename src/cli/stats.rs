@@ -1,6 +1,6 @@
 //! `dlq stats`: the legacy DLQ statistics, for one job or all.
 
-use super::output::{cell, Table};
+use super::output::{Kind, Table};
 use super::Context;
 use anyhow::Result;
 use dlqlite::rank::{ranking, TopN};
@@ -63,7 +63,7 @@ pub fn show(ctx: &Context, job_id: Option<&str>, json: bool) -> Result<ExitCode>
             Some(job) => dlqlite::text::for_terminal(job).into_owned(),
             None => format!("all jobs ({jobs})"),
         };
-        table.print(&title)?;
+        table.print(&title, &dlq, job_id)?;
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -227,6 +227,12 @@ impl<W: Write> JsonStats<W> {
     }
 }
 
+/// A time as tables show it, or "-".
+fn time_cell(time: Option<dlqlite::Timestamp>) -> String {
+    time.map(|t| super::term::get().time(&t.to_string()))
+        .unwrap_or_else(|| "-".to_string())
+}
+
 /// How many signatures the table lists (the JSON lists all).
 const TABLE_SIGNATURES: usize = 20;
 
@@ -264,7 +270,7 @@ impl TableStats {
         }
     }
 
-    fn print(mut self, title: &str) -> Result<()> {
+    fn print(mut self, title: &str, dlq: &dlqlite::Dlq, job_id: Option<&str>) -> Result<()> {
         let stats = &self.head;
         let mut out = std::io::stdout().lock();
         writeln!(out, "{title}")?;
@@ -282,12 +288,12 @@ impl TableStats {
         writeln!(
             out,
             "  oldest item:             {}",
-            cell(stats.oldest_item)
+            time_cell(stats.oldest_item)
         )?;
         writeln!(
             out,
             "  newest item:             {}",
-            cell(stats.newest_item)
+            time_cell(stats.newest_item)
         )?;
         writeln!(
             out,
@@ -307,9 +313,22 @@ impl TableStats {
             writeln!(out)?;
             drop(out);
             let more = self.signatures - self.top.len();
-            let mut table = Table::new(&["ITEMS", "ERROR SIGNATURE"]);
-            for (signature, count) in self.top.into_sorted() {
-                table.row(vec![count.to_string(), signature]);
+            let top = self.top.into_sorted();
+            let signatures: Vec<String> = top.iter().map(|(s, _)| s.clone()).collect();
+            let samples = dlq.signature_samples(job_id, &signatures)?;
+            let mut table = Table::new(&[
+                ("ITEMS", Kind::Count),
+                ("SIGNATURE", Kind::Text),
+                ("TYPE", Kind::ErrorType),
+                ("MESSAGE", Kind::Message),
+            ]);
+            for ((signature, count), sample) in top.into_iter().zip(samples) {
+                table.push(vec![
+                    count.to_string(),
+                    signature,
+                    sample.error_type.unwrap_or_default(),
+                    sample.message.unwrap_or_default(),
+                ]);
             }
             table.print()?;
             if more > 0 {

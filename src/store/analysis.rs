@@ -503,6 +503,38 @@ fn last_error_types(conn: &Connection, job_id: Option<&str>) -> Result<BTreeMap<
     Ok(rows)
 }
 
+/// A signature as a listing names it: the error type and message of its
+/// newest item's last attempt (the representative message of analyze's
+/// pattern groups).
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct SignatureSample {
+    pub error_type: Option<String>,
+    pub message: Option<String>,
+}
+
+impl Dlq {
+    /// The error type and representative message of each signature, in the
+    /// order given, within one job or all: what `dlq stats` shows beside
+    /// its top signatures. Each walks its signature's range of an index.
+    pub fn signature_samples(
+        &self,
+        job_id: Option<&str>,
+        signatures: &[String],
+    ) -> Result<Vec<SignatureSample>> {
+        let conn = self.conn()?;
+        signatures
+            .iter()
+            .map(|signature| {
+                let sample = sample_of(&conn, job_id, signature)?;
+                Ok(SignatureSample {
+                    error_type: sample.error_type,
+                    message: sample.message,
+                })
+            })
+            .collect()
+    }
+}
+
 struct Sample {
     items: Vec<String>,
     message: Option<String>,

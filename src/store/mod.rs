@@ -47,6 +47,7 @@ mod write;
 
 pub use analysis::{
     failure_category, normalise_message, Analysis, AnalyzeOptions, MessageGroup, Omitted,
+    SignatureSample,
     PatternGroup,
 };
 pub use bulk::PurgeReport;

@@ -136,7 +136,7 @@ fn list_orders_filters_and_formats() {
     );
     assert_eq!(lines.count(), 2);
     let table = ok(dlq(&f.db).args(["list", "--limit", "2"]));
-    assert!(table.starts_with("JOB_ID"), "{table}");
+    assert!(table.starts_with("JOB "), "{table}");
 
     let err = fails(dlq(&f.db).args(["list", "--filter", "item.priority >= "]));
     assert!(
@@ -352,9 +352,10 @@ fn stats_table_lists_the_largest_signatures_and_counts_the_rest() {
         .collect();
     assert_eq!(rows.len(), 20, "{table}");
     let disk_full = dlqlite::classify::error_signature("disk full");
+    // Each signature with its type and representative message.
     assert_eq!(
         rows[0].split_whitespace().collect::<Vec<_>>(),
-        ["2", disk_full.as_str()]
+        ["2", disk_full.as_str(), "Unknown", "disk", "full"]
     );
     assert!(table.contains("... and 4 more signature(s)"), "{table}");
     let all = json(&ok(dlq(&db).args(["stats", "--json"])));
