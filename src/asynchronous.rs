@@ -181,7 +181,7 @@ impl AsyncDlq {
         job_id: Option<String>,
         item_id: impl Into<String>,
         request: MarkRequest,
-    ) -> Result<()> {
+    ) -> Result<crate::store::Marked> {
         let item_id = item_id.into();
         self.run(move |dlq| dlq.mark(job_id.as_deref(), &item_id, &request))
             .await

@@ -473,6 +473,16 @@ impl Parser {
             }
             _ => {}
         }
+        if let Some(message) = type_mismatch(&name, &field, op, &value) {
+            // `failure_count > "x"` would be compared by SQLite's type
+            // order and quietly match nothing (or everything).
+            let at = if op == Op::Contains {
+                column
+            } else {
+                value_column
+            };
+            return self.error_at(at, &message);
+        }
         Ok(Expr::Compare { field, op, value })
     }
 
@@ -527,6 +537,33 @@ impl Parser {
             message: format!("{text:?} is not a duration (use s, m, h, d or w: 7d, 12h)"),
         })?;
         Ok(Literal::Now(sign * seconds))
+    }
+}
+
+/// Why `field op value` compares values of different types, if it does:
+/// numbers with numbers, flags with true/false, and `contains` on text.
+/// item_data paths are untyped and take anything.
+fn type_mismatch(name: &str, field: &Field, op: Op, value: &Literal) -> Option<String> {
+    let numeric = matches!(
+        field,
+        Field::Column(Column::FailureCount)
+            | Field::Attempt {
+                column: AttemptColumn::ExitCode,
+                ..
+            }
+    );
+    let flag = matches!(field, Field::Column(c) if c.is_bool());
+    if op == Op::Contains && (numeric || flag) {
+        return Some(format!("'contains' needs a text field; {name} is not one"));
+    }
+    match value {
+        Literal::Text(_) | Literal::Bool(_) if numeric => Some(format!(
+            "{name} is a number: compare it with a number (no quotes)"
+        )),
+        Literal::Text(_) | Literal::Integer(_) | Literal::Real(_) | Literal::Null if flag => Some(
+            format!("{name} is true or false: compare it with true or false"),
+        ),
+        _ => None,
     }
 }
 
@@ -635,6 +672,33 @@ mod tests {
         assert!(parse(&format!("{}reprocess_eligible", "!".repeat(MAX_DEPTH))).is_ok());
         let e = error(&nested(MAX_DEPTH + 1));
         assert!(e.message.contains("nested more than 50"), "{e}");
+    }
+
+    #[test]
+    fn values_of_the_wrong_type_are_errors_at_their_column() {
+        let e = error(r#"failure_count > "x""#);
+        assert_eq!(e.column, 17, "{e}");
+        assert!(e.message.contains("failure_count is a number"), "{e}");
+        let e = error("exit_code == true");
+        assert!(e.message.contains("exit_code is a number"), "{e}");
+        let e = error(r#"reprocess_eligible == "yes""#);
+        assert!(e.message.contains("true or false"), "{e}");
+        let e = error(r#"item.a == 1 && failure_count contains "1""#);
+        assert_eq!(e.column, 16, "{e}");
+        assert!(e.message.contains("'contains' needs a text field"), "{e}");
+        // What stays legal: numbers, null exit codes, untyped item_data.
+        for ok in [
+            "failure_count >= 3",
+            "failure_count > 1.5",
+            "exit_code == null",
+            "last.exit_code != 0",
+            "reprocess_eligible == false",
+            r#"item.priority == "high""#,
+            "item.priority > 3",
+            "item_id == 42",
+        ] {
+            parse(ok).unwrap_or_else(|e| panic!("{ok}: {e}"));
+        }
     }
 
     #[test]

@@ -1,6 +1,8 @@
 //! The `dlq` binary: parse the command line, run the subcommand, and own the
 //! exit codes — 0 on success (a closed stdout pipe counts as success), 1 on
-//! an error (one line on stderr), 2 on a usage error (clap's own).
+//! an error (one line on stderr), 2 on a usage error (clap's, or a
+//! [`cli::Usage`] found later: a bad filter, a missing flag, a confirmation
+//! that cannot be asked).
 
 mod cli;
 
@@ -34,6 +36,13 @@ fn main() -> ExitCode {
     match cli::run(args) {
         Ok(code) => code,
         Err(error) if is_broken_pipe(&error) => ExitCode::SUCCESS,
+        Err(error) if error.downcast_ref::<cli::Usage>().is_some() => {
+            say(&format!(
+                "dlq: error: {}",
+                dlqlite::text::for_terminal(&one_line(&error))
+            ));
+            ExitCode::from(2)
+        }
         Err(error) => {
             // Paths, ids and messages in it may be anyone's.
             say(&format!(

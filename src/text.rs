@@ -87,8 +87,18 @@ pub fn for_csv(cell: &str) -> Cow<'_, str> {
 /// line, where a tool's final complaint usually is.
 pub fn headline(message: &str) -> &str {
     const MARKERS: [&str; 12] = [
-        "error", "fail", "panic", "exception", "fatal", "denied", "refused", "timed out",
-        "timeout", "not found", "cannot", "invalid",
+        "error",
+        "fail",
+        "panic",
+        "exception",
+        "fatal",
+        "denied",
+        "refused",
+        "timed out",
+        "timeout",
+        "not found",
+        "cannot",
+        "invalid",
     ];
     let mut lines = message.lines().map(str::trim).filter(|l| !l.is_empty());
     let Some(first) = lines.next() else {
@@ -139,7 +149,10 @@ mod tests {
 
     #[test]
     fn a_message_is_shown_by_its_most_useful_line() {
-        assert_eq!(headline("cargo test failed with exit code 101"), "cargo test failed with exit code 101");
+        assert_eq!(
+            headline("cargo test failed with exit code 101"),
+            "cargo test failed with exit code 101"
+        );
         assert_eq!(headline("  one line  "), "one line");
         assert_eq!(headline(""), "");
         assert_eq!(headline("\n\n"), "");
@@ -149,9 +162,15 @@ mod tests {
             "thread 'main' panicked at src/lib.rs:3"
         );
         // The first error-like line, not a later one.
-        assert_eq!(headline("Error: quota\ncaused by: permission denied"), "Error: quota");
+        assert_eq!(
+            headline("Error: quota\ncaused by: permission denied"),
+            "Error: quota"
+        );
         // Nothing reads like an error: the last line.
-        assert_eq!(headline("step 1\nstep 2\n\nwent wrong here\n"), "went wrong here");
+        assert_eq!(
+            headline("step 1\nstep 2\n\nwent wrong here\n"),
+            "went wrong here"
+        );
     }
 
     #[test]

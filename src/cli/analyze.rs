@@ -120,7 +120,15 @@ fn print_tables(a: &Analysis) -> Result<()> {
 fn print_pattern_groups(a: &Analysis) -> Result<()> {
     println!("Pattern groups (by error signature)");
     let time = |t: Option<dlqlite::Timestamp>| t.map(|t| t.to_string()).unwrap_or_default();
-    let mut table = Table::new(&[("COUNT", Kind::Count), ("SIGNATURE", Kind::Text), ("TYPE", Kind::ErrorType), ("FIRST", Kind::Time), ("LAST", Kind::Time), ("SAMPLES", Kind::Text), ("MESSAGE", Kind::Message)]);
+    let mut table = Table::new(&[
+        ("COUNT", Kind::Count),
+        ("SIGNATURE", Kind::Text),
+        ("TYPE", Kind::ErrorType),
+        ("FIRST", Kind::Time),
+        ("LAST", Kind::Time),
+        ("SAMPLES", Kind::Text),
+        ("MESSAGE", Kind::Message),
+    ]);
     for g in &a.pattern_groups {
         let message = g.representative_message.as_deref().unwrap_or_default();
         table.push(vec![
@@ -139,7 +147,11 @@ fn print_pattern_groups(a: &Analysis) -> Result<()> {
 
 fn print_message_groups(a: &Analysis) -> Result<()> {
     println!("\nMessage groups (last messages; numbers, paths, ids and durations masked)");
-    let mut table = Table::new(&[("COUNT", Kind::Count), ("SIGNATURES", Kind::Count), ("PATTERN", Kind::Text)]);
+    let mut table = Table::new(&[
+        ("COUNT", Kind::Count),
+        ("SIGNATURES", Kind::Count),
+        ("PATTERN", Kind::Text),
+    ]);
     for g in &a.message_groups {
         table.push(vec![
             g.count.to_string(),
@@ -159,7 +171,12 @@ fn print_error_types(a: &Analysis) -> Result<()> {
         &a.error_distribution.all_attempts,
         &a.error_distribution.last_attempts,
     );
-    let mut table = Table::new(&[("TYPE", Kind::ErrorType), ("ALL ATTEMPTS", Kind::Count), ("LAST ATTEMPTS", Kind::Count), ("CATEGORY", Kind::Text)]);
+    let mut table = Table::new(&[
+        ("TYPE", Kind::ErrorType),
+        ("ALL ATTEMPTS", Kind::Count),
+        ("LAST ATTEMPTS", Kind::Count),
+        ("CATEGORY", Kind::Text),
+    ]);
     let names: std::collections::BTreeSet<&String> = all.keys().chain(last.keys()).collect();
     for name in names {
         let count = |counts: &std::collections::BTreeMap<String, i64>| {

@@ -1,6 +1,6 @@
 //! `dlq capacity`: show or set the per-job capacity.
 
-use super::output::print_json;
+use super::output::{note, plural, print_json};
 use super::Context;
 use anyhow::Result;
 use std::io::Write;
@@ -37,7 +37,13 @@ pub struct Args {
 pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
     let dlq = ctx.open()?;
     let job = args.job_id.as_deref();
-    let evicted = if args.set.is_some() || args.unset {
+    let changing = args.set.is_some() || args.unset;
+    let before = if changing {
+        Some(dlq.capacity(job)?)
+    } else {
+        None
+    };
+    let evicted = if changing {
         dlq.set_capacity(job, args.set)?
     } else {
         Vec::new()
@@ -49,9 +55,35 @@ pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
             object.insert("evicted".into(), evicted.len().into());
         }
         print_json(&value)?;
+    }
+    if let Some(before) = before {
+        // What changed, for people, on stderr.
+        let whose = match job {
+            Some(job) => format!("capacity of job {job}"),
+            None => "default capacity".to_string(),
+        };
+        let mut line = format!("{whose}: {} (was {})", describe(&info), describe(&before));
+        if !evicted.is_empty() {
+            line.push_str(&format!(
+                "; evicted {} over it (see `dlq events --kind evicted`)",
+                plural(evicted.len(), "item")
+            ));
+        }
+        note(&line);
         return Ok(ExitCode::SUCCESS);
     }
-    let mut out = std::io::stdout().lock();
+    if !args.json {
+        let name = match &info.job_id {
+            Some(job) => dlqlite::text::for_terminal(job).into_owned(),
+            None => "default".to_string(),
+        };
+        writeln!(std::io::stdout().lock(), "{name}: {}", describe(&info))?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// "5000", "unlimited, the default", "1000, the default".
+fn describe(info: &dlqlite::store::CapacityInfo) -> String {
     let show = |n: i64| {
         if n == 0 {
             "unlimited".to_string()
@@ -60,25 +92,8 @@ pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
         }
     };
     match &info.job_id {
-        Some(job) => writeln!(
-            out,
-            "{}: {} ({})",
-            dlqlite::text::for_terminal(job),
-            show(info.effective_max_items),
-            if info.job_max_items.is_some() {
-                "job override"
-            } else {
-                "default"
-            }
-        )?,
-        None => writeln!(out, "default: {}", show(info.default_max_items))?,
+        Some(_) if info.job_max_items.is_some() => show(info.effective_max_items),
+        Some(_) => format!("{}, the default", show(info.effective_max_items)),
+        None => show(info.default_max_items),
     }
-    if !evicted.is_empty() {
-        writeln!(
-            out,
-            "evicted {} item(s) over capacity (see `dlq events --kind evicted`)",
-            evicted.len()
-        )?;
-    }
-    Ok(ExitCode::SUCCESS)
 }

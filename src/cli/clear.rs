@@ -1,6 +1,6 @@
 //! `dlq clear`: remove every item of a job.
 
-use super::output::confirm;
+use super::output::{confirm, note, plural, print_json};
 use super::Context;
 use anyhow::Result;
 use std::process::ExitCode;
@@ -18,26 +18,31 @@ pub struct Args {
     /// Do not ask
     #[arg(long)]
     yes: bool,
+    /// Also print what was removed as JSON on stdout
+    #[arg(long)]
+    json: bool,
 }
 
 pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
     let dlq = ctx.open_existing()?;
     let stats = dlq.job_head(&args.job_id)?;
-    if !confirm(
-        &format!(
-            "remove all {} item(s) of {}?",
-            stats.total_items,
-            dlqlite::text::for_terminal(&args.job_id)
-        ),
-        args.yes,
-    )? {
-        eprintln!("nothing removed");
+    let action = format!(
+        "remove all {} of job {}",
+        plural(stats.total_items, "item"),
+        args.job_id
+    );
+    if !confirm(&action, args.yes)? {
+        note("nothing removed");
         return Ok(ExitCode::from(1));
     }
     let removed = dlq.clear_job(&args.job_id)?;
-    println!(
-        "removed {removed} item(s) from {}",
-        dlqlite::text::for_terminal(&args.job_id)
-    );
+    if args.json {
+        print_json(&serde_json::json!({"job_id": args.job_id, "removed": removed}))?;
+    }
+    note(&format!(
+        "removed {} of job {}",
+        plural(removed, "item"),
+        args.job_id
+    ));
     Ok(ExitCode::SUCCESS)
 }

@@ -1,8 +1,8 @@
 //! `dlq export`: write items out as the legacy tree, JSON, JSON lines or CSV.
 
-use super::output::{parse_filter, print_json};
+use super::output::{note, parse_filter, plural, print_json};
 use super::Context;
-use anyhow::{bail, Result};
+use anyhow::Result;
 use dlqlite::export::{export_legacy, write_items, ItemFormat};
 use dlqlite::outfile::OutputFile;
 use dlqlite::ListFilter;
@@ -49,6 +49,10 @@ pub struct Args {
     /// next import)
     #[arg(long)]
     force: bool,
+    /// Also print what was written as JSON on stdout ({"items", "path"};
+    /// legacy: {"jobs", "items", "job_dirs"}); not with `-`
+    #[arg(long)]
+    json: bool,
 }
 
 /// What `dlq export` writes.
@@ -69,7 +73,7 @@ fn format_of(path: &Path) -> Result<ExportFormat> {
         Some("json") => Ok(ExportFormat::Json),
         Some("jsonl") | Some("ndjson") => Ok(ExportFormat::Jsonl),
         Some("csv") => Ok(ExportFormat::Csv),
-        _ => bail!(
+        _ => super::usage!(
             "cannot tell the format of {}: pass --format legacy|json|jsonl|csv",
             path.display()
         ),
@@ -82,16 +86,30 @@ pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
         None => format_of(&args.path)?,
     };
     let expression = parse_filter(args.filter.as_deref())?;
+    let to_stdout = args.path.as_os_str() == "-";
+    if to_stdout && args.json {
+        super::usage!("--json does not go with `-`: the items are what stdout holds");
+    }
     let dlq = ctx.open_existing()?;
     if let Some(job) = &args.job_id {
         dlq.require_job(job)?;
     }
     if format == ExportFormat::Legacy {
         if expression.is_some() {
-            bail!("--filter does not go with --format legacy: a legacy tree holds whole jobs");
+            super::usage!(
+                "--filter does not go with --format legacy: a legacy tree holds whole jobs"
+            );
         }
         let report = export_legacy(&dlq, &args.path, args.job_id.as_deref(), args.force)?;
-        print_json(&report)?;
+        if args.json {
+            print_json(&report)?;
+        }
+        note(&format!(
+            "exported {} of {} to {}",
+            plural(report.items, "item"),
+            plural(report.jobs, "job"),
+            args.path.display()
+        ));
         return Ok(ExitCode::SUCCESS);
     }
     let item_format = match format {
@@ -107,7 +125,7 @@ pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
         expression,
         ..ListFilter::default()
     };
-    if args.path.as_os_str() == "-" {
+    if to_stdout {
         let mut out = std::io::BufWriter::new(std::io::stdout().lock());
         write_items(&dlq, filter, &mut out, item_format)?;
         return Ok(ExitCode::SUCCESS);
@@ -130,10 +148,13 @@ pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
         count
     };
     file.commit()?;
-    writeln!(
-        std::io::stderr(),
-        "exported {count} item(s) to {}",
+    if args.json {
+        print_json(&serde_json::json!({"items": count, "path": args.path}))?;
+    }
+    note(&format!(
+        "exported {} to {}",
+        plural(count, "item"),
         args.path.display()
-    )?;
+    ));
     Ok(ExitCode::SUCCESS)
 }

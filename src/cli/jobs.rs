@@ -1,50 +1,60 @@
 //! `dlq jobs`: the jobs in the database with their counters.
 
-use super::output::{cell, print_json, Kind, Table};
+use super::output::{column, Column, Format, Kind, RowWriter};
 use super::Context;
 use anyhow::Result;
+use serde_json::json;
 use std::process::ExitCode;
 
 /// List jobs with their item counts and capacity
 ///
-/// Example: dlq jobs --json
+/// MAX ITEMS is the job's own capacity; `-` means the default applies
+/// (`dlq capacity`).
+///
+/// Examples:
+///   dlq jobs
+///   dlq jobs --format csv
 #[derive(Debug, clap::Args)]
 #[command(verbatim_doc_comment)]
 pub struct Args {
-    /// Print JSON instead of a table
-    #[arg(long)]
+    /// Output format
+    #[arg(long, value_enum, default_value_t = Format::Table)]
+    format: Format,
+    /// The same as --format json (kept for scripts written before --format)
+    #[arg(long, hide = true, conflicts_with = "format")]
     json: bool,
 }
 
+const COLUMNS: [Column; 8] = [
+    column("job_id", "JOB", Kind::Text),
+    column("repo", "REPO", Kind::Text),
+    column("item_count", "ITEMS", Kind::Count),
+    column("eligible_count", "ELIGIBLE", Kind::Count),
+    column("manual_review_count", "REVIEW", Kind::Count),
+    column("max_items", "MAX ITEMS", Kind::Count),
+    column("updated_at", "UPDATED", Kind::Time),
+    column("created_at", "CREATED", Kind::Time),
+];
+const TABLE_COLUMNS: usize = 7;
+
 pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
     let dlq = ctx.open_existing()?;
-    let jobs = dlq.jobs()?;
-    if args.json {
-        print_json(&jobs)?;
-        return Ok(ExitCode::SUCCESS);
+    let format = if args.json { Format::Json } else { args.format };
+    let mut out = RowWriter::new(format, &COLUMNS)?
+        .table_columns(TABLE_COLUMNS)
+        .leave_out_first(&["UPDATED", "MAX ITEMS", "REPO"]);
+    for job in dlq.jobs()? {
+        out.row(vec![
+            json!(job.job_id),
+            json!(job.repo),
+            json!(job.item_count),
+            json!(job.eligible_count),
+            json!(job.manual_review_count),
+            json!(job.max_items),
+            json!(job.updated_at),
+            json!(job.created_at),
+        ])?;
     }
-    let mut table = Table::new(&[
-        ("JOB", Kind::Text),
-        ("REPO", Kind::Text),
-        ("ITEMS", Kind::Count),
-        ("ELIGIBLE", Kind::Count),
-        ("REVIEW", Kind::Count),
-        ("MAX ITEMS", Kind::Count),
-        ("UPDATED", Kind::Time),
-    ]);
-    for job in jobs {
-        table.push(vec![
-            job.job_id,
-            cell(job.repo),
-            job.item_count.to_string(),
-            job.eligible_count.to_string(),
-            job.manual_review_count.to_string(),
-            job.max_items
-                .map(|n| n.to_string())
-                .unwrap_or_else(|| "default".into()),
-            job.updated_at.to_string(),
-        ]);
-    }
-    table.print()?;
+    out.finish("no jobs")?;
     Ok(ExitCode::SUCCESS)
 }

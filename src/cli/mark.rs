@@ -1,7 +1,8 @@
 //! `dlq mark`: set an item's flags by hand.
 
+use super::output::{note, print_json};
 use super::Context;
-use anyhow::{bail, Result};
+use anyhow::Result;
 use dlqlite::store::MarkRequest;
 use std::process::ExitCode;
 
@@ -30,6 +31,28 @@ pub struct Args {
     /// Clear the manual-review flag
     #[arg(long)]
     no_manual_review: bool,
+    /// Also print the item's flags as JSON on stdout
+    #[arg(long)]
+    json: bool,
+}
+
+/// "item_9 of job J: eligible, needs manual review".
+fn describe(marked: &dlqlite::store::Marked) -> String {
+    format!(
+        "{} of job {}: {}, {}",
+        marked.item_id,
+        marked.job_id,
+        if marked.reprocess_eligible {
+            "eligible"
+        } else {
+            "not eligible"
+        },
+        if marked.manual_review_required {
+            "needs manual review"
+        } else {
+            "no manual review"
+        }
+    )
 }
 
 pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
@@ -47,11 +70,15 @@ pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
         manual_review_required: flag(args.manual_review, args.no_manual_review),
     };
     if request.reprocess_eligible.is_none() && request.manual_review_required.is_none() {
-        bail!(
+        super::usage!(
             "nothing to mark: pass --eligible, --ineligible, --manual-review or --no-manual-review"
         );
     }
-    ctx.open_existing()?
-        .mark(args.job_id.as_deref(), &args.item_id, &request)?;
+    let dlq = ctx.open_existing()?;
+    let marked = dlq.mark(args.job_id.as_deref(), &args.item_id, &request)?;
+    if args.json {
+        print_json(&marked)?;
+    }
+    note(&format!("marked {}", describe(&marked)));
     Ok(ExitCode::SUCCESS)
 }

@@ -144,6 +144,28 @@ impl Context {
     }
 }
 
+/// A usage error found after parsing (a bad --filter, a flag missing, a
+/// confirmation that cannot be asked): `main` exits with 2 for it, as for
+/// clap's own usage errors.
+#[derive(Debug)]
+pub struct Usage(pub String);
+
+impl std::fmt::Display for Usage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Usage {}
+
+/// Returns early with a [`Usage`] error.
+macro_rules! usage {
+    ($($arg:tt)*) => {
+        return Err($crate::cli::Usage(format!($($arg)*)).into())
+    };
+}
+pub(crate) use usage;
+
 /// `$PRODIGY_HOME`, defaulting to `~/.prodigy`.
 pub fn prodigy_home() -> Result<PathBuf> {
     if let Some(home) = std::env::var_os("PRODIGY_HOME").filter(|h| !h.is_empty()) {
@@ -198,7 +220,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         now: cli.now,
         options,
     };
-    match cli.command {
+    let result = match cli.command {
         Command::Import(args) => import::run(args, &ctx),
         Command::List(args) => list::run(args, &ctx),
         Command::Inspect(args) => inspect::run(args, &ctx),
@@ -219,5 +241,95 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Command::Report(args) => report::run(args, &ctx),
         Command::Db(args) => db::run(args, &ctx),
         Command::Completions(args) => completions::run(args),
+    };
+    result.map_err(|error| with_suggestion(error, &ctx))
+}
+
+/// An unknown job's error with the closest job names, when one is close
+/// ("did you mean ...?"): a typo in a long generated job id is the usual
+/// cause.
+fn with_suggestion(error: anyhow::Error, ctx: &Context) -> anyhow::Error {
+    let Some(dlqlite::Error::JobNotFound(wanted)) = error.downcast_ref::<dlqlite::Error>() else {
+        return error;
+    };
+    let wanted = wanted.clone();
+    let Ok(jobs) = ctx.open_existing().and_then(|dlq| Ok(dlq.jobs()?)) else {
+        return error;
+    };
+    let names = jobs.iter().map(|job| job.job_id.as_str());
+    match closest(&wanted, names) {
+        Some(name) => {
+            let name = name.to_string();
+            error.context(format!("job {wanted:?} not found; did you mean {name:?}?"))
+        }
+        None => error,
+    }
+}
+
+/// The name most like `wanted`: the same but for case, or within a few
+/// edits (a quarter of its length, at least 2). Ties go to the first.
+fn closest<'a>(wanted: &str, names: impl Iterator<Item = &'a str>) -> Option<&'a str> {
+    let limit = (wanted.chars().count() / 4).max(2);
+    let mut best: Option<(usize, &str)> = None;
+    for name in names {
+        let distance = if name.eq_ignore_ascii_case(wanted) {
+            0
+        } else {
+            edit_distance(wanted, name, limit)
+        };
+        if distance <= limit && best.is_none_or(|(d, _)| distance < d) {
+            best = Some((distance, name));
+        }
+    }
+    best.map(|(_, name)| name)
+}
+
+/// Levenshtein distance, or more than `limit` once it is sure to be (long
+/// names of very different lengths cost nothing).
+fn edit_distance(a: &str, b: &str, limit: usize) -> usize {
+    let a: Vec<char> = a.chars().collect();
+    let b: Vec<char> = b.chars().collect();
+    if a.len().abs_diff(b.len()) > limit {
+        return limit + 1;
+    }
+    let mut previous: Vec<usize> = (0..=b.len()).collect();
+    let mut current = vec![0; b.len() + 1];
+    for (i, ca) in a.iter().enumerate() {
+        current[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let substitution = previous[j] + usize::from(ca != cb);
+            current[j + 1] = substitution.min(previous[j + 1] + 1).min(current[j] + 1);
+        }
+        if current.iter().min().is_some_and(|&m| m > limit) {
+            return limit + 1;
+        }
+        std::mem::swap(&mut previous, &mut current);
+    }
+    previous[b.len()]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_close_job_name_is_suggested() {
+        let jobs = [
+            "mapreduce-20251123_194253",
+            "mapreduce-20250111_102500",
+            "job-early",
+        ];
+        let pick = |wanted| closest(wanted, jobs.iter().copied());
+        assert_eq!(
+            pick("mapreduce-20251123_194235"),
+            Some("mapreduce-20251123_194253")
+        );
+        assert_eq!(pick("JOB-EARLY"), Some("job-early"));
+        assert_eq!(pick("job-eraly"), Some("job-early"));
+        assert_eq!(pick("nosuch"), None);
+        assert_eq!(pick(""), None);
+        assert_eq!(edit_distance("kitten", "sitting", 10), 3);
+        assert_eq!(edit_distance("abc", "abc", 0), 0);
+        assert!(edit_distance("a", "abcdefgh", 2) > 2);
     }
 }

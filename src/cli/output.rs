@@ -4,8 +4,8 @@
 //! [`super::table`]'s. Write errors (a closed pipe) propagate so `main` can
 //! exit quietly.
 
-use anyhow::Result;
 pub use super::table::{Kind, Table};
+use anyhow::Result;
 use serde::Serialize;
 use std::io::Write;
 
@@ -41,6 +41,16 @@ pub fn thousands(n: u64) -> String {
         out.push(c);
     }
     out
+}
+
+/// "1 item", "9,000 items": a count with its noun, as people write it.
+pub fn plural(n: impl TryInto<u64>, noun: &str) -> String {
+    let n: u64 = n.try_into().unwrap_or(0);
+    if n == 1 {
+        format!("1 {noun}")
+    } else {
+        format!("{} {noun}s", thousands(n))
+    }
 }
 
 /// An optional value for a table cell.
@@ -230,21 +240,29 @@ impl RowWriter {
     }
 }
 
-/// Asks before something destructive. `--yes` skips the question; without a
-/// terminal to ask on, it refuses rather than guess.
-pub fn confirm(question: &str, yes: bool) -> Result<bool> {
+/// Asks before something destructive: `action` is what would be done
+/// ("remove 9 items of job J"). `--yes` skips the question; without a
+/// terminal to ask on, it refuses (a usage error) rather than guess.
+pub fn confirm(action: &str, yes: bool) -> Result<bool> {
     use std::io::IsTerminal;
     if yes {
         return Ok(true);
     }
     if !std::io::stdin().is_terminal() {
-        anyhow::bail!("{question}: refusing without confirmation; pass --yes");
+        return Err(super::Usage(format!(
+            "will not {action} without confirmation, and there is no terminal to ask on: pass --yes"
+        ))
+        .into());
     }
-    eprint!("{question} [y/N] ");
+    let mut prompt = action.to_string();
+    if let Some(first) = prompt.get_mut(0..1) {
+        first.make_ascii_uppercase();
+    }
+    eprint!("{}? [y/N] ", dlqlite::text::for_terminal(&prompt));
     std::io::stderr().flush()?;
     let mut answer = String::new();
     std::io::stdin().read_line(&mut answer)?;
-    Ok(matches!(answer.trim(), "y" | "Y" | "yes" | "YES"))
+    Ok(matches!(answer.trim(), "y" | "Y" | "yes" | "YES" | "Yes"))
 }
 
 /// Parses a --filter argument; the error says where it went wrong.
@@ -255,7 +273,7 @@ pub fn parse_filter(text: Option<&str>) -> Result<Option<dlqlite::filter::Expr>>
             // A long filter is quoted by its start: the column says where.
             let shown: String = text.chars().take(80).collect();
             let more = if shown.len() < text.len() { "..." } else { "" };
-            anyhow::anyhow!("invalid --filter {shown:?}{more}: {e}")
+            super::Usage(format!("invalid --filter {shown:?}{more}: {e}")).into()
         }),
     }
 }

@@ -1,6 +1,6 @@
 //! `dlq purge`: remove items by age.
 
-use super::output::{confirm, parse_filter, print_json};
+use super::output::{confirm, note, parse_filter, plural, print_json};
 use super::Context;
 use anyhow::Result;
 use dlqlite::ListFilter;
@@ -39,6 +39,11 @@ pub struct Args {
     json: bool,
 }
 
+/// The cutoff as tables show times (to the second).
+fn cutoff(report: &dlqlite::store::PurgeReport) -> String {
+    super::term::get().time(&report.cutoff.to_string())
+}
+
 pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
     let filter = ListFilter {
         job_id: args.job_id.clone(),
@@ -59,12 +64,13 @@ pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
             ..preview
         }
     } else {
-        let question = format!(
-            "remove {} item(s) last failed before {}?",
-            preview.items, preview.cutoff
+        let action = format!(
+            "remove {} last failed before {}",
+            plural(preview.items, "item"),
+            cutoff(&preview)
         );
-        if !confirm(&question, args.yes)? {
-            eprintln!("nothing removed");
+        if !confirm(&action, args.yes)? {
+            note("nothing removed");
             return Ok(ExitCode::from(1));
         }
         // The same "now" as the question: exactly what was counted.
@@ -72,16 +78,16 @@ pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
     };
     if args.json {
         print_json(&report)?;
-    } else if report.dry_run {
-        println!(
-            "would remove {} item(s) last failed before {}",
-            report.items, report.cutoff
-        );
-    } else {
-        println!(
-            "removed {} item(s) last failed before {}",
-            report.items, report.cutoff
-        );
     }
+    let verb = if report.dry_run {
+        "would remove"
+    } else {
+        "removed"
+    };
+    note(&format!(
+        "{verb} {} last failed before {}",
+        plural(report.items, "item"),
+        cutoff(&report)
+    ));
     Ok(ExitCode::SUCCESS)
 }

@@ -1,6 +1,6 @@
 //! `dlq requeue`: hand eligible items back to a map phase.
 
-use super::output::{parse_filter, print_json};
+use super::output::{note, parse_filter, plural, print_json};
 use super::Context;
 use anyhow::Result;
 use dlqlite::retry::requeue::requeue;
@@ -32,6 +32,9 @@ pub struct Args {
     /// Remove the written items from the DLQ
     #[arg(long)]
     take: bool,
+    /// Also print what was written as JSON on stdout
+    #[arg(long)]
+    json: bool,
 }
 
 pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
@@ -44,6 +47,18 @@ pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
         ..ListFilter::default()
     };
     let report = requeue(&dlq, filter, &args.output, args.take)?;
-    print_json(&report)?;
+    if args.json {
+        print_json(&report)?;
+    }
+    note(&format!(
+        "wrote {} to {}{}",
+        plural(report.items, "item"),
+        args.output.display(),
+        if args.take {
+            " and took them out of the DLQ"
+        } else {
+            ""
+        }
+    ));
     Ok(ExitCode::SUCCESS)
 }

@@ -2,7 +2,7 @@
 
 use super::output::{parse_filter, print_json, Kind, Table};
 use super::Context;
-use anyhow::{bail, Result};
+use anyhow::Result;
 use dlqlite::retry::command::CommandHandler;
 use dlqlite::retry::{
     preview, retry, Progress, RetryOptions, RunControl, MAX_LEASE, MAX_PARALLEL, MAX_RETRIES,
@@ -127,7 +127,7 @@ pub fn run(args: Args, ctx: &super::Context) -> Result<std::process::ExitCode> {
         return status(&args, ctx);
     }
     let Some(job_id) = args.job_id.clone() else {
-        bail!("which job? dlq retry JOB --exec CMD");
+        super::usage!("which job? dlq retry JOB --exec CMD");
     };
     let options = options(&args, job_id.clone())?;
     let dlq = ctx.open_existing()?;
@@ -136,7 +136,7 @@ pub fn run(args: Args, ctx: &super::Context) -> Result<std::process::ExitCode> {
         return dry_run(&dlq, &options, args.json);
     }
     let Some(exec) = args.exec.clone() else {
-        bail!("what to run? pass --exec CMD");
+        super::usage!("what to run? pass --exec CMD");
     };
     let handler = CommandHandler::new(
         &exec,

@@ -167,9 +167,10 @@ impl Table {
             table.set_header(Row::from(cells));
         }
         for mut cells in self.pending.drain(..) {
-            let mut row = Row::from(columns.iter().map(|&i| {
-                styled(std::mem::take(&mut cells[i]), self.kinds[i], settings.color)
-            }));
+            let mut row =
+                Row::from(columns.iter().map(|&i| {
+                    styled(std::mem::take(&mut cells[i]), self.kinds[i], settings.color)
+                }));
             row.max_height(1);
             table.add_row(row);
         }
@@ -342,7 +343,10 @@ mod tests {
         assert_eq!(show("false", Kind::Warning), "no");
         assert_eq!(show("", Kind::Count), "-");
         assert_eq!(show("", Kind::Message), "");
-        assert_eq!(show("2025-11-23T19:42:53.5Z", Kind::Time), "2025-11-23T19:42:53Z");
+        assert_eq!(
+            show("2025-11-23T19:42:53.5Z", Kind::Time),
+            "2025-11-23T19:42:53Z"
+        );
         assert_eq!(show("a\u{1b}[31mb", Kind::Text), "a\\e[31mb");
         assert_eq!(
             show("Compiling x\nerror: boom\n", Kind::Message),

@@ -177,7 +177,10 @@ mod tests {
             term.time("2025-11-23T19:42:53.902113845Z"),
             "2025-11-23T19:42:53Z"
         );
-        assert_eq!(term.time("2025-11-23T21:42:53+02:00"), "2025-11-23T19:42:53Z");
+        assert_eq!(
+            term.time("2025-11-23T21:42:53+02:00"),
+            "2025-11-23T19:42:53Z"
+        );
         assert_eq!(term.time("not a time"), "not a time");
     }
 }

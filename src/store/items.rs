@@ -212,6 +212,15 @@ pub struct MarkRequest {
     pub manual_review_required: Option<bool>,
 }
 
+/// An item's flags after [`Dlq::mark`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Marked {
+    pub job_id: String,
+    pub item_id: String,
+    pub reprocess_eligible: bool,
+    pub manual_review_required: bool,
+}
+
 impl Dlq {
     /// One item, whole. Without a job, the id must be unique across jobs.
     pub fn get(&self, job_id: Option<&str>, item_id: &str) -> Result<DeadLetteredItem> {
@@ -405,7 +414,12 @@ impl Dlq {
 
     /// Sets flags by hand. A flag set here survives later merges until it is
     /// marked again.
-    pub fn mark(&self, job_id: Option<&str>, item_id: &str, request: &MarkRequest) -> Result<()> {
+    pub fn mark(
+        &self,
+        job_id: Option<&str>,
+        item_id: &str,
+        request: &MarkRequest,
+    ) -> Result<Marked> {
         if request.reprocess_eligible.is_none() && request.manual_review_required.is_none() {
             return Err(Error::invalid_argument("mark", "nothing to change"));
         }
@@ -414,7 +428,7 @@ impl Dlq {
                 Some(job) => job.to_string(),
                 None => resolve_job(tx.conn(), item_id)?,
             };
-            let changed = tx
+            let flags: Option<(bool, bool)> = tx
                 .conn()
                 .prepare_cached(
                     "UPDATE items SET
@@ -422,15 +436,20 @@ impl Dlq {
                          reprocess_eligible_marked = CASE WHEN ?3 IS NULL THEN reprocess_eligible_marked ELSE 1 END,
                          manual_review_required = COALESCE(?4, manual_review_required),
                          manual_review_required_marked = CASE WHEN ?4 IS NULL THEN manual_review_required_marked ELSE 1 END
-                     WHERE job_id = ?1 AND item_id = ?2",
+                     WHERE job_id = ?1 AND item_id = ?2
+                     RETURNING reprocess_eligible, manual_review_required",
                 )?
-                .execute(params![job, item_id, request.reprocess_eligible, request.manual_review_required])?;
-            if changed == 0 {
+                .query_row(
+                    params![job, item_id, request.reprocess_eligible, request.manual_review_required],
+                    |row| Ok((row.get(0)?, row.get(1)?)),
+                )
+                .optional()?;
+            let Some((reprocess_eligible, manual_review_required)) = flags else {
                 return Err(Error::ItemNotFound {
                     job_id: Some(job),
                     item_id: item_id.to_string(),
                 });
-            }
+            };
             tx.event(
                 EventKind::Marked,
                 Some(&job),
@@ -439,7 +458,13 @@ impl Dlq {
                     "reprocess_eligible": request.reprocess_eligible,
                     "manual_review_required": request.manual_review_required,
                 }),
-            )
+            )?;
+            Ok(Marked {
+                job_id: job,
+                item_id: item_id.to_string(),
+                reprocess_eligible,
+                manual_review_required,
+            })
         })
     }
 }

@@ -47,15 +47,14 @@ mod write;
 
 pub use analysis::{
     failure_category, normalise_message, Analysis, AnalyzeOptions, MessageGroup, Omitted,
-    SignatureSample,
-    PatternGroup,
+    PatternGroup, SignatureSample,
 };
 pub use bulk::PurgeReport;
 use counters::last_attempt_select;
 pub use events::{Event, EventKind};
 pub use filter_sql::Condition;
-pub use items::MarkRequest;
 pub use items::{ItemIter, ItemSummary, JobItem, ListFilter, Page, PageCursor, SummaryIter};
+pub use items::{MarkRequest, Marked};
 pub use jobs::{CapacityInfo, JobInfo, JobOptions};
 pub use leases::{RunCounts, RunInfo, RunStatus};
 pub use load::{LoadOptions, Loader};

@@ -480,14 +480,16 @@ fn apply(dlq: &Dlq, op: &Op) -> bool {
         Op::Capacity(j, n) => dlq
             .set_capacity(Some(&job(*j)), Some(i64::from(*n)))
             .map(drop),
-        Op::Mark(j, id, on) => dlq.mark(
-            Some(&job(*j)),
-            &format!("i{id}"),
-            &dlqlite::store::MarkRequest {
-                reprocess_eligible: Some(*on),
-                manual_review_required: Some(!*on),
-            },
-        ),
+        Op::Mark(j, id, on) => dlq
+            .mark(
+                Some(&job(*j)),
+                &format!("i{id}"),
+                &dlqlite::store::MarkRequest {
+                    reprocess_eligible: Some(*on),
+                    manual_review_required: Some(!*on),
+                },
+            )
+            .map(drop),
         Op::Remove(j, id) => dlq.remove(Some(&job(*j)), &format!("i{id}")),
         Op::Purge(day) => {
             // Purge is relative to now: a clock placed `day` days after
