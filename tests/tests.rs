@@ -28,6 +28,8 @@ mod oracles;
 mod prodigy;
 #[path = "tests/properties.rs"]
 mod properties;
+#[path = "tests/report.rs"]
+mod report;
 #[path = "tests/retry.rs"]
 mod retry;
 #[path = "tests/robustness.rs"]
