@@ -62,7 +62,7 @@ pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
         }
         import(&dlq, &paths, &ImportOptions::default(), |p| {
             bar.set_done(p.files_seen as u64);
-            bar.set_message(format!("{} items written", p.items_written));
+            bar.set_message(format!("{} written", p.items_written));
         })
     });
     bar.clear();

@@ -66,7 +66,7 @@ impl Bar {
     fn style(unit: &'static str, with_total: bool) -> ProgressStyle {
         let template = if with_total {
             format!(
-                "{{prefix}}: [{{bar:20}}] {{human_pos}}/{{human_len}} {unit} \
+                "{{prefix}}: [{{bar:16}}] {{human_pos}}/{{human_len}} {unit} \
                  ({{rate}}, {{eta}} left) {{wide_msg}}"
             )
         } else {
@@ -80,7 +80,13 @@ impl Bar {
             .with_key(
                 "rate",
                 |state: &ProgressState, out: &mut dyn std::fmt::Write| {
-                    let _ = write!(out, "{:.0}/s", state.per_sec());
+                    let rate = state.per_sec();
+                    // A retry of slow commands runs at a fraction of one a second.
+                    let _ = if rate < 10.0 {
+                        write!(out, "{rate:.1}/s")
+                    } else {
+                        write!(out, "{rate:.0}/s")
+                    };
                 },
             )
             .progress_chars("=> ")

@@ -152,7 +152,7 @@ pub fn run(args: Args, ctx: &super::Context) -> Result<std::process::ExitCode> {
         bar.set_total("items", p.total.max(done));
         bar.set_done(done);
         bar.set_message(format!(
-            "{} succeeded, {} failed, {} running",
+            "{} ok, {} failed, {} running",
             p.succeeded, p.failed, p.running
         ));
     });
