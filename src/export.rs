@@ -11,6 +11,7 @@ use crate::store::{Dlq, ListFilter};
 use serde::Serialize;
 use std::io::Write;
 use std::path::Path;
+use std::time::{Duration, Instant};
 
 // Moved to `crate::legacy::names`, still reachable here.
 pub use crate::legacy::names::safe_file_stem;
@@ -22,6 +23,46 @@ pub struct ExportReport {
     pub items: usize,
     /// Where each job went.
     pub job_dirs: Vec<String>,
+}
+
+/// Progress of an export, for a progress bar.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Progress {
+    pub items_written: usize,
+    pub elapsed: Duration,
+}
+
+/// Calls a progress callback at most every 100 ms (a clock read per item,
+/// no query).
+struct Ticker<'a> {
+    started: Instant,
+    last: Instant,
+    progress: &'a mut dyn FnMut(&Progress),
+}
+
+impl<'a> Ticker<'a> {
+    fn new(progress: &'a mut dyn FnMut(&Progress)) -> Self {
+        let now = Instant::now();
+        Ticker {
+            started: now,
+            last: now,
+            progress,
+        }
+    }
+
+    fn tick(&mut self, items_written: usize) {
+        if self.last.elapsed() >= Duration::from_millis(100) {
+            self.last = Instant::now();
+            self.report(items_written);
+        }
+    }
+
+    fn report(&mut self, items_written: usize) {
+        (self.progress)(&Progress {
+            items_written,
+            elapsed: self.started.elapsed(),
+        });
+    }
 }
 
 /// Writes jobs in the legacy layout under `dir`:
@@ -39,6 +80,19 @@ pub fn export_legacy(
     job_id: Option<&str>,
     force: bool,
 ) -> Result<ExportReport> {
+    export_legacy_with_progress(dlq, dir, job_id, force, |_| {})
+}
+
+/// [`export_legacy`], reporting progress at most every 100 ms and once at
+/// the end.
+pub fn export_legacy_with_progress(
+    dlq: &Dlq,
+    dir: &Path,
+    job_id: Option<&str>,
+    force: bool,
+    mut progress: impl FnMut(&Progress),
+) -> Result<ExportReport> {
+    let mut ticker = Ticker::new(&mut progress);
     let tree = TreeWriter::new(dir, force)?;
     let jobs = dlq.jobs()?;
     let jobs: Vec<_> = match job_id {
@@ -61,11 +115,13 @@ pub fn export_legacy(
         for item in dlq.items(filter) {
             writer.add(&item?.item)?;
             report.items += 1;
+            ticker.tick(report.items);
         }
         let job_dir = writer.finish(dlq.now())?;
         report.jobs += 1;
         report.job_dirs.push(job_dir.display().to_string());
     }
+    ticker.report(report.items);
     Ok(report)
 }
 
@@ -148,6 +204,19 @@ pub fn write_items(
     out: &mut impl Write,
     format: ItemFormat,
 ) -> Result<usize> {
+    write_items_with_progress(dlq, filter, out, format, |_| {})
+}
+
+/// [`write_items`], reporting progress at most every 100 ms and once at the
+/// end.
+pub fn write_items_with_progress(
+    dlq: &Dlq,
+    filter: ListFilter,
+    out: &mut impl Write,
+    format: ItemFormat,
+    mut progress: impl FnMut(&Progress),
+) -> Result<usize> {
+    let mut ticker = Ticker::new(&mut progress);
     let io = |e: std::io::Error| Error::io("output", e);
     let mut count = 0;
     match format {
@@ -167,6 +236,7 @@ pub fn write_items(
                 }
                 .map_err(csv_error)?;
                 count += 1;
+                ticker.tick(count);
             }
             writer.flush().map_err(io)?;
         }
@@ -190,6 +260,7 @@ pub fn write_items(
                     out.write_all(b"\n").map_err(io)?;
                 }
                 count += 1;
+                ticker.tick(count);
             }
             if !lines {
                 out.write_all(b"\n]\n").map_err(io)?;
@@ -197,5 +268,6 @@ pub fn write_items(
         }
     }
     out.flush().map_err(io)?;
+    ticker.report(count);
     Ok(count)
 }

@@ -36,3 +36,5 @@ mod retry;
 mod robustness;
 #[path = "tests/schema.rs"]
 mod schema;
+#[path = "tests/terminal.rs"]
+mod terminal;

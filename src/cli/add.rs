@@ -5,7 +5,7 @@ use anyhow::{Context as _, Result};
 use dlqlite::input::read_items;
 use dlqlite::store::AddOutcome;
 use serde::Serialize;
-use std::io::Read;
+use std::io::{IsTerminal, Read};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -48,7 +48,15 @@ pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
             let file = std::fs::File::open(path).with_context(|| format!("{}", path.display()))?;
             (Box::new(file), path.display().to_string())
         }
-        _ => (Box::new(std::io::stdin().lock()), "stdin".to_string()),
+        _ => {
+            let stdin = std::io::stdin();
+            if stdin.is_terminal() {
+                // Otherwise it would look hung, waiting for input nobody
+                // knows it wants.
+                eprintln!("dlq: reading items from stdin (JSON or JSON lines; Ctrl-D to end)");
+            }
+            (Box::new(stdin.lock()), "stdin".to_string())
+        }
     };
     let dlq = ctx.open()?;
     let summary = dlq.write(|tx| {

@@ -1,12 +1,15 @@
 //! `dlq export`: write items out as the legacy tree, JSON, JSON lines or CSV.
 
 use super::output::{note, parse_filter, plural, print_json};
+use super::progress::Bar;
 use super::Context;
 use anyhow::Result;
-use dlqlite::export::{export_legacy, write_items, ItemFormat};
+use dlqlite::export::{
+    export_legacy_with_progress, write_items_with_progress, ItemFormat, Progress,
+};
 use dlqlite::outfile::OutputFile;
 use dlqlite::ListFilter;
-use std::io::Write;
+use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -100,7 +103,26 @@ pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
                 "--filter does not go with --format legacy: a legacy tree holds whole jobs"
             );
         }
-        let report = export_legacy(&dlq, &args.path, args.job_id.as_deref(), args.force)?;
+        let bar = Bar::new("export", "items", None);
+        if bar.is_visible() {
+            // The jobs' own counters: no query over the items.
+            let total: i64 = dlq
+                .jobs()?
+                .iter()
+                .filter(|job| args.job_id.as_ref().is_none_or(|id| *id == job.job_id))
+                .map(|job| job.item_count)
+                .sum();
+            bar.set_total("items", u64::try_from(total).unwrap_or(0));
+        }
+        let report = export_legacy_with_progress(
+            &dlq,
+            &args.path,
+            args.job_id.as_deref(),
+            args.force,
+            |p| show(&bar, p),
+        );
+        bar.clear();
+        let report = report?;
         if args.json {
             print_json(&report)?;
         }
@@ -125,9 +147,21 @@ pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
         expression,
         ..ListFilter::default()
     };
+    // Items going to the terminal the bar would be drawn on: no bar.
+    let bar = if to_stdout && std::io::stdout().is_terminal() {
+        Bar::hidden()
+    } else {
+        Bar::new("export", "items", None)
+    };
+    if bar.is_visible() {
+        bar.set_total("items", dlq.count_matching(&filter)?);
+    }
     if to_stdout {
         let mut out = std::io::BufWriter::new(std::io::stdout().lock());
-        write_items(&dlq, filter, &mut out, item_format)?;
+        let written =
+            write_items_with_progress(&dlq, filter, &mut out, item_format, |p| show(&bar, p));
+        bar.clear();
+        written?;
         return Ok(ExitCode::SUCCESS);
     }
     // Written beside the target and renamed (or streamed into a device or
@@ -136,7 +170,10 @@ pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
     let count = {
         let mut out = std::io::BufWriter::new(file.file());
         // Errors name the destination (write_items says "output").
-        let count = write_items(&dlq, filter, &mut out, item_format).map_err(|e| match e {
+        let written =
+            write_items_with_progress(&dlq, filter, &mut out, item_format, |p| show(&bar, p));
+        bar.clear();
+        let count = written.map_err(|e| match e {
             dlqlite::Error::Io { source, .. } => dlqlite::Error::io(&args.path, source),
             dlqlite::Error::Json(e) => match e.io_error_kind() {
                 Some(kind) => dlqlite::Error::io(&args.path, std::io::Error::new(kind, e)),
@@ -157,4 +194,8 @@ pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
         args.path.display()
     ));
     Ok(ExitCode::SUCCESS)
+}
+
+fn show(bar: &Bar, p: &Progress) {
+    bar.set_done(p.items_written as u64);
 }

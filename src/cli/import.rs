@@ -1,14 +1,15 @@
 //! `dlq import`: move legacy JSON DLQ trees into the database.
 
 use super::output::{print_json, Kind, Table};
+use super::progress::Bar;
 use super::Context;
 use anyhow::Result;
-use dlqlite::import::{import, ImportOptions, ImportReport, Progress};
+use dlqlite::import::{count_files, import, ImportOptions, ImportReport};
 use dlqlite::rank::TopN;
 use dlqlite::store::StatsPart;
 use dlqlite::text::for_terminal;
 use dlqlite::Dlq;
-use std::io::{IsTerminal, Write};
+use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -53,15 +54,20 @@ pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
     } else {
         ctx.open()?
     };
-    let show_progress = std::io::stderr().is_terminal();
-    let report = import(&dlq, &paths, &ImportOptions::default(), |p| {
-        if show_progress {
-            draw_progress(p);
+    let bar = Bar::new("import", "files", None);
+    let report = std::thread::scope(|scope| {
+        if bar.is_visible() {
+            // The total comes from a walk of its own, beside the import
+            // (which reads the files as it finds them).
+            scope.spawn(|| bar.set_total("files", count_files(&paths) as u64));
         }
-    })?;
-    if show_progress {
-        eprint!("\r\x1b[2K");
-    }
+        import(&dlq, &paths, &ImportOptions::default(), |p| {
+            bar.set_done(p.files_seen as u64);
+            bar.set_message(format!("{} written", p.items_written));
+        })
+    });
+    bar.clear();
+    let report = report?;
     if args.json {
         print_json(&report)?;
     } else {
@@ -72,14 +78,6 @@ pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
     } else {
         ExitCode::from(1)
     })
-}
-
-fn draw_progress(p: &Progress) {
-    let rate = p.items_written as f64 / p.elapsed.as_secs_f64().max(0.001);
-    eprint!(
-        "\rimporting: {} files read, {} items written ({:.0}/s)",
-        p.files_seen, p.items_written, rate
-    );
 }
 
 fn print_summary(dlq: &Dlq, report: &ImportReport, dry_run: bool) -> Result<()> {

@@ -16,6 +16,7 @@ mod jobs;
 mod list;
 mod mark;
 mod output;
+mod progress;
 mod purge;
 mod report;
 mod requeue;

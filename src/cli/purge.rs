@@ -1,8 +1,10 @@
 //! `dlq purge`: remove items by age.
 
 use super::output::{confirm, note, parse_filter, plural, print_json};
+use super::progress::Bar;
 use super::Context;
 use anyhow::Result;
+use dlqlite::store::DeleteStep;
 use dlqlite::ListFilter;
 use std::process::ExitCode;
 
@@ -73,8 +75,21 @@ pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
             note("nothing removed");
             return Ok(ExitCode::from(1));
         }
+        // The delete is a few set-based statements over all the rows: the
+        // bar names the one running.
+        let bar = Bar::working("purge");
+        bar.set_message(format!("removing {} item(s)", preview.items));
         // The same "now" as the question: exactly what was counted.
-        dlq.purge_at(preview.now, args.older_than_days, &filter, false)?
+        let report =
+            dlq.purge_at_with_progress(preview.now, args.older_than_days, &filter, false, |p| {
+                bar.set_message(format!(
+                    "removing {} item(s): {}",
+                    preview.items,
+                    step_name(p.step)
+                ))
+            });
+        bar.clear();
+        report?
     };
     if args.json {
         print_json(&report)?;
@@ -90,4 +105,15 @@ pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
         cutoff(&report)
     ));
     Ok(ExitCode::SUCCESS)
+}
+
+fn step_name(step: DeleteStep) -> &'static str {
+    match step {
+        DeleteStep::Selecting => "selecting",
+        DeleteStep::WritingEvents => "writing events",
+        DeleteStep::UpdatingCounters => "updating counters",
+        DeleteStep::Deleting => "deleting",
+        DeleteStep::RebuildingIndexes => "rebuilding indexes",
+        DeleteStep::Committing => "committing",
+    }
 }

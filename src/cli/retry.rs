@@ -1,6 +1,7 @@
 //! `dlq retry`: replay dead letters through a command.
 
 use super::output::{parse_filter, print_json, Kind, Table};
+use super::progress::Bar;
 use super::Context;
 use anyhow::Result;
 use dlqlite::retry::command::CommandHandler;
@@ -9,7 +10,7 @@ use dlqlite::retry::{
     MIN_LEASE,
 };
 use dlqlite::text::for_terminal;
-use std::io::{IsTerminal, Write};
+use std::io::Write;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -143,20 +144,21 @@ pub fn run(args: Args, ctx: &super::Context) -> Result<std::process::ExitCode> {
         args.timeout.map(Duration::from_secs_f64),
         &std::env::temp_dir(),
     )?;
-    let control = stop_on_ctrl_c();
-    let show_progress = std::io::stderr().is_terminal();
+    // The total is the run's own count, known once it has started.
+    let bar = Bar::new("retry", "items", None);
+    let control = stop_on_ctrl_c(bar.clone());
     let summary = retry(&dlq, &options, &handler, &control, |p: &Progress| {
-        if show_progress {
-            let rate = (p.succeeded + p.failed) as f64 / p.elapsed.as_secs_f64().max(0.001);
-            eprint!(
-                "\rretry: {} succeeded, {} failed, {} running ({rate:.1}/s)\x1b[K",
-                p.succeeded, p.failed, p.running
-            );
-        }
-    })?;
-    if show_progress {
-        eprint!("\r\x1b[2K");
-    }
+        let done = p.succeeded + p.failed + p.lost;
+        // Items added while the run goes can take it past its count.
+        bar.set_total("items", p.total.max(done));
+        bar.set_done(done);
+        bar.set_message(format!(
+            "{} ok, {} failed, {} running",
+            p.succeeded, p.failed, p.running
+        ));
+    });
+    bar.clear();
+    let summary = summary?;
     if args.json {
         print_json(&summary)?;
     } else {
@@ -201,19 +203,22 @@ fn options(args: &Args, job_id: String) -> Result<RetryOptions> {
 
 /// The run's control, stopped by a first Ctrl-C (no new items; running
 /// commands finish) and killed by a second.
-fn stop_on_ctrl_c() -> Arc<RunControl> {
+/// The messages go around the progress bar.
+fn stop_on_ctrl_c(bar: Bar) -> Arc<RunControl> {
     let control = Arc::new(RunControl::default());
     let presses = Arc::new(AtomicUsize::new(0));
     let handler_control = Arc::clone(&control);
     // A second handler cannot be set in one process; only the CLI sets it.
     let _ = ctrlc::set_handler(move || {
         if presses.fetch_add(1, Ordering::SeqCst) == 0 {
-            eprintln!(
-                "\nstopping: no new items; running commands finish (Ctrl-C again kills them)"
-            );
+            bar.suspend(|| {
+                eprintln!(
+                    "\nstopping: no new items; running commands finish (Ctrl-C again kills them)"
+                )
+            });
             handler_control.stop();
         } else {
-            eprintln!("\nkilling running commands");
+            bar.suspend(|| eprintln!("\nkilling running commands"));
             handler_control.kill();
         }
     });

@@ -295,7 +295,12 @@ impl RunControl {
 pub struct Progress {
     pub succeeded: u64,
     pub failed: u64,
+    /// Removed or taken over while tried (see [`RetrySummary::lost`]).
+    pub lost: u64,
     pub running: u64,
+    /// The items the run found to try when it started (items added
+    /// meanwhile can take `succeeded + failed + lost` past it).
+    pub total: u64,
     pub elapsed: Duration,
 }
 
@@ -319,6 +324,8 @@ pub struct RetrySummary {
 
 #[derive(Default)]
 struct Shared {
+    /// The items to try, counted at the start (for progress only).
+    total: u64,
     lost: AtomicU64,
     attempted: AtomicU64,
     succeeded: AtomicU64,
@@ -413,8 +420,13 @@ pub fn retry(
     mut progress: impl FnMut(&Progress),
 ) -> Result<RetrySummary> {
     let started = Instant::now();
-    let (take, skipped) = start_run(dlq, options)?;
-    let shared = Shared::default();
+    let (take, skipped, total) = start_run(dlq, options)?;
+    let shared = Shared {
+        total,
+        ..Shared::default()
+    };
+    // Once at the start: the total is known before the first outcome.
+    progress(&snapshot(&shared, started));
     let rate = RateLimit::new(options.rate);
     let renewer = Renewer::default();
     let (work_tx, work_rx) = mpsc::sync_channel::<i64>(options.parallel);
@@ -469,7 +481,8 @@ pub fn retry(
 
 /// Checks the options and the job, records the run, and says what it takes
 /// and how many ineligible items it leaves (with `force`, none).
-fn start_run(dlq: &Dlq, options: &RetryOptions) -> Result<(ListFilter, u64)> {
+/// Also counts what it will try, for the progress reports.
+fn start_run(dlq: &Dlq, options: &RetryOptions) -> Result<(ListFilter, u64, u64)> {
     options.validate()?;
     dlq.require_job(&options.job_id)?;
     dlq.register_run(
@@ -485,7 +498,8 @@ fn start_run(dlq: &Dlq, options: &RetryOptions) -> Result<(ListFilter, u64)> {
     } else {
         dlq.count_matching(&selection(options, Some(false)))?
     };
-    Ok((take, skipped))
+    let total = dlq.count_matching(&take)?;
+    Ok((take, skipped, total))
 }
 
 /// When a lease taken now ends.
@@ -695,7 +709,9 @@ fn snapshot(shared: &Shared, started: Instant) -> Progress {
     Progress {
         succeeded: shared.succeeded.load(Ordering::SeqCst),
         failed: shared.failed.load(Ordering::SeqCst),
+        lost: shared.lost.load(Ordering::SeqCst),
         running: shared.running.load(Ordering::SeqCst),
+        total: shared.total,
         elapsed: started.elapsed(),
     }
 }

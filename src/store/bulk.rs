@@ -25,7 +25,37 @@ pub(super) fn delete_items(
     kind: EventKind,
     extra: serde_json::Value,
 ) -> Result<usize> {
-    with_temp_cache(tx, |tx| delete(tx, condition, values, kind, &extra))
+    with_temp_cache(tx, |tx| {
+        delete(tx, condition, values, kind, &extra, &mut |_, _| {})
+    })
+}
+
+/// The steps of a bulk delete, each reported as it starts. A step is one
+/// or a few set-based statements, whose rows cannot be counted as they go.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DeleteStep {
+    /// Finding the items to delete.
+    Selecting,
+    /// One audit event per item.
+    WritingEvents,
+    UpdatingCounters,
+    /// The items, their attempts and their artifacts.
+    Deleting,
+    /// Building the indexes of items again (when a large share went).
+    RebuildingIndexes,
+    /// Committing (syncing) the transaction.
+    Committing,
+}
+
+/// Progress of a purge, for a progress bar.
+#[derive(Clone, Copy, Debug)]
+pub struct PurgeProgress {
+    /// The step that has just started.
+    pub step: DeleteStep,
+    /// The items being deleted (0 while [`DeleteStep::Selecting`]).
+    pub items: usize,
+    pub elapsed: std::time::Duration,
 }
 
 /// Runs `f` with a small page cache for the temp database, where the
@@ -61,7 +91,9 @@ fn delete(
     values: &[Value],
     kind: EventKind,
     extra: &serde_json::Value,
+    step: &mut dyn FnMut(DeleteStep, usize),
 ) -> Result<usize> {
+    step(DeleteStep::Selecting, 0);
     let conn = tx.conn();
     conn.execute_batch(
         "CREATE TEMP TABLE IF NOT EXISTS doomed_ids (id INTEGER PRIMARY KEY);
@@ -74,6 +106,7 @@ fn delete(
     if doomed == 0 {
         return Ok(0);
     }
+    step(DeleteStep::WritingEvents, doomed);
     // The events and the counters read the doomed rows in rowid order (the
     // keys are the temp table's own order; CROSS JOIN keeps SQLite from
     // walking an index of items instead), so the table is read front to
@@ -85,6 +118,7 @@ fn delete(
          FROM temp.doomed_ids d CROSS JOIN items i ON i.id = d.id ORDER BY d.id",
         rusqlite::params![tx.now(), kind, extra.to_string()],
     )?;
+    step(DeleteStep::UpdatingCounters, doomed);
     super::counters::subtract_doomed(conn)?;
     // The counters are done; the per-row trigger would count every item
     // again (and load each deleted row to do it).
@@ -106,6 +140,7 @@ fn delete(
     } else {
         None
     };
+    step(DeleteStep::Deleting, doomed);
     // Children first: the caller turned SQLite's cascades off (see
     // Dlq::write_bulk), so nothing else removes them.
     tx.conn().execute_batch(
@@ -115,6 +150,7 @@ fn delete(
          DELETE FROM temp.doomed_ids;",
     )?;
     if let Some(indexes) = indexes {
+        step(DeleteStep::RebuildingIndexes, doomed);
         tx.restore(indexes)?;
     }
     tx.restore(triggers)?;
@@ -157,6 +193,27 @@ impl super::Dlq {
         filter: &super::ListFilter,
         dry_run: bool,
     ) -> Result<PurgeReport> {
+        self.purge_at_with_progress(now, older_than_days, filter, dry_run, |_| {})
+    }
+
+    /// [`super::Dlq::purge_at`], reporting each step of the delete as it
+    /// starts (a dry run, one count, reports nothing).
+    pub fn purge_at_with_progress(
+        &self,
+        now: crate::time::Timestamp,
+        older_than_days: u32,
+        filter: &super::ListFilter,
+        dry_run: bool,
+        mut progress: impl FnMut(&PurgeProgress),
+    ) -> Result<PurgeReport> {
+        let started = std::time::Instant::now();
+        let mut step = |step, items| {
+            progress(&PurgeProgress {
+                step,
+                items,
+                elapsed: started.elapsed(),
+            })
+        };
         let cutoff = now.minus_seconds(i64::from(older_than_days) * 86_400);
         let mut filter = filter.clone();
         filter.until = Some(match filter.until {
@@ -179,13 +236,21 @@ impl super::Dlq {
             });
         }
         let items = self.write_bulk(|tx| {
-            super::bulk::delete_items(
-                tx,
-                &condition,
-                &values,
-                EventKind::Purged,
-                serde_json::json!({"cutoff": cutoff}),
-            )
+            let extra = serde_json::json!({"cutoff": cutoff});
+            let items = with_temp_cache(tx, |tx| {
+                delete(
+                    tx,
+                    &condition,
+                    &values,
+                    EventKind::Purged,
+                    &extra,
+                    &mut step,
+                )
+            })?;
+            if items > 0 {
+                step(DeleteStep::Committing, items);
+            }
+            Ok(items)
         })?;
         Ok(PurgeReport {
             cutoff,

@@ -49,7 +49,7 @@ pub use analysis::{
     failure_category, normalise_message, Analysis, AnalyzeOptions, MessageGroup, Omitted,
     PatternGroup, SignatureSample,
 };
-pub use bulk::PurgeReport;
+pub use bulk::{DeleteStep, PurgeProgress, PurgeReport};
 use counters::last_attempt_select;
 pub use events::{Event, EventKind};
 pub use filter_sql::Condition;

@@ -1,0 +1,290 @@
+//! What `dlq` does differently on a terminal: the progress bars of import,
+//! export, purge and retry (drawn on a pseudo-terminal, never into a pipe or
+//! a file), and the stdin hint of `dlq add`. The pseudo-terminal comes from
+//! `script` (util-linux; Debian's bsdutils, which scripts/test installs if
+//! missing).
+
+use crate::common::{add_lines, dlq, item, run, with_stdin, TempDir};
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+/// `arg` quoted for sh.
+fn quote(arg: &str) -> String {
+    format!("'{}'", arg.replace('\'', r"'\''"))
+}
+
+/// Runs `dlq --db DB ARGS` with its stdin, stdout and stderr on a
+/// pseudo-terminal (stdout into `stdout` instead, when given), feeding it
+/// `input`; returns its exit status and what the terminal showed.
+fn on_pty_status(
+    db: &Path,
+    args: &[&str],
+    stdout: Option<&Path>,
+    input: &str,
+) -> (Option<i32>, String) {
+    use std::io::Write;
+    let mut line = format!(
+        "exec {} --db {}",
+        quote(env!("CARGO_BIN_EXE_dlq")),
+        quote(&db.display().to_string())
+    );
+    for arg in args {
+        line += " ";
+        line += &quote(arg);
+    }
+    if let Some(path) = stdout {
+        line += " > ";
+        line += &quote(&path.display().to_string());
+    }
+    let mut child = Command::new("script")
+        .args(["-qfec", &line, "/dev/null"])
+        .env("SHELL", "/bin/sh")
+        .env("TERM", "xterm")
+        .env_remove("DLQ_DB")
+        .env_remove("DLQ_NOW")
+        .env_remove("NO_COLOR")
+        .env("PRODIGY_HOME", db.parent().unwrap().join("prodigy-home"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("script (util-linux) runs");
+    // script passes its stdin on to the terminal, and its end as an EOF.
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(input.as_bytes())
+        .unwrap();
+    // With -e, script exits with the command's status.
+    let output = child.wait_with_output().unwrap();
+    (
+        output.status.code(),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+    )
+}
+
+/// [`on_pty_status`] of a command that succeeds.
+fn on_pty(db: &Path, args: &[&str], stdout: Option<&Path>, input: &str) -> String {
+    let (status, screen) = on_pty_status(db, args, stdout, input);
+    assert_eq!(status, Some(0), "{screen:?}");
+    screen
+}
+
+/// A bar was drawn: its heading, and the line clearing indicatif does
+/// between frames.
+fn assert_bar(screen: &str, heading: &str) {
+    assert!(
+        screen.contains(heading) && screen.contains("\x1b[2K"),
+        "no {heading:?} progress bar on the terminal: {screen:?}"
+    );
+}
+
+/// Text for a pipe or a file: no bar, no carriage return, no escape code.
+fn assert_plain(stderr: &[u8]) {
+    let text = String::from_utf8_lossy(stderr);
+    assert!(
+        !text.contains('\r') && !text.contains('\x1b'),
+        "terminal control in redirected stderr: {text:?}"
+    );
+}
+
+/// The terminal's lines as they are left on it (script turns \n into
+/// \r\n): what follows the last line clearing of each.
+fn screen_lines(screen: &str) -> Vec<&str> {
+    screen
+        .split("\r\n")
+        .map(|line| line.rsplit("\x1b[2K").next().unwrap_or(line))
+        .collect()
+}
+
+fn tree(dir: &TempDir) -> std::path::PathBuf {
+    let tree = dir.join("tree");
+    let spec = dlqlite::generate::TreeSpec {
+        jobs: 2,
+        items_per_job: 150,
+        attempt: 1,
+        seed: 7,
+    };
+    assert_eq!(dlqlite::generate::write_tree(&tree, &spec).unwrap(), 300);
+    tree
+}
+
+fn three_items(db: &Path) {
+    add_lines(
+        db,
+        "J",
+        (0..3).map(|n| item(&format!("i{n}"), 1, "2025-01-01T00:00:00Z", "boom")),
+    );
+}
+
+#[test]
+fn import_draws_a_bar_on_a_terminal_and_none_into_a_pipe() {
+    let dir = TempDir::new("pty-import");
+    let tree = tree(&dir);
+    let tree = tree.to_str().unwrap();
+
+    let screen = on_pty(&dir.join("a.db"), &["import", tree], None, "");
+    assert_bar(&screen, "import: ");
+    // The bar is gone before the summary: its line is whole and clean.
+    assert!(
+        screen_lines(&screen).contains(
+            &"2 job(s), 300 file(s): 300 new, 0 merged, 0 unchanged, 0 rejected, 0 index mismatch(es)"
+        ),
+        "{screen:?}"
+    );
+
+    // --json on a terminal prints what it prints into a pipe.
+    let on_terminal = dir.join("pty.json");
+    let screen = on_pty(
+        &dir.join("b.db"),
+        &["import", "--json", tree],
+        Some(&on_terminal),
+        "",
+    );
+    assert_bar(&screen, "import: ");
+    let piped = run(dlq(&dir.join("c.db")).args(["import", "--json", tree]));
+    assert!(piped.status.success());
+    assert_plain(&piped.stderr);
+    assert!(
+        piped.stderr.is_empty(),
+        "{:?}",
+        String::from_utf8_lossy(&piped.stderr)
+    );
+    assert_eq!(std::fs::read(&on_terminal).unwrap(), piped.stdout);
+}
+
+#[test]
+fn retry_bar_counts_done_of_total_on_a_terminal_only() {
+    let dir = TempDir::new("pty-retry");
+    let db = dir.join("r.db");
+    three_items(&db);
+    // One at a time and a little slow, so the bar is redrawn with the
+    // run's total while it goes.
+    let args = [
+        "retry",
+        "J",
+        "--exec",
+        "sleep 0.3; exit 1",
+        "--parallel",
+        "1",
+        "--max-retries",
+        "1",
+    ];
+    let (status, screen) = on_pty_status(&db, &args, None, "");
+    assert_eq!(status, Some(1), "{screen:?}");
+    assert_bar(&screen, "retry: ");
+    assert!(screen.contains("/3 items"), "no total in {screen:?}");
+    assert!(
+        screen_lines(&screen).contains(
+            &"J: 3 item(s) tried (3 attempt(s)): 0 succeeded and removed, 3 failed again, 0 skipped as not eligible; 3 remaining"
+        ),
+        "{screen:?}"
+    );
+
+    let piped = run(dlq(&db).args(args));
+    assert_eq!(piped.status.code(), Some(1));
+    assert_plain(&piped.stderr);
+    assert!(String::from_utf8_lossy(&piped.stdout).starts_with("J: 3 item(s) tried"));
+}
+
+#[test]
+fn export_bar_on_a_terminal_none_into_a_pipe_or_over_its_own_output() {
+    let dir = TempDir::new("pty-export");
+    let db = dir.join("e.db");
+    let tree = tree(&dir);
+    assert!(run(dlq(&db).arg("import").arg(&tree)).status.success());
+
+    let out = dir.join("pty.jsonl");
+    let screen = on_pty(&db, &["export", out.to_str().unwrap()], None, "");
+    assert_bar(&screen, "export: ");
+    let done = format!("exported 300 item(s) to {}", out.display());
+    assert!(screen_lines(&screen).contains(&done.as_str()), "{screen:?}");
+
+    let piped_out = dir.join("piped.jsonl");
+    let piped = run(dlq(&db).arg("export").arg(&piped_out));
+    assert!(piped.status.success());
+    assert_plain(&piped.stderr);
+    assert_eq!(
+        String::from_utf8_lossy(&piped.stderr),
+        format!("exported 300 item(s) to {}\n", piped_out.display())
+    );
+    assert_eq!(
+        std::fs::read(&out).unwrap(),
+        std::fs::read(&piped_out).unwrap()
+    );
+
+    // The legacy tree too (its report is JSON on stdout).
+    let screen = on_pty(
+        &db,
+        &[
+            "export",
+            dir.join("legacy").to_str().unwrap(),
+            "--format",
+            "legacy",
+        ],
+        Some(&dir.join("report.json")),
+        "",
+    );
+    assert_bar(&screen, "export: ");
+
+    // Items going to the terminal itself: no bar drawn over them.
+    let screen = on_pty(&db, &["export", "-", "--format", "jsonl"], None, "");
+    assert!(!screen.contains("export: "), "{screen:?}");
+    assert!(!screen.contains('\x1b'), "{screen:?}");
+    assert_eq!(
+        screen_lines(&screen)
+            .iter()
+            .filter(|l| l.starts_with('{'))
+            .count(),
+        300
+    );
+}
+
+#[test]
+fn purge_bar_on_a_terminal_only() {
+    let dir = TempDir::new("pty-purge");
+    let db = dir.join("p.db");
+    three_items(&db);
+    let screen = on_pty(&db, &["purge", "--older-than-days", "1", "--yes"], None, "");
+    assert_bar(&screen, "purge: ");
+    assert!(
+        screen_lines(&screen)
+            .iter()
+            .any(|line| line.starts_with("removed 3 item(s) last failed before ")),
+        "{screen:?}"
+    );
+
+    three_items(&db);
+    let piped = run(dlq(&db).args(["purge", "--older-than-days", "1", "--yes"]));
+    assert!(piped.status.success());
+    assert_plain(&piped.stderr);
+    assert!(String::from_utf8_lossy(&piped.stdout).starts_with("removed 3 item(s)"));
+}
+
+#[test]
+fn add_says_it_reads_stdin_on_a_terminal_only() {
+    const HINT: &str = "dlq: reading items from stdin (JSON or JSON lines; Ctrl-D to end)";
+    let dir = TempDir::new("pty-add");
+    let db = dir.join("a.db");
+    let line = item("x", 1, "2025-01-01T00:00:00Z", "boom").to_string() + "\n";
+
+    let screen = on_pty(&db, &["add", "--job-id", "J"], None, &line);
+    assert!(screen_lines(&screen).contains(&HINT), "{screen:?}");
+    assert!(
+        screen_lines(&screen).contains(&"J: 1 read, 1 new, 0 merged, 0 unchanged"),
+        "{screen:?}"
+    );
+
+    let piped = with_stdin(dlq(&db).args(["add", "--job-id", "J"]), &line);
+    assert!(piped.status.success());
+    assert!(
+        piped.stderr.is_empty(),
+        "{:?}",
+        String::from_utf8_lossy(&piped.stderr)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&piped.stdout),
+        "J: 1 read, 0 new, 0 merged, 1 unchanged\n"
+    );
+}
