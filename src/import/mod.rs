@@ -209,7 +209,8 @@ fn scan_export_file(path: &Path, emit: &mut impl FnMut(Record) -> bool) -> bool 
                 None => reject(Some(position), "no job_id key: use dlq add --job-id".into()),
                 Some(job_id) => Record::Item {
                     job_id,
-                    repo: None,
+                    // Exports made before the repo was written have none.
+                    repo: item.take_repo(),
                     path: path.to_path_buf(),
                     item: Box::new(item),
                 },
