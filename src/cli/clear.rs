@@ -5,7 +5,8 @@ use super::Context;
 use anyhow::Result;
 use std::process::ExitCode;
 
-/// Remove every item of a job (each recorded as a `cleared` event).
+/// Remove every item of a job (each recorded as a `cleared` event); with
+/// --forget, the job too.
 ///
 /// Asks for confirmation on a terminal; elsewhere it needs --yes.
 ///
@@ -17,6 +18,11 @@ pub struct Args {
     /// Do not ask
     #[arg(long)]
     yes: bool,
+    /// Then remove the job itself, with its capacity override (a
+    /// `job_removed` event), in the same transaction; refused while a retry
+    /// run is working on it
+    #[arg(long)]
+    forget: bool,
 }
 
 pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
@@ -33,10 +39,13 @@ pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
         eprintln!("nothing removed");
         return Ok(ExitCode::from(1));
     }
-    let removed = dlq.clear_job(&args.job_id)?;
-    println!(
-        "removed {removed} item(s) from {}",
-        dlqlite::text::for_terminal(&args.job_id)
-    );
+    let job = dlqlite::text::for_terminal(&args.job_id);
+    if args.forget {
+        let removed = dlq.clear_and_remove_job(&args.job_id, &dlqlite::retry::hostname())?;
+        println!("removed {removed} item(s) and the job {job}");
+    } else {
+        let removed = dlq.clear_job(&args.job_id)?;
+        println!("removed {removed} item(s) from {job}");
+    }
     Ok(ExitCode::SUCCESS)
 }

@@ -8,7 +8,8 @@ use serde_json::json;
 use std::process::ExitCode;
 
 /// Show the audit log, newest first: every add, merge, removal, eviction,
-/// purge, clear, import, mark and retry.
+/// purge, clear, import, mark, capacity change, retry, requeue, and job
+/// created or removed.
 ///
 /// Example: dlq events --kind evicted --job-id mapreduce-20251123_194253
 #[derive(Debug, clap::Args)]
@@ -16,10 +17,8 @@ pub struct Args {
     /// Only this job
     #[arg(long)]
     job_id: Option<String>,
-    /// Only this kind (added, merged, removed, evicted, purged, cleared,
-    /// imported, marked, capacity_set, job_created, retried_ok,
-    /// retried_failed, requeued)
-    #[arg(long, value_parser = parse_kind)]
+    // The help lists EventKind::ALL, so a new kind cannot be left out.
+    #[arg(long, value_parser = parse_kind, help = kind_help())]
     kind: Option<EventKind>,
     /// How many at most (0 = all)
     #[arg(long, default_value_t = 50)]
@@ -29,6 +28,11 @@ pub struct Args {
     format: Format,
 }
 
+/// The help of --kind: every kind, from the enum.
+fn kind_help() -> String {
+    format!("Only this kind ({})", EventKind::names())
+}
+
 /// An event kind by name; clap reports anything else as a usage error.
 fn parse_kind(name: &str) -> std::result::Result<EventKind, String> {
     name.parse().map_err(|e: dlqlite::Error| e.to_string())
@@ -36,11 +40,6 @@ fn parse_kind(name: &str) -> std::result::Result<EventKind, String> {
 
 pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
     let dlq = ctx.open_existing()?;
-    if let Some(job) = &args.job_id {
-        // Events outlive their items, not their job: a job with none is an
-        // unknown job, said as every other command says it.
-        dlq.require_job(job)?;
-    }
     let events = dlq.events(
         args.job_id.as_deref(),
         args.kind,
@@ -50,6 +49,14 @@ pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
             args.limit
         },
     )?;
+    if let Some(job) = &args.job_id {
+        // Events outlive their items and their job (a removed job keeps its
+        // trail): only a job that neither exists nor left an event is
+        // unknown, said as every other command says it.
+        if events.is_empty() && dlq.events(Some(job), None, 1)?.is_empty() {
+            dlq.require_job(job)?;
+        }
+    }
     let mut out = RowWriter::new(
         args.format,
         &["id", "time", "kind", "job_id", "item_id", "detail"],

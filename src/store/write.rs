@@ -122,8 +122,16 @@ impl<'c> WriteTx<'c> {
         self.now
     }
 
+    /// Drops what this transaction remembers of a job it removed, so an
+    /// add to the same id later in the transaction creates it again.
+    pub(super) fn forget_job(&mut self, job_id: &str) {
+        self.jobs_touched.remove(job_id);
+        self.job_load.remove(job_id);
+    }
+
     /// Whether each add writes an `added`/`merged` event (the default). A bulk
-    /// import turns this off and writes one `imported` event per job instead.
+    /// import turns this off and writes an `imported` event per item it
+    /// changed instead (and one summary per job).
     pub(crate) fn set_item_events(&mut self, on: bool) {
         self.item_events = on;
     }
