@@ -406,9 +406,21 @@ impl<'c> WriteTx<'c> {
         item_id: Option<&str>,
         detail: serde_json::Value,
     ) -> Result<()> {
+        self.event_text(kind, job_id, item_id, &detail.to_string())
+    }
+
+    /// [`WriteTx::event`] with the detail already JSON text (the schema
+    /// checks it is valid JSON).
+    pub(crate) fn event_text(
+        &self,
+        kind: EventKind,
+        job_id: Option<&str>,
+        item_id: Option<&str>,
+        detail: &str,
+    ) -> Result<()> {
         self.conn
             .prepare_cached("INSERT INTO events (time, kind, job_id, item_id, detail) VALUES (?1, ?2, ?3, ?4, ?5)")?
-            .execute(params![self.now, kind, job_id, item_id, detail.to_string()])?;
+            .execute(params![self.now, kind, job_id, item_id, detail])?;
         Ok(())
     }
 
