@@ -204,10 +204,10 @@ CREATE TABLE error_type_counts (
 
 -- ----------------------------------------------------------------------
 -- The audit log: one row per change to an item or a job (added, merged,
--- removed, evicted, purged, cleared, marked, capacity_set, job_created,
--- retried_ok, retried_failed, requeued), except that an import writes one
--- `imported` row per job instead of one per item. Nothing leaves the DLQ
--- without a row here. detail is JSON.
+-- removed, evicted, purged, cleared, imported, marked, capacity_set,
+-- job_created, retried_ok, retried_failed, requeued, job_removed); an
+-- import also writes one `imported` row per job (item_id NULL) summing it
+-- up. Nothing leaves the DLQ without a row here. detail is JSON.
 
 CREATE TABLE events (
     id      INTEGER PRIMARY KEY,

@@ -128,9 +128,10 @@ pub fn export_legacy_with_progress(
 /// The formats [`write_items`] writes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ItemFormat {
-    /// One JSON array of legacy-shape items (each with its `job_id`).
+    /// One JSON array of legacy-shape items (each with its `job_id`, and
+    /// its job's `repo` when it has one).
     Json,
-    /// One legacy-shape item (with its `job_id`) per line.
+    /// One legacy-shape item (with its `job_id` and `repo`) per line.
     Jsonl,
     /// One row per item under [`CSV_HEADER`], a cell a spreadsheet would
     /// run as a formula neutralised (see [`crate::text::for_csv`]).
@@ -242,6 +243,13 @@ pub fn write_items_with_progress(
         }
         ItemFormat::Json | ItemFormat::Jsonl => {
             let lines = format == ItemFormat::Jsonl;
+            // Each item carries its job's repo, so an import of the file
+            // restores it (one lookup here, not one per item).
+            let repos: std::collections::HashMap<String, String> = dlq
+                .jobs()?
+                .into_iter()
+                .filter_map(|job| Some((job.job_id, job.repo?)))
+                .collect();
             if !lines {
                 out.write_all(b"[").map_err(io)?;
             }
@@ -249,6 +257,7 @@ pub fn write_items_with_progress(
                 let entry = entry?;
                 let with_job = ItemWithJob {
                     job_id: &entry.job_id,
+                    repo: repos.get(&entry.job_id).map(String::as_str),
                     item: &entry.item,
                 };
                 if !lines {

@@ -6,6 +6,8 @@
 #[cfg(feature = "tokio")]
 #[path = "tests/asynchronous.rs"]
 mod asynchronous;
+#[path = "tests/audit.rs"]
+mod audit;
 #[path = "tests/cli.rs"]
 mod cli;
 #[path = "tests/commands.rs"]

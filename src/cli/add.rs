@@ -15,7 +15,7 @@ use std::process::ExitCode;
 /// nothing and names its position. Adding an item that is already there
 /// merges the two (histories are unioned), so adding twice changes nothing.
 /// Items of a `dlq export` (json or jsonl) carry their job in a `job_id`
-/// key, used when --job-id is not given.
+/// key (and its repo in a `repo` key), used when --job-id is not given.
 ///
 /// Examples:
 ///   dlq add --job-id mapreduce-20251123_194253 item_7.json
@@ -63,13 +63,22 @@ pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
         let mut summary = Summary::default();
         summary.items_read = read_items(reader, &source, |position, mut item| {
             let carried = item.take_job_id();
+            // Taken even when --job-id overrides the job, so it does not stay
+            // behind as an unknown field of the item; it then names the
+            // exported job's repo, which the new job is not.
+            let carried_repo = item.take_repo();
+            let repo = if args.job_id.is_none() {
+                carried_repo
+            } else {
+                None
+            };
             let Some(job_id) = args.job_id.clone().or(carried) else {
                 return Err(dlqlite::Error::invalid_item(
                     format!("{source}: item {position}"),
                     "no job: pass --job-id (the item has no job_id key)",
                 ));
             };
-            let report = tx.add(&job_id, None, &item)?;
+            let report = tx.add(&job_id, repo.as_deref(), &item)?;
             match report.outcome {
                 AddOutcome::Inserted => summary.items_new += 1,
                 AddOutcome::Merged => summary.items_merged += 1,

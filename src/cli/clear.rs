@@ -7,6 +7,8 @@ use std::process::ExitCode;
 
 /// Remove every item of a job (each recorded as a `cleared` event)
 ///
+/// With --forget, the job too.
+///
 /// Asks for confirmation on a terminal; elsewhere it needs --yes.
 ///
 /// Example: dlq clear mapreduce-20251123_194253 --yes
@@ -21,6 +23,11 @@ pub struct Args {
     /// Also print what was removed as JSON on stdout
     #[arg(long)]
     json: bool,
+    /// Then remove the job itself, with its capacity override (a
+    /// `job_removed` event), in the same transaction; refused while a retry
+    /// run is working on it
+    #[arg(long)]
+    forget: bool,
 }
 
 pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
@@ -35,14 +42,23 @@ pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
         note("nothing removed");
         return Ok(ExitCode::from(1));
     }
-    let removed = dlq.clear_job(&args.job_id)?;
+    let removed = if args.forget {
+        dlq.clear_and_remove_job(&args.job_id, &dlqlite::retry::hostname())?
+    } else {
+        dlq.clear_job(&args.job_id)?
+    };
     if args.json {
-        print_json(&serde_json::json!({"job_id": args.job_id, "removed": removed}))?;
+        print_json(&serde_json::json!({
+            "job_id": args.job_id,
+            "removed": removed,
+            "job_removed": args.forget,
+        }))?;
     }
     note(&format!(
-        "removed {} of job {}",
+        "removed {} of job {}{}",
         plural(removed, "item"),
-        args.job_id
+        args.job_id,
+        if args.forget { " and the job" } else { "" }
     ));
     Ok(ExitCode::SUCCESS)
 }

@@ -10,7 +10,7 @@ use std::process::ExitCode;
 /// Show the audit log, newest first
 ///
 /// Every add, merge, removal, eviction, purge, clear, import, mark, capacity
-/// change, requeue and retry.
+/// change, retry, requeue, and job created or removed.
 ///
 /// Example: dlq events --kind evicted --job-id mapreduce-20251123_194253
 #[derive(Debug, clap::Args)]
@@ -19,10 +19,8 @@ pub struct Args {
     /// Only this job
     #[arg(long)]
     job_id: Option<String>,
-    /// Only this kind (added, merged, removed, evicted, purged, cleared,
-    /// imported, marked, capacity_set, job_created, retried_ok,
-    /// retried_failed, requeued)
-    #[arg(long, value_parser = parse_kind)]
+    // The help lists EventKind::ALL, so a new kind cannot be left out.
+    #[arg(long, value_parser = parse_kind, help = kind_help())]
     kind: Option<EventKind>,
     /// How many at most (0 = all)
     #[arg(long, default_value_t = 50)]
@@ -30,6 +28,11 @@ pub struct Args {
     /// Output format
     #[arg(long, value_enum, default_value_t = Format::Table)]
     format: Format,
+}
+
+/// The help of --kind: every kind, from the enum.
+fn kind_help() -> String {
+    format!("Only this kind ({})", EventKind::names())
 }
 
 /// An event kind by name; clap reports anything else as a usage error.
@@ -48,11 +51,6 @@ const COLUMNS: [Column; 6] = [
 
 pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
     let dlq = ctx.open_existing()?;
-    if let Some(job) = &args.job_id {
-        // Events outlive their items, not their job: a job with none is an
-        // unknown job, said as every other command says it.
-        dlq.require_job(job)?;
-    }
     let limit = if args.limit == 0 {
         usize::MAX
     } else {
@@ -60,6 +58,14 @@ pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
     };
     // One more than shown, to know whether the listing was cut.
     let mut events = dlq.events(args.job_id.as_deref(), args.kind, limit.saturating_add(1))?;
+    if let Some(job) = &args.job_id {
+        // Events outlive their items and their job (a removed job keeps its
+        // trail): only a job that neither exists nor left an event is
+        // unknown, said as every other command says it.
+        if events.is_empty() && dlq.events(Some(job), None, 1)?.is_empty() {
+            dlq.require_job(job)?;
+        }
+    }
     let cut = events.len() > limit;
     events.truncate(limit);
     let mut out = RowWriter::new(args.format, &COLUMNS)?;

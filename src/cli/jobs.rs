@@ -1,19 +1,21 @@
 //! `dlq jobs`: the jobs in the database with their counters.
 
-use super::output::{column, Column, Format, Kind, RowWriter};
+use super::output::{column, note, plural, print_json, Column, Format, Kind, RowWriter};
 use super::Context;
 use anyhow::Result;
 use serde_json::json;
+use std::io::Write;
 use std::process::ExitCode;
 
 /// List jobs with their item counts and capacity
 ///
 /// MAX ITEMS is the job's own capacity; `-` means the default applies
-/// (`dlq capacity`).
+/// (`dlq capacity`). --prune removes the jobs left with no items.
 ///
 /// Examples:
 ///   dlq jobs
 ///   dlq jobs --format csv
+///   dlq jobs --prune --dry-run
 #[derive(Debug, clap::Args)]
 #[command(verbatim_doc_comment)]
 pub struct Args {
@@ -23,6 +25,14 @@ pub struct Args {
     /// The same as --format json (kept for scripts written before --format)
     #[arg(long, hide = true, conflicts_with = "format")]
     json: bool,
+    /// Remove every job with no items (and its capacity override), a
+    /// `job_removed` event each; prints the jobs removed (as JSON with
+    /// --json). A job a retry run is still working on stays
+    #[arg(long)]
+    prune: bool,
+    /// With --prune: print the jobs it would remove, and remove nothing
+    #[arg(long, requires = "prune")]
+    dry_run: bool,
 }
 
 const COLUMNS: [Column; 8] = [
@@ -38,6 +48,9 @@ const COLUMNS: [Column; 8] = [
 const TABLE_COLUMNS: usize = 7;
 
 pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
+    if args.prune {
+        return prune(&args, ctx);
+    }
     let dlq = ctx.open_existing()?;
     let format = if args.json { Format::Json } else { args.format };
     let mut out = RowWriter::new(format, &COLUMNS)?
@@ -56,5 +69,28 @@ pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
         ])?;
     }
     out.finish("no jobs")?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `--prune`: the jobs removed on stdout (one id a line, or JSON), the
+/// count on stderr.
+fn prune(args: &Args, ctx: &Context) -> Result<ExitCode> {
+    let dlq = ctx.open_existing()?;
+    let removed = dlq.prune_jobs(&dlqlite::retry::hostname(), args.dry_run)?;
+    if args.json {
+        print_json(&removed)?;
+    } else {
+        let mut out = std::io::stdout().lock();
+        for job in &removed {
+            writeln!(out, "{}", dlqlite::text::for_terminal(&job.job_id))?;
+        }
+        out.flush()?;
+    }
+    let verb = if args.dry_run {
+        "would remove"
+    } else {
+        "removed"
+    };
+    note(&format!("{verb} {}", plural(removed.len(), "empty job")));
     Ok(ExitCode::SUCCESS)
 }

@@ -10,7 +10,7 @@ mod build;
 
 pub use build::ItemBuilder;
 // The codec's types that moved to crate::legacy, at their old path too.
-pub use crate::legacy::codec::{ItemWithJob, JOB_ID_KEY};
+pub use crate::legacy::codec::{ItemWithJob, JOB_ID_KEY, REPO_KEY};
 
 use crate::error::{Error, Result};
 use crate::time::Timestamp;

@@ -41,11 +41,14 @@ pub enum EventKind {
     RetriedFailed,
     /// Taken out to run again (requeue).
     Requeued,
+    /// A job with no items was removed (`dlq jobs --prune`, `dlq clear
+    /// --forget`), with its capacity override.
+    JobRemoved,
 }
 
 impl EventKind {
     /// Every kind, in the order the help text lists them.
-    pub const ALL: [EventKind; 13] = [
+    pub const ALL: [EventKind; 14] = [
         EventKind::Added,
         EventKind::Merged,
         EventKind::Removed,
@@ -59,6 +62,7 @@ impl EventKind {
         EventKind::RetriedOk,
         EventKind::RetriedFailed,
         EventKind::Requeued,
+        EventKind::JobRemoved,
     ];
 
     /// The name stored in the `kind` column.
@@ -77,7 +81,15 @@ impl EventKind {
             EventKind::RetriedOk => "retried_ok",
             EventKind::RetriedFailed => "retried_failed",
             EventKind::Requeued => "requeued",
+            EventKind::JobRemoved => "job_removed",
         }
+    }
+
+    /// Every kind's name, comma-separated, in [`EventKind::ALL`]'s order:
+    /// what help texts and error messages list, so they cannot drift.
+    pub fn names() -> String {
+        let names: Vec<&str> = EventKind::ALL.iter().map(|k| k.as_str()).collect();
+        names.join(", ")
     }
 }
 
@@ -97,10 +109,12 @@ impl std::str::FromStr for EventKind {
             .into_iter()
             .find(|kind| kind.as_str() == name)
             .ok_or_else(|| {
-                let known: Vec<&str> = EventKind::ALL.iter().map(|k| k.as_str()).collect();
                 crate::error::Error::invalid_argument(
                     "event kind",
-                    format!("unknown kind {name:?}; the kinds are {}", known.join(", ")),
+                    format!(
+                        "unknown kind {name:?}; the kinds are {}",
+                        EventKind::names()
+                    ),
                 )
             })
     }

@@ -1,8 +1,10 @@
 //! Jobs: which exist ([`Dlq::jobs`], [`Dlq::require_job`]), the capacity
 //! each is held to (a per-job cap or the database default, settable before
-//! a job's first add), and clearing one. Capacity changes and clears leave
-//! rows in `events`; nothing leaves the DLQ silently.
+//! a job's first add), clearing one, and removing jobs left empty
+//! ([`Dlq::prune_jobs`]). Capacity changes, clears and removals leave rows
+//! in `events`; nothing leaves the DLQ silently.
 
+use super::leases::{process_alive, RunStatus};
 use super::write::{default_capacity, EvictedItem, WriteTx};
 use super::{Dlq, EventKind};
 use crate::error::{Error, Result};
@@ -35,6 +37,16 @@ pub struct CapacityInfo {
     pub job_max_items: Option<i64>,
     /// What applies to that job (or the default).
     pub effective_max_items: i64,
+}
+
+/// A job [`Dlq::prune_jobs`] removed (or, on a dry run, would remove).
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct RemovedJob {
+    pub job_id: String,
+    pub repo: Option<String>,
+    pub created_at: Timestamp,
+    /// The capacity override that went with it.
+    pub max_items: Option<i64>,
 }
 
 /// What [`Dlq::ensure_job`] sets on a job.
@@ -214,9 +226,45 @@ impl Dlq {
         })
     }
 
+    /// Removes every job that has no items, with its capacity override, one
+    /// `job_removed` event each (the job's other events stay). A job a retry
+    /// run may still be working on is kept: one with a run recorded as
+    /// running, unless that run is on `host` and its process is gone. With
+    /// `dry_run` nothing is written. The jobs are checked and removed in one
+    /// transaction, so a job that gains an item meanwhile stays.
+    pub fn prune_jobs(&self, host: &str, dry_run: bool) -> Result<Vec<RemovedJob>> {
+        if dry_run {
+            let conn = self.conn()?;
+            let read = conn.unchecked_transaction()?;
+            let found = removable_jobs(&read, None, host)?;
+            read.finish()?;
+            return Ok(found);
+        }
+        self.write(|tx| {
+            let found = removable_jobs(tx.conn(), None, host)?;
+            for job in &found {
+                remove_job(tx, job)?;
+            }
+            Ok(found)
+        })
+    }
+
     /// Removes every item of a job, one `cleared` event per item. Returns how
     /// many were removed. The job row (and its capacity) stays.
     pub fn clear_job(&self, job_id: &str) -> Result<usize> {
+        self.clear_job_with(job_id, None)
+    }
+
+    /// [`Dlq::clear_job`], then removes the job itself (with its capacity
+    /// override; a `job_removed` event), in the same transaction. Refused,
+    /// removing nothing, while a retry run may be working on the job (see
+    /// [`Dlq::prune_jobs`]; `host` is this machine's name).
+    pub fn clear_and_remove_job(&self, job_id: &str, host: &str) -> Result<usize> {
+        self.clear_job_with(job_id, Some(host))
+    }
+
+    /// Clears a job; with `remove_on`, also removes it.
+    fn clear_job_with(&self, job_id: &str, remove_on: Option<&str>) -> Result<usize> {
         self.write_bulk(|tx| {
             let exists: bool = tx
                 .conn()
@@ -232,9 +280,84 @@ impl Dlq {
                 EventKind::Cleared,
                 serde_json::json!({}),
             )?;
+            if let Some(host) = remove_on {
+                let job = removable_jobs(tx.conn(), Some(job_id), host)?
+                    .pop()
+                    .ok_or_else(|| {
+                        Error::invalid_argument(
+                            format!("job {job_id}"),
+                            "a retry run is working on it; nothing removed",
+                        )
+                    })?;
+                remove_job(tx, &job)?;
+            }
             Ok(removed)
         })
     }
+}
+
+/// The jobs (all, or just `only`) that have no items and no retry run that
+/// may be alive, by job_id. Both the counter and the items table are asked:
+/// a job is only removed when nothing at all refers to it.
+fn removable_jobs(
+    conn: &rusqlite::Connection,
+    only: Option<&str>,
+    host: &str,
+) -> Result<Vec<RemovedJob>> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT j.job_id, j.repo, j.created_at, j.max_items FROM jobs j
+         WHERE (?1 IS NULL OR j.job_id = ?1) AND j.item_count = 0
+             AND NOT EXISTS (SELECT 1 FROM items i WHERE i.job_id = j.job_id)
+         ORDER BY j.job_id",
+    )?;
+    let empty = stmt
+        .query_map(params![only], |row| {
+            Ok(RemovedJob {
+                job_id: row.get("job_id")?,
+                repo: row.get("repo")?,
+                created_at: row.get("created_at")?,
+                max_items: row.get("max_items")?,
+            })
+        })?
+        .collect::<rusqlite::Result<Vec<_>>>()?;
+    let mut runs =
+        conn.prepare_cached("SELECT host, pid FROM retry_runs WHERE job_id = ?1 AND status = ?2")?;
+    let mut removable = Vec::with_capacity(empty.len());
+    for job in empty {
+        let running = runs
+            .query_map(params![job.job_id, RunStatus::Running], |row| {
+                Ok((row.get::<_, String>(0)?, row.get::<_, i64>(1)?))
+            })?
+            .collect::<rusqlite::Result<Vec<_>>>()?;
+        // A run elsewhere cannot be seen from here: only one of this host
+        // whose process is gone is known to be dead.
+        let live = running
+            .iter()
+            .any(|(run_host, pid)| run_host != host || process_alive(*pid));
+        if !live {
+            removable.push(job);
+        }
+    }
+    Ok(removable)
+}
+
+/// Deletes one job row found by [`removable_jobs`] and records it.
+fn remove_job(tx: &mut WriteTx<'_>, job: &RemovedJob) -> Result<()> {
+    tx.conn()
+        .prepare_cached("DELETE FROM jobs WHERE job_id = ?1 AND item_count = 0")?
+        .execute([&job.job_id])?;
+    tx.event(
+        EventKind::JobRemoved,
+        Some(&job.job_id),
+        None,
+        serde_json::json!({
+            "repo": job.repo,
+            "created_at": job.created_at,
+            "max_items": job.max_items,
+        }),
+    )?;
+    tx.forget_job(&job.job_id);
+    Ok(())
 }
 
 /// Writes one job's capacity override; false when there is no such job.

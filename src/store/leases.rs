@@ -424,7 +424,7 @@ impl Dlq {
 }
 
 /// Whether a process with this id exists on this machine.
-fn process_alive(pid: i64) -> bool {
+pub(super) fn process_alive(pid: i64) -> bool {
     if cfg!(target_os = "linux") {
         std::path::Path::new(&format!("/proc/{pid}")).exists()
     } else {

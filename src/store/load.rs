@@ -1,8 +1,10 @@
 //! Loading many items at once (`import`, and anything that fills a
 //! database in bulk): how a load uses the write path's bulk switches
 //! (defined on [`WriteTx`]; set-based deletes use them too). A load writes
-//! items without an event each (the caller records one per job at the end
-//! with [`Dlq::finish_load`]) and without evicting (a job that ends over its
+//! items without the `added`/`merged` event of an add (the caller records
+//! what it loaded with [`Loader::imported`], in the item's transaction, and
+//! one summary per job at the end with [`Dlq::finish_load`]) and without
+//! evicting (a job that ends over its
 //! capacity gets the capacity raised to fit, reported), in transactions of
 //! [`LoadOptions::batch_size`] items. Into an empty database the whole load
 //! is one transaction that drops the secondary indexes of `items` and
@@ -56,6 +58,15 @@ impl Loader<'_, '_> {
     ) -> Result<AddReport> {
         self.tx.add(job_id, repo, item)
     }
+
+    /// Records that the load brought in (or changed) one item: an
+    /// `imported` event with the item's id, written in the item's own
+    /// transaction, so the audit log answers for every item a load wrote.
+    /// `detail` is JSON text (an object), stored as it is.
+    pub fn imported(&mut self, job_id: &str, item_id: &str, detail: &str) -> Result<()> {
+        self.tx
+            .event_text(EventKind::Imported, Some(job_id), Some(item_id), detail)
+    }
 }
 
 impl Dlq {
@@ -101,7 +112,8 @@ impl Dlq {
 
     /// Ends a load, in one transaction: raises the capacity of each of
     /// `jobs` that ended over it (reported), and records one `imported`
-    /// event per entry of `events` (a job and what to say of it).
+    /// event per entry of `events` (a job and what to say of it; the
+    /// event has no item_id: it is the job's summary).
     pub fn finish_load(
         &self,
         jobs: &BTreeSet<String>,

@@ -55,7 +55,7 @@ pub use events::{Event, EventKind};
 pub use filter_sql::Condition;
 pub use items::{ItemIter, ItemSummary, JobItem, ListFilter, Page, PageCursor, SummaryIter};
 pub use items::{MarkRequest, Marked};
-pub use jobs::{CapacityInfo, JobInfo, JobOptions};
+pub use jobs::{CapacityInfo, JobInfo, JobOptions, RemovedJob};
 pub use leases::{RunCounts, RunInfo, RunStatus};
 pub use load::{LoadOptions, Loader};
 pub use open::OpenOptions;

@@ -122,8 +122,16 @@ impl<'c> WriteTx<'c> {
         self.now
     }
 
+    /// Drops what this transaction remembers of a job it removed, so an
+    /// add to the same id later in the transaction creates it again.
+    pub(super) fn forget_job(&mut self, job_id: &str) {
+        self.jobs_touched.remove(job_id);
+        self.job_load.remove(job_id);
+    }
+
     /// Whether each add writes an `added`/`merged` event (the default). A bulk
-    /// import turns this off and writes one `imported` event per job instead.
+    /// import turns this off and writes an `imported` event per item it
+    /// changed instead (and one summary per job).
     pub(crate) fn set_item_events(&mut self, on: bool) {
         self.item_events = on;
     }
@@ -398,9 +406,21 @@ impl<'c> WriteTx<'c> {
         item_id: Option<&str>,
         detail: serde_json::Value,
     ) -> Result<()> {
+        self.event_text(kind, job_id, item_id, &detail.to_string())
+    }
+
+    /// [`WriteTx::event`] with the detail already JSON text (the schema
+    /// checks it is valid JSON).
+    pub(crate) fn event_text(
+        &self,
+        kind: EventKind,
+        job_id: Option<&str>,
+        item_id: Option<&str>,
+        detail: &str,
+    ) -> Result<()> {
         self.conn
             .prepare_cached("INSERT INTO events (time, kind, job_id, item_id, detail) VALUES (?1, ?2, ?3, ?4, ?5)")?
-            .execute(params![self.now, kind, job_id, item_id, detail.to_string()])?;
+            .execute(params![self.now, kind, job_id, item_id, detail])?;
         Ok(())
     }
 

@@ -159,7 +159,10 @@ fn the_sample_tree_imports_with_exact_counts_and_reports() {
         ]
     );
     assert_eq!(
-        count(&db, "SELECT COUNT(*) FROM events WHERE kind = 'imported'"),
+        count(
+            &db,
+            "SELECT COUNT(*) FROM events WHERE kind = 'imported' AND item_id IS NULL"
+        ),
         3
     );
 

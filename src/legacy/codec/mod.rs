@@ -13,7 +13,7 @@ mod lenient;
 mod write;
 
 pub use error_type::ErrorTypeError;
-pub use write::{ItemWithJob, JOB_ID_KEY};
+pub use write::{ItemWithJob, JOB_ID_KEY, REPO_KEY};
 
 use crate::error::{Error, Result};
 use crate::model::{check_depth, DeadLetteredItem, InvalidId, TooDeep};
@@ -120,10 +120,23 @@ impl DeadLetteredItem {
     /// Removes and returns the `job_id` key a JSON export added (if it is a
     /// string), so the item reads back as it was stored.
     pub fn take_job_id(&mut self) -> Option<String> {
-        let raw = self.extra.get(JOB_ID_KEY)?;
-        let job_id: String = serde_json::from_str(raw.get()).ok()?;
-        self.extra.remove(JOB_ID_KEY);
-        Some(job_id)
+        self.take_string(JOB_ID_KEY)
+    }
+
+    /// Removes and returns the `repo` key a JSON export added (if it is a
+    /// string): the repo of the item's job. Exports made before it was
+    /// written have none.
+    pub fn take_repo(&mut self) -> Option<String> {
+        self.take_string(REPO_KEY)
+    }
+
+    /// Removes an unknown top-level field holding a string; leaves it (and
+    /// returns None) when it holds anything else.
+    fn take_string(&mut self, key: &str) -> Option<String> {
+        let raw = self.extra.get(key)?;
+        let value: String = serde_json::from_str(raw.get()).ok()?;
+        self.extra.remove(key);
+        Some(value)
     }
 }
 

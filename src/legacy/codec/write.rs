@@ -1,6 +1,7 @@
 //! Writing the legacy shape: the fields in the writer's order, optional
 //! fields left out where the source left them out, unknown fields written
-//! back verbatim. [`ItemWithJob`] adds the `job_id` key of a JSON export.
+//! back verbatim. [`ItemWithJob`] adds the `job_id` (and `repo`) keys of a
+//! JSON export.
 
 use crate::model::{DeadLetteredItem, Extra, FailureDetail, Omitted, WorktreeArtifacts};
 use serde::ser::{SerializeMap, Serializer};
@@ -42,10 +43,13 @@ impl Serialize for DeadLetteredItem {
 }
 
 /// An item with the job it belongs to: the legacy shape plus a `job_id` key
-/// (which legacy readers ignore), so a JSON export of several jobs can be
-/// read back with each item in its job.
+/// and, when the job has one, a `repo` key (legacy readers ignore both), so
+/// a JSON export of several jobs can be read back with each item in its job
+/// and each job with its repo.
 pub struct ItemWithJob<'a> {
     pub job_id: &'a str,
+    /// The job's repo (the legacy tree's `dlq/<repo>/` segment), if known.
+    pub repo: Option<&'a str>,
     pub item: &'a DeadLetteredItem,
 }
 
@@ -56,12 +60,22 @@ impl Serialize for ItemWithJob<'_> {
         if !self.item.extra.contains_key(JOB_ID_KEY) {
             map.serialize_entry(JOB_ID_KEY, self.job_id)?;
         }
+        // An item's own field of that name wins, as for job_id: it is
+        // written back as it was (and an import reads it as the repo).
+        if let Some(repo) = self.repo {
+            if !self.item.extra.contains_key(REPO_KEY) {
+                map.serialize_entry(REPO_KEY, repo)?;
+            }
+        }
         map.end()
     }
 }
 
 /// The key [`ItemWithJob`] adds.
 pub const JOB_ID_KEY: &str = "job_id";
+
+/// The key [`ItemWithJob`] adds when the job has a repo.
+pub const REPO_KEY: &str = "repo";
 
 impl Serialize for FailureDetail {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
