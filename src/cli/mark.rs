@@ -50,7 +50,7 @@ pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
             "nothing to mark: pass --eligible, --ineligible, --manual-review or --no-manual-review"
         );
     }
-    ctx.open_existing()?
+    ctx.open_existing_to_write()?
         .mark(args.job_id.as_deref(), &args.item_id, &request)?;
     Ok(ExitCode::SUCCESS)
 }
