@@ -28,6 +28,8 @@ mod oracles;
 mod prodigy;
 #[path = "tests/properties.rs"]
 mod properties;
+#[path = "tests/readonly.rs"]
+mod readonly;
 #[path = "tests/retry.rs"]
 mod retry;
 #[path = "tests/robustness.rs"]
