@@ -226,9 +226,14 @@ fn check_file(path: &Path) -> Result<()> {
     let mut header = [0u8; 16];
     let file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
     let mut read = 0;
-    for byte in file.take(16).bytes() {
-        header[read] = byte.map_err(|e| Error::io(path, e))?;
-        read += 1;
+    let mut file = file.take(16);
+    loop {
+        match file.read(&mut header[read..]) {
+            Ok(0) => break,
+            Ok(n) => read += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(Error::io(path, e)),
+        }
     }
     let what = if read == 0 {
         // SQLite writes a new database's first page into the file itself

@@ -108,7 +108,7 @@ impl Context {
     pub fn open_existing(&self) -> Result<Dlq> {
         self.require_existing()?;
         let dlq = match self.options.open_existing(&self.db_path) {
-            Err(e) if matches!(e, dlqlite::Error::ReadOnly { .. }) => self
+            Err(dlqlite::Error::ReadOnly { .. }) => self
                 .options
                 .clone()
                 .read_only(true)
