@@ -2,7 +2,7 @@
 //! per-connection PRAGMAs and the schema migrations. The one place that knows
 //! how SQLite is set up.
 
-use crate::error::{Error, ErrorKind, Result};
+use crate::error::{Error, ErrorKind, NotDlqReason, Result};
 use r2d2::Pool;
 use r2d2_sqlite::SqliteConnectionManager;
 use rusqlite::{Connection, OpenFlags};
@@ -145,10 +145,14 @@ fn configure_new(conn: &mut Connection, busy: Duration) -> rusqlite::Result<()> 
     }
 }
 
-/// Creates the database file (and its parent directories) with mode 0600, as
-/// item data and error logs can hold secrets. SQLite gives the -wal and -shm
-/// files the same mode as the database file.
-fn create_private_file(path: &Path) -> Result<()> {
+/// Creates the database at `path` (and its parent directories), mode 0600
+/// as item data and error logs can hold secrets; SQLite gives the -wal and
+/// -shm files the same mode. The database is built, migrated, under a
+/// temporary name beside it and then linked into place, so no process ever
+/// sees a half-made one: an empty file at `path` is always someone else's
+/// (`touch`), never a dlq that is still creating it, and is refused. Another
+/// process that creates it first wins; this one then opens theirs.
+fn create_database(path: &Path, busy: Duration) -> Result<()> {
     if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
         // Directories it creates are 0700 whatever the umask: under a
         // world-writable one another user could swap the database.
@@ -164,6 +168,9 @@ fn create_private_file(path: &Path) -> Result<()> {
         #[cfg(not(unix))]
         std::fs::create_dir_all(parent).map_err(|e| Error::io(parent, e))?;
     }
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let temp = sibling(path, &format!(".new-{}-{n}", std::process::id()));
     let mut options = std::fs::OpenOptions::new();
     options.write(true).create_new(true);
     #[cfg(unix)]
@@ -171,11 +178,175 @@ fn create_private_file(path: &Path) -> Result<()> {
         use std::os::unix::fs::OpenOptionsExt;
         options.mode(0o600);
     }
-    match options.open(path) {
-        Ok(_) => Ok(()),
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
-        Err(e) => Err(Error::io(path, e)),
+    options.open(&temp).map_err(|e| Error::io(path, e))?;
+    let built = build_new(&temp, busy).and_then(|()| {
+        match std::fs::hard_link(&temp, path) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+            // A file system without hard links: a rename, which could
+            // replace a database another process made meanwhile, so only
+            // when there is still none.
+            Err(_) if !path.exists() => {
+                std::fs::rename(&temp, path).map_err(|e| Error::io(path, e))
+            }
+            Err(_) => Ok(()),
+        }
+    });
+    for suffix in ["", "-journal", "-wal", "-shm"] {
+        let _ = std::fs::remove_file(sibling(&temp, suffix));
     }
+    built
+}
+
+/// Makes the empty file at `temp` a migrated WAL database, closed.
+fn build_new(temp: &Path, busy: Duration) -> Result<()> {
+    let mut conn = Connection::open_with_flags(
+        temp,
+        OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )
+    .map_err(|e| open_error(temp, e))?;
+    conn.pragma_update(None, "page_size", 4096)
+        .map_err(|e| open_error(temp, e))?;
+    // FULL: the link must not publish a database whose pages are not yet
+    // on disk.
+    conn.pragma_update(None, "synchronous", "FULL")
+        .map_err(|e| open_error(temp, e))?;
+    migrate(&mut conn, temp, busy)?;
+    // Last, in rollback mode: it writes the header in place and leaves no
+    // -wal behind once closed.
+    conn.pragma_update(None, "journal_mode", "WAL")
+        .map_err(|e| open_error(temp, e))?;
+    conn.close().map_err(|(_, e)| open_error(temp, e))
+}
+
+/// Refuses an existing file that is not a SQLite database, or is empty,
+/// before SQLite opens it (opening would make an empty file a database).
+fn check_file(path: &Path) -> Result<()> {
+    use std::io::Read;
+    let mut header = [0u8; 16];
+    let file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
+    let mut read = 0;
+    let mut file = file.take(16);
+    loop {
+        match file.read(&mut header[read..]) {
+            Ok(0) => break,
+            Ok(n) => read += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(Error::io(path, e)),
+        }
+    }
+    let what = if read == 0 {
+        // SQLite writes a new database's first page into the file itself
+        // (switching to WAL does); pages only in a WAL would still be a
+        // database, so look before calling it empty.
+        if std::fs::metadata(sibling(path, "-wal")).map_or(0, |m| m.len()) > 0 {
+            return Ok(());
+        }
+        NotDlqReason::EmptyFile
+    } else if read < 16 || &header != b"SQLite format 3\0" {
+        NotDlqReason::NotSqlite
+    } else {
+        return Ok(());
+    };
+    Err(Error::NotDlq {
+        path: path.to_path_buf(),
+        what,
+    })
+}
+
+/// Why the database at `path` cannot be written, if it is the file or its
+/// directory: SQLite only says "readonly" or "unable to open".
+fn why_read_only(path: &Path) -> Option<String> {
+    match std::fs::OpenOptions::new().write(true).open(path) {
+        // Opening for writing changes nothing (not even the mtime).
+        Ok(_) => {}
+        Err(e) if e.raw_os_error() == Some(libc::EROFS) => {
+            return Some("the file system is read-only".to_string())
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
+            return Some("the file is read-only".to_string())
+        }
+        Err(_) => return None,
+    }
+    let dir = directory_of(path);
+    (!dir_writable(&dir)).then(|| format!("the directory {} is read-only", dir.display()))
+}
+
+/// The directory holding `path` (`.` for a bare file name).
+fn directory_of(path: &Path) -> PathBuf {
+    match path.parent() {
+        Some(parent) if !parent.as_os_str().is_empty() => parent.to_path_buf(),
+        _ => PathBuf::from("."),
+    }
+}
+
+/// Whether this process may create files in `dir` (access(2), which also
+/// honours the immutable flag and read-only mounts for root).
+fn dir_writable(dir: &Path) -> bool {
+    #[cfg(unix)]
+    {
+        use std::os::unix::ffi::OsStrExt;
+        let Ok(name) = std::ffi::CString::new(dir.as_os_str().as_bytes()) else {
+            return true;
+        };
+        // SAFETY: `name` is a valid NUL-terminated string for the call.
+        unsafe { libc::access(name.as_ptr(), libc::W_OK) == 0 }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = dir;
+        true
+    }
+}
+
+/// The WAL of the database at `path` when a reader cannot see it: it holds
+/// data, and there is no -shm index and none can be made (a read-only
+/// directory). SQLite then refuses to open the database at all; a read-only
+/// handle opens it as `immutable`, reading the database file alone, and
+/// misses what the WAL holds. Gives the WAL's path and size.
+pub fn unreadable_wal(path: &Path) -> Option<(PathBuf, u64)> {
+    let wal = sibling(path, "-wal");
+    let size = std::fs::metadata(&wal).ok()?.len();
+    (size > 0 && !sibling(path, "-shm").exists() && !dir_writable(&directory_of(path)))
+        .then_some((wal, size))
+}
+
+/// A read-only handle's error when the database cannot be written (the
+/// SQLite error otherwise).
+fn read_only_or(path: &Path, error: rusqlite::Error) -> Error {
+    let kind = crate::error::sqlite_kind(&error);
+    let cant_open = error.sqlite_error_code() == Some(rusqlite::ErrorCode::CannotOpen);
+    if kind == ErrorKind::ReadOnly || cant_open {
+        if let Some(reason) = why_read_only(path) {
+            return Error::ReadOnly {
+                path: path.to_path_buf(),
+                reason,
+            };
+        }
+    }
+    open_error(path, error)
+}
+
+/// `file:` URI of `path` opened `immutable`: every byte but unreserved ones
+/// and `/` percent-encoded, as SQLite decodes them.
+fn immutable_uri(path: &Path) -> String {
+    let mut uri = String::from("file:");
+    #[cfg(unix)]
+    let bytes = {
+        use std::os::unix::ffi::OsStrExt;
+        path.as_os_str().as_bytes().to_vec()
+    };
+    #[cfg(not(unix))]
+    let bytes = path.to_string_lossy().into_owned().into_bytes();
+    for byte in bytes {
+        if byte.is_ascii_alphanumeric() || b"/-._~".contains(&byte) {
+            uri.push(char::from(byte));
+        } else {
+            uri.push_str(&format!("%{byte:02X}"));
+        }
+    }
+    uri.push_str("?immutable=1");
+    uri
 }
 
 /// Opens the database at `path` as `setup` says: created if missing (when
@@ -200,6 +371,7 @@ pub(crate) fn open_pool(path: &Path, setup: Setup) -> Result<DbPool> {
             });
         }
     }
+    let busy = setup.busy_timeout;
     if !path.exists() {
         if !setup.create || setup.read_only {
             return Err(Error::Open {
@@ -208,51 +380,83 @@ pub(crate) fn open_pool(path: &Path, setup: Setup) -> Result<DbPool> {
                 kind: ErrorKind::NotFound,
             });
         }
-        create_private_file(path)?;
+        create_database(path, busy)?;
     }
-    let busy = setup.busy_timeout;
+    check_file(path)?;
     let read_only = setup.read_only;
-    let flags = if read_only {
-        OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX
-    } else {
-        OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX
-    };
     // Configure and migrate on a connection of our own first, so a file that
     // is not SQLite or a newer schema fails at once instead of inside the
     // pool's retry loop.
-    let conn = if read_only {
-        let (conn, found) = open_read_only_with(path, busy)?;
+    let (conn, target) = if read_only {
+        let (conn, found, target) = open_read_only_with(path, busy)?;
         // A read-only handle cannot migrate: it needs the schema this build
         // reads.
         let supported = supported_schema_version();
-        if found != Some(supported) {
-            return Err(Error::Open {
-                path: path.to_path_buf(),
-                reason: match found {
-                    None => "not a dlqlite database".to_string(),
-                    Some(found) => format!(
+        match found {
+            None => {
+                return Err(Error::NotDlq {
+                    path: path.to_path_buf(),
+                    what: NotDlqReason::ForeignSqlite,
+                })
+            }
+            Some(found) if found != supported => {
+                return Err(Error::Open {
+                    path: path.to_path_buf(),
+                    reason: format!(
                         "schema version {found} is older than this dlq's ({supported}); open it read-write once to upgrade it"
                     ),
-                },
-                kind: if found.is_none() {
-                    ErrorKind::Corrupt
-                } else {
-                    ErrorKind::ReadOnly
-                },
+                    kind: ErrorKind::ReadOnly,
+                })
+            }
+            Some(_) => {}
+        }
+        (conn, target)
+    } else {
+        let target = Target::plain(path, false);
+        let mut conn =
+            Connection::open_with_flags(path, target.flags).map_err(|e| read_only_or(path, e))?;
+        // SQLite opens a file it may not write read-only without a word:
+        // say so now, not as "attempt to write a readonly database" at the
+        // first write.
+        if conn.is_readonly(rusqlite::MAIN_DB).unwrap_or(false) {
+            return Err(Error::ReadOnly {
+                path: path.to_path_buf(),
+                reason: why_read_only(path)
+                    .unwrap_or_else(|| "SQLite opened it read-only".to_string()),
             });
         }
-        conn
-    } else {
-        let mut conn = Connection::open_with_flags(path, flags).map_err(|e| open_error(path, e))?;
         // Before configure_new, which would switch it to WAL.
-        refuse_foreign(&conn, path)?;
-        configure_new(&mut conn, busy).map_err(|e| open_error(path, e))?;
+        // Its first read is where a directory without room for the -shm
+        // shows ("unable to open database file").
+        refuse_foreign(&conn, path).map_err(|e| {
+            let cannot_open = matches!(e, Error::Open { .. })
+                && matches!(
+                    e.kind(),
+                    ErrorKind::Io | ErrorKind::NotFound | ErrorKind::ReadOnly
+                );
+            match why_read_only(path).filter(|_| cannot_open) {
+                Some(reason) => Error::ReadOnly {
+                    path: path.to_path_buf(),
+                    reason,
+                },
+                None => e,
+            }
+        })?;
+        if !setup.create && applied_schema_version(&conn)?.is_none() {
+            // Opening an existing database: a SQLite file without any
+            // table is not one (yet) either.
+            return Err(Error::NotDlq {
+                path: path.to_path_buf(),
+                what: NotDlqReason::ForeignSqlite,
+            });
+        }
+        configure_new(&mut conn, busy).map_err(|e| read_only_or(path, e))?;
         migrate(&mut conn, path, busy)?;
-        conn
+        (conn, target)
     };
     drop(conn);
-    let manager = SqliteConnectionManager::file(path)
-        .with_flags(flags)
+    let manager = SqliteConnectionManager::file(&target.name)
+        .with_flags(target.flags)
         .with_init(move |conn| configure(conn, read_only, busy));
     Ok(Pool::builder()
         .max_size(setup.pool_size.max(1))
@@ -263,17 +467,58 @@ pub(crate) fn open_pool(path: &Path, setup: Setup) -> Result<DbPool> {
         .build_unchecked(manager))
 }
 
+/// What SQLite is asked to open: the file's name (or an `immutable` URI)
+/// and the flags.
+struct Target {
+    name: PathBuf,
+    flags: OpenFlags,
+}
+
+impl Target {
+    fn plain(path: &Path, read_only: bool) -> Self {
+        let access = if read_only {
+            OpenFlags::SQLITE_OPEN_READ_ONLY
+        } else {
+            OpenFlags::SQLITE_OPEN_READ_WRITE
+        };
+        Target {
+            name: path.to_path_buf(),
+            flags: access | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        }
+    }
+
+    /// The file alone, its WAL ignored: see [`unreadable_wal`].
+    fn immutable(path: &Path) -> Self {
+        Target {
+            name: PathBuf::from(immutable_uri(path)),
+            flags: OpenFlags::SQLITE_OPEN_READ_ONLY
+                | OpenFlags::SQLITE_OPEN_URI
+                | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        }
+    }
+
+    fn open(&self, path: &Path, busy: Duration) -> Result<(Connection, Option<i64>)> {
+        let mut conn =
+            Connection::open_with_flags(&self.name, self.flags).map_err(|e| open_error(path, e))?;
+        configure(&mut conn, true, busy).map_err(|e| open_error(path, e))?;
+        let found = check_not_newer(&conn, path)?;
+        Ok((conn, found))
+    }
+}
+
 /// Opens an existing database read-only (for ad-hoc queries, and to check
 /// the source of a scratch copy). Refuses a database whose schema is newer
 /// than this build; an older one, or another application's, is read as it
 /// is.
 pub(crate) fn open_read_only(path: &Path) -> Result<Connection> {
-    open_read_only_with(path, DEFAULT_BUSY_TIMEOUT).map(|(conn, _)| conn)
+    check_file(path)?;
+    open_read_only_with(path, DEFAULT_BUSY_TIMEOUT).map(|(conn, _, _)| conn)
 }
 
 /// [`open_read_only`] with a busy timeout; also gives the schema version
-/// found (`None`: not a dlqlite database). The read-only pool starts here.
-fn open_read_only_with(path: &Path, busy: Duration) -> Result<(Connection, Option<i64>)> {
+/// found (`None`: not a dlqlite database) and what was opened. The read-only
+/// pool starts here.
+fn open_read_only_with(path: &Path, busy: Duration) -> Result<(Connection, Option<i64>, Target)> {
     configure_sqlite_once();
     if !path.is_file() {
         return Err(Error::Open {
@@ -282,14 +527,24 @@ fn open_read_only_with(path: &Path, busy: Duration) -> Result<(Connection, Optio
             kind: ErrorKind::NotFound,
         });
     }
-    let mut conn = Connection::open_with_flags(
-        path,
-        OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
-    )
-    .map_err(|e| open_error(path, e))?;
-    configure(&mut conn, true, busy).map_err(|e| open_error(path, e))?;
-    let found = check_not_newer(&conn, path)?;
-    Ok((conn, found))
+    let plain = Target::plain(path, true);
+    match plain.open(path, busy) {
+        Ok((conn, found)) => Ok((conn, found, plain)),
+        // A WAL database in a directory where no -shm can be made: SQLite
+        // cannot open it read-only ("unable to open database file") unless
+        // told that nothing changes it, which holds there (a writer could
+        // not make its -wal either). What a WAL left in it holds stays
+        // unseen: see unreadable_wal.
+        Err(e) if e.kind() == ErrorKind::Io || e.kind() == ErrorKind::NotFound => {
+            if dir_writable(&directory_of(path)) {
+                return Err(e);
+            }
+            let immutable = Target::immutable(path);
+            let (conn, found) = immutable.open(path, busy)?;
+            Ok((conn, found, immutable))
+        }
+        Err(e) => Err(e),
+    }
 }
 
 /// An in-memory database behind a pool of one connection (each SQLite
@@ -447,10 +702,9 @@ fn migrate(conn: &mut Connection, path: &Path, busy: Duration) -> Result<()> {
 /// would change it.
 fn refuse_foreign(conn: &Connection, path: &Path) -> Result<()> {
     if has_foreign_tables(conn).map_err(|e| open_error(path, e))? {
-        return Err(Error::Open {
+        return Err(Error::NotDlq {
             path: path.to_path_buf(),
-            reason: "is another application's SQLite database (it has tables but no dlqlite schema); refusing to change it".to_string(),
-            kind: ErrorKind::InvalidInput,
+            what: NotDlqReason::ForeignSqlite,
         });
     }
     Ok(())

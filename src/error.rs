@@ -62,7 +62,16 @@ impl std::fmt::Display for StorageError {
 
 impl std::error::Error for StorageError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        self.0.source()
+        let inner = self.0.source()?;
+        // rusqlite's error repeats SQLite's message under its code ("Error
+        // code 8: attempt to write a readonly database"): nothing new, and
+        // a one-line report would say it twice.
+        let text = inner.to_string();
+        let repeated = text
+            .strip_prefix("Error code ")
+            .and_then(|rest| rest.split_once(": "))
+            .is_some_and(|(_, message)| self.0.to_string().contains(message));
+        (!repeated).then_some(inner)
     }
 }
 
@@ -88,6 +97,16 @@ pub enum Error {
         reason: String,
         kind: ErrorKind,
     },
+
+    /// The file is not a dlqlite database: dlqlite refuses to read it or
+    /// to turn it into one.
+    #[error("{} is not a dlq database ({what})", .path.display())]
+    NotDlq { path: PathBuf, what: NotDlqReason },
+
+    /// A write was asked of a database that cannot be written; nothing
+    /// changed.
+    #[error("cannot write {}: {reason}", .path.display())]
+    ReadOnly { path: PathBuf, reason: String },
 
     /// The database was written by a newer dlqlite.
     #[error(
@@ -143,6 +162,28 @@ pub enum Error {
     Filter(#[from] crate::filter::FilterError),
 }
 
+/// Why a file is not a dlqlite database ([`Error::NotDlq`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum NotDlqReason {
+    /// Zero bytes (say, made by `touch`): dlqlite creates its files itself.
+    EmptyFile,
+    /// A SQLite database without dlqlite's schema (another application's).
+    ForeignSqlite,
+    /// Not a SQLite database at all.
+    NotSqlite,
+}
+
+impl std::fmt::Display for NotDlqReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            NotDlqReason::EmptyFile => "empty file",
+            NotDlqReason::ForeignSqlite => "a SQLite database without the dlq schema",
+            NotDlqReason::NotSqlite => "not a SQLite database",
+        })
+    }
+}
+
 fn path_or_memory(path: &Option<PathBuf>) -> String {
     match path {
         Some(path) => path.display().to_string(),
@@ -189,6 +230,11 @@ impl Error {
         match self {
             Error::Storage { kind, .. } | Error::Open { kind, .. } => *kind,
             Error::SchemaTooNew { .. } => ErrorKind::SchemaTooNew,
+            Error::NotDlq { what, .. } => match what {
+                NotDlqReason::NotSqlite => ErrorKind::Corrupt,
+                NotDlqReason::EmptyFile | NotDlqReason::ForeignSqlite => ErrorKind::InvalidInput,
+            },
+            Error::ReadOnly { .. } => ErrorKind::ReadOnly,
             Error::Migration { .. } => ErrorKind::Other,
             Error::Io { source, .. } => io_kind(source),
             Error::InvalidItem { .. }

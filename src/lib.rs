@@ -39,7 +39,7 @@ pub mod time;
 
 #[cfg(feature = "tokio")]
 pub use asynchronous::AsyncDlq;
-pub use error::{Error, ErrorKind, Result};
+pub use error::{Error, ErrorKind, NotDlqReason, Result};
 pub use model::{DeadLetteredItem, ErrorType, FailureDetail, WorktreeArtifacts};
 pub use store::{Dlq, EventKind, JobOptions, ListFilter, OpenOptions, TakeOptions};
 pub use time::Timestamp;

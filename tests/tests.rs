@@ -30,6 +30,8 @@ mod oracles;
 mod prodigy;
 #[path = "tests/properties.rs"]
 mod properties;
+#[path = "tests/readonly.rs"]
+mod readonly;
 #[path = "tests/report.rs"]
 mod report;
 #[path = "tests/retry.rs"]

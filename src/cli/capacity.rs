@@ -35,7 +35,11 @@ pub struct Args {
 }
 
 pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
-    let dlq = ctx.open()?;
+    let dlq = if args.set.is_some() || args.unset {
+        ctx.open()?
+    } else {
+        ctx.open_or_create()?
+    };
     let job = args.job_id.as_deref();
     let changing = args.set.is_some() || args.unset;
     let before = if changing {

@@ -31,7 +31,7 @@ pub struct Args {
 }
 
 pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
-    let dlq = ctx.open_existing()?;
+    let dlq = ctx.open_existing_to_write()?;
     let stats = dlq.job_head(&args.job_id)?;
     let action = format!(
         "remove all {} of job {}",

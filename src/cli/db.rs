@@ -25,7 +25,11 @@ pub struct Args {
 }
 
 pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
-    let dlq = ctx.open()?;
+    let dlq = if args.recount {
+        ctx.open()?
+    } else {
+        ctx.open_or_create()?
+    };
     if args.recount {
         dlq.recount()?;
     }

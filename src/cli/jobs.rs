@@ -75,7 +75,11 @@ pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
 /// `--prune`: the jobs removed on stdout (one id a line, or JSON), the
 /// count on stderr.
 fn prune(args: &Args, ctx: &Context) -> Result<ExitCode> {
-    let dlq = ctx.open_existing()?;
+    let dlq = if args.dry_run {
+        ctx.open_existing()?
+    } else {
+        ctx.open_existing_to_write()?
+    };
     let removed = dlq.prune_jobs(&dlqlite::retry::hostname(), args.dry_run)?;
     if args.json {
         print_json(&removed)?;

@@ -74,7 +74,7 @@ pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
             "nothing to mark: pass --eligible, --ineligible, --manual-review or --no-manual-review"
         );
     }
-    let dlq = ctx.open_existing()?;
+    let dlq = ctx.open_existing_to_write()?;
     let marked = dlq.mark(args.job_id.as_deref(), &args.item_id, &request)?;
     if args.json {
         print_json(&marked)?;

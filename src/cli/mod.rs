@@ -119,16 +119,71 @@ impl Context {
         Ok(self.with_age_clock(dlq))
     }
 
-    /// Opens a database that must already exist: a command that only reads
-    /// or removes must not create an empty database at a mistyped path.
+    /// Opens, to read, a database that must already exist: a command that
+    /// only reads must not create an empty database at a mistyped path. A
+    /// database this process may not write (a read-only file or directory)
+    /// is opened read-only; if that hides a WAL, stderr says so once.
     pub fn open_existing(&self) -> Result<Dlq> {
+        self.require_existing()?;
+        let dlq = match self.options.open_existing(&self.db_path) {
+            Err(dlqlite::Error::ReadOnly { .. }) => self
+                .options
+                .clone()
+                .read_only(true)
+                .open_existing(&self.db_path)?,
+            other => other?,
+        };
+        self.warn_unreadable_wal();
+        Ok(self.with_age_clock(dlq))
+    }
+
+    /// Opens, to change it, a database that must already exist; a read-only
+    /// one is an error naming the file and why.
+    pub fn open_existing_to_write(&self) -> Result<Dlq> {
+        self.require_existing()?;
+        let dlq = self.options.open_existing(&self.db_path)?;
+        Ok(self.with_age_clock(dlq))
+    }
+
+    /// Opens the database to read it, creating it when missing (`db`,
+    /// `capacity` without a change).
+    pub fn open_or_create(&self) -> Result<Dlq> {
+        if self.db_path.exists() {
+            self.open_existing()
+        } else {
+            self.open()
+        }
+    }
+
+    fn require_existing(&self) -> Result<()> {
         if !self.db_path.exists() {
             anyhow::bail!(
                 "no database at {}: import or add items first, or pass --db (or set DLQ_DB)",
                 self.db_path.display()
             );
         }
-        self.open()
+        Ok(())
+    }
+
+    /// Says on stderr, once per process, when the database's WAL cannot be
+    /// read (see `dlqlite::db::unreadable_wal`): what is read may miss its
+    /// latest changes.
+    pub fn warn_unreadable_wal(&self) {
+        static WARNED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+        let Some((wal, size)) = dlqlite::db::unreadable_wal(&self.db_path) else {
+            return;
+        };
+        if WARNED.swap(true, std::sync::atomic::Ordering::Relaxed) {
+            return;
+        }
+        use std::io::Write;
+        let _ = writeln!(
+            std::io::stderr().lock(),
+            "dlq: warning: {}: its WAL {} ({size} bytes) cannot be read (the directory is read-only \
+             and holds no -shm file): the latest changes may be missing",
+            dlqlite::text::for_terminal(&self.db_path.display().to_string()),
+            dlqlite::text::for_terminal(&wal.display().to_string()),
+        );
     }
 
     /// `dlq` with `--now`: that time is "now" for purge and filters.

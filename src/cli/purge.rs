@@ -52,7 +52,11 @@ pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
         expression: parse_filter(args.filter.as_deref())?,
         ..ListFilter::default()
     };
-    let dlq = ctx.open_existing()?;
+    let dlq = if args.dry_run {
+        ctx.open_existing()?
+    } else {
+        ctx.open_existing_to_write()?
+    };
     if let Some(job) = &args.job_id {
         dlq.require_job(job)?;
     }

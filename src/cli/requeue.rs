@@ -38,7 +38,11 @@ pub struct Args {
 }
 
 pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
-    let dlq = ctx.open_existing()?;
+    let dlq = if args.take {
+        ctx.open_existing_to_write()?
+    } else {
+        ctx.open_existing()?
+    };
     dlq.require_job(&args.job_id)?;
     let filter = ListFilter {
         job_id: Some(args.job_id.clone()),

@@ -131,7 +131,11 @@ pub fn run(args: Args, ctx: &super::Context) -> Result<std::process::ExitCode> {
         super::usage!("which job? dlq retry JOB --exec CMD");
     };
     let options = options(&args, job_id.clone())?;
-    let dlq = ctx.open_existing()?;
+    let dlq = if args.dry_run {
+        ctx.open_existing()?
+    } else {
+        ctx.open_existing_to_write()?
+    };
     dlq.require_job(&job_id)?;
     if args.dry_run {
         return dry_run(&dlq, &options, args.json);

@@ -65,6 +65,7 @@ pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
     if let Some(e) = failure {
         return Err(e);
     }
+    ctx.warn_unreadable_wal();
     result?;
     if let Some(w) = writer.into_inner() {
         w.finish("no rows")?;

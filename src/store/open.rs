@@ -57,7 +57,13 @@ impl OpenOptions {
     /// Open read-only: the database must exist and have this build's schema
     /// (a read-only handle cannot migrate it); every write fails with
     /// [`crate::ErrorKind::ReadOnly`]. Reads work on a file or directory
-    /// the process cannot write. Default false.
+    /// the process cannot write. In a read-only directory without the
+    /// database's `-shm` file (which SQLite needs to read a WAL) the file
+    /// alone is read, as SQLite's `immutable`: what a `-wal` left beside it
+    /// holds is not seen ([`crate::db::unreadable_wal`] tells). A read-write
+    /// open of a database that cannot be written fails with
+    /// [`crate::Error::ReadOnly`], naming the file or directory. Default
+    /// false.
     pub fn read_only(&mut self, read_only: bool) -> &mut Self {
         self.setup.read_only = read_only;
         self

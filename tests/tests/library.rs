@@ -486,7 +486,7 @@ fn files_that_are_not_dlqlite_databases_are_refused_unchanged() {
     for open in [Dlq::open, Dlq::open_existing] {
         let err = open(foreign.clone()).unwrap_err();
         assert_eq!(err.kind(), ErrorKind::InvalidInput, "{err}");
-        assert!(err.to_string().contains("another application"), "{err}");
+        assert!(err.to_string().contains("without the dlq schema"), "{err}");
     }
     assert!(
         std::fs::read(&foreign).unwrap() == before,

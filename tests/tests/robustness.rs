@@ -275,7 +275,7 @@ fn faults_give_one_line_and_change_nothing() {
     let not_db = dir.join("not.db");
     std::fs::write(&not_db, b"this is a text file, not SQLite").unwrap();
     let err = line(run(dlq(&not_db).arg("stats")));
-    assert!(err.contains("not a database"), "{err}");
+    assert!(err.contains("not a SQLite database"), "{err}");
     assert_eq!(
         std::fs::read(&not_db).unwrap(),
         b"this is a text file, not SQLite"
