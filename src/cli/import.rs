@@ -139,7 +139,9 @@ fn print_summary(dlq: &Dlq, report: &ImportReport, dry_run: bool) -> Result<()> 
         table.push(vec![job_id.clone(), total.to_string(), top.join(", ")]);
     }
     table.print()?;
-    let mut out = std::io::stdout().lock();
+    // What was done, for people: stderr, as every command that changes
+    // something says it (the table above is the report).
+    let mut out = std::io::stderr().lock();
     // An item file of a legacy tree is one item; an export file holds many,
     // and then the items are what a person wants counted.
     let read = if report.items_read + report.files_rejected.len() == report.files_seen {

@@ -229,10 +229,11 @@ fn stop_on_ctrl_c(bar: Bar) -> Arc<RunControl> {
     control
 }
 
-/// The one-line summary of a finished run.
+/// The one-line summary of a finished run, on stderr (what was done, for
+/// people; --json is the machine's).
 fn print_summary(summary: &dlqlite::retry::RetrySummary) -> Result<()> {
     let c = &summary.counts;
-    let mut out = std::io::stdout().lock();
+    let mut out = std::io::stderr().lock();
     writeln!(
         out,
         "{}: {} item(s) tried ({} attempt(s)): {} succeeded and removed, {} failed again{}, {} skipped as not eligible{}; {} remaining{}",

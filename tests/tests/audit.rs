@@ -103,7 +103,7 @@ fn prune_removes_only_empty_jobs_with_an_event_each() {
     assert_eq!(String::from_utf8_lossy(&output.stdout), "capped\nemptied\n");
     assert_eq!(
         String::from_utf8_lossy(&output.stderr),
-        "would remove 2 empty job(s)\n"
+        "would remove 2 empty jobs\n"
     );
     assert_eq!(count(&db, "SELECT COUNT(*) FROM jobs"), 3);
     assert_eq!(count(&db, "SELECT COUNT(*) FROM events"), before);
@@ -113,7 +113,7 @@ fn prune_removes_only_empty_jobs_with_an_event_each() {
     assert_eq!(String::from_utf8_lossy(&output.stdout), "capped\nemptied\n");
     assert_eq!(
         String::from_utf8_lossy(&output.stderr),
-        "removed 2 empty job(s)\n"
+        "removed 2 empty jobs\n"
     );
     let left: Vec<String> = job_repos(&db).into_iter().map(|(job, _)| job).collect();
     assert_eq!(left, ["full"]);
@@ -152,7 +152,7 @@ fn prune_removes_only_empty_jobs_with_an_event_each() {
     assert_eq!(String::from_utf8_lossy(&output.stdout), "");
     assert_eq!(
         String::from_utf8_lossy(&output.stderr),
-        "removed 0 empty job(s)\n"
+        "removed 0 empty jobs\n"
     );
 }
 

@@ -355,7 +355,7 @@ fn stats_table_lists_the_largest_signatures_and_counts_the_rest() {
     // Each signature with its type and representative message.
     assert_eq!(
         rows[0].split_whitespace().collect::<Vec<_>>(),
-        ["2", disk_full.as_str(), "Unknown", "disk", "full"]
+        ["2", disk_full.as_str(), "CommandFailed", "disk", "full"]
     );
     assert!(table.contains("... and 4 more signature(s)"), "{table}");
     let all = json(&ok(dlq(&db).args(["stats", "--json"])));

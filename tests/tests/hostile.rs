@@ -119,7 +119,7 @@ fn time_fields_compare_only_with_times() {
             vec!["retry", "j", "--exec", "true", "--filter", filter],
         ] {
             let (code, err) = refused(dlq(&db).args(&args));
-            assert_eq!(code, 1, "{args:?}: {err}");
+            assert_eq!(code, 2, "{args:?}: {err}");
             assert!(err.contains("filter column"), "{args:?}: {err}");
             assert_eq!(err.lines().count(), 1, "{err}");
         }
@@ -145,7 +145,8 @@ fn deep_filters_are_parse_errors_not_crashes() {
         vec!["item_id != \"x\""; 5_000].join(" && "),
     ] {
         let (code, err) = refused(dlq(&db).args(["list", "--filter", &filter]));
-        assert_eq!(code, 1, "{err}");
+        // A bad filter is a usage error.
+        assert_eq!(code, 2, "{err}");
         assert!(err.contains("filter column"), "{err}");
         assert!(err.len() < 400, "the filter is not echoed whole: {err}");
     }
@@ -979,11 +980,17 @@ fn an_unwritable_stderr_keeps_the_exit_code() {
             .unwrap()
     };
     let status = dlq(&db)
-        .args(["list", "--filter", "("])
+        .args(["list", "--job-id", "nosuch"])
         .stderr(full())
         .status()
         .unwrap();
     assert_eq!(status.code(), Some(1), "an error");
+    let status = dlq(&db)
+        .args(["list", "--filter", "("])
+        .stderr(full())
+        .status()
+        .unwrap();
+    assert_eq!(status.code(), Some(2), "a usage error found after parsing");
     let status = dlq(&db)
         .args(["list", "--bogus-flag"])
         .stderr(full())

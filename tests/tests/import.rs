@@ -183,18 +183,17 @@ fn human_summary_and_dry_run() {
     let output = run(dlq(&db).args(["import", "--dry-run"]).arg(sample()));
     assert_eq!(output.status.code(), Some(1));
     let stdout = String::from_utf8(output.stdout).unwrap();
-    assert!(
-        stdout.contains("mapreduce-20251123_194253") && stdout.contains("dry run"),
-        "{stdout}"
-    );
     let stderr = String::from_utf8(output.stderr).unwrap();
+    // The jobs table on stdout, what was done on stderr.
+    assert!(stdout.contains("mapreduce-20251123_194253"), "{stdout}");
+    assert!(stderr.contains("dry run, nothing written"), "{stderr}");
     assert!(
         stderr.contains("rejected: ") && stderr.contains("item_12.json: empty file"),
         "{stderr}"
     );
     assert!(!db.exists(), "a dry run created the database");
     let output = run(dlq(&db).arg("import").arg(sample()));
-    assert!(String::from_utf8(output.stdout).unwrap().contains("9 new"));
+    assert!(String::from_utf8(output.stderr).unwrap().contains("9 new"));
     let tables = dump(&db);
     let output = run(dlq(&db)
         .args(["import", "--dry-run"])
@@ -479,7 +478,7 @@ fn import_keeps_every_item_of_a_job_over_its_capacity() {
     .unwrap();
     let output = run(dlq(&db).arg("import").arg(&more));
     assert!(output.status.success());
-    let text = String::from_utf8_lossy(&output.stdout);
+    let text = String::from_utf8_lossy(&output.stderr);
     assert!(
         text.contains("kept all 40 items, over its capacity of 30"),
         "{text}"
@@ -526,10 +525,13 @@ fn import_of_an_export_file_counts_its_jobs_and_items() {
     assert_eq!(report["files_seen"], 1);
     assert_eq!(report["items_read"], 9);
     let db3 = dir.join("third.db");
-    let text = ok(dlq(&db3).arg("import").arg(&file));
+    let output = run(dlq(&db3).arg("import").arg(&file));
+    assert!(output.status.success());
+    let text = String::from_utf8(output.stdout).unwrap();
+    let summary = String::from_utf8(output.stderr).unwrap();
     assert!(
-        text.contains("3 job(s), 9 item(s) from 1 file(s): 9 new"),
-        "{text}"
+        summary.contains("3 job(s), 9 item(s) from 1 file(s): 9 new"),
+        "{summary}"
     );
     for job in ["a", "b", "c"] {
         assert!(

@@ -495,7 +495,9 @@ fn requeue_writes_the_map_input_and_takes_only_after() {
     let db = dir.join("dlq.db");
     add_items(&db, "j", 4, |i| i != 1);
     let out = dir.join("input.json");
-    let report = json(&ok(dlq(&db).args(["requeue", "j", "-o"]).arg(&out)));
+    let report = json(&ok(dlq(&db)
+        .args(["requeue", "j", "--json", "-o"])
+        .arg(&out)));
     assert_eq!(report["items"], 3);
     let input = json(&std::fs::read_to_string(&out).unwrap());
     let priorities: Vec<i64> = input["items"]
@@ -515,6 +517,7 @@ fn requeue_writes_the_map_input_and_takes_only_after() {
         .args([
             "requeue",
             "j",
+            "--json",
             "--take",
             "--filter",
             "item.priority >= 2",

@@ -185,7 +185,7 @@ fn retry_bar_counts_done_of_total_on_a_terminal_only() {
     let piped = run(dlq(&db).args(args));
     assert_eq!(piped.status.code(), Some(1));
     assert_plain(&piped.stderr);
-    assert!(String::from_utf8_lossy(&piped.stdout).starts_with("J: 3 item(s) tried"));
+    assert!(String::from_utf8_lossy(&piped.stderr).starts_with("J: 3 item(s) tried"));
 }
 
 #[test]
@@ -198,7 +198,7 @@ fn export_bar_on_a_terminal_none_into_a_pipe_or_over_its_own_output() {
     let out = dir.join("pty.jsonl");
     let screen = on_pty(&db, &["export", out.to_str().unwrap()], None, "");
     assert_bar(&screen, "export: ");
-    let done = format!("exported 300 item(s) to {}", out.display());
+    let done = format!("exported 300 items to {}", out.display());
     assert!(screen_lines(&screen).contains(&done.as_str()), "{screen:?}");
 
     let piped_out = dir.join("piped.jsonl");
@@ -207,7 +207,7 @@ fn export_bar_on_a_terminal_none_into_a_pipe_or_over_its_own_output() {
     assert_plain(&piped.stderr);
     assert_eq!(
         String::from_utf8_lossy(&piped.stderr),
-        format!("exported 300 item(s) to {}\n", piped_out.display())
+        format!("exported 300 items to {}\n", piped_out.display())
     );
     assert_eq!(
         std::fs::read(&out).unwrap(),
@@ -251,7 +251,7 @@ fn purge_bar_on_a_terminal_only() {
     assert!(
         screen_lines(&screen)
             .iter()
-            .any(|line| line.starts_with("removed 3 item(s) last failed before ")),
+            .any(|line| line.starts_with("removed 3 items last failed before ")),
         "{screen:?}"
     );
 
@@ -259,7 +259,7 @@ fn purge_bar_on_a_terminal_only() {
     let piped = run(dlq(&db).args(["purge", "--older-than-days", "1", "--yes"]));
     assert!(piped.status.success());
     assert_plain(&piped.stderr);
-    assert!(String::from_utf8_lossy(&piped.stdout).starts_with("removed 3 item(s)"));
+    assert!(String::from_utf8_lossy(&piped.stderr).starts_with("removed 3 items"));
 }
 
 #[test]
