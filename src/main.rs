@@ -24,12 +24,23 @@ fn main() -> ExitCode {
             ) {
                 error.exit();
             }
-            // A usage error quotes what was typed, which may hold escape
-            // sequences: written with them made visible, line by line.
+            // One line, as every other error: clap's first line (what was
+            // wrong) without its usage block. It quotes what was typed,
+            // which may hold escape sequences: made visible.
             let text = error.render().to_string();
-            for line in text.lines() {
-                say(&dlqlite::text::for_terminal(line));
-            }
+            let body = text
+                .split("\n\nUsage:")
+                .next()
+                .and_then(|t| t.split("\n\nFor more information").next())
+                .unwrap_or("invalid arguments")
+                .trim_end();
+            let body = body.strip_prefix("error: ").unwrap_or(body);
+            // clap's "did you mean" tip stays, on the same line.
+            let body = body.replace("\n\n  tip: ", "; ");
+            say(&format!(
+                "dlq: error: {} (see --help)",
+                dlqlite::text::for_terminal(&body)
+            ));
             return ExitCode::from(2);
         }
     };

@@ -14,6 +14,8 @@ mod cli;
 mod commands;
 #[path = "tests/common.rs"]
 mod common;
+#[path = "tests/conventions.rs"]
+mod conventions;
 #[path = "tests/counters.rs"]
 mod counters;
 #[path = "tests/engine.rs"]

@@ -54,6 +54,9 @@ pub fn dlq(db: &Path) -> Command {
         .arg(db)
         .env_remove("DLQ_DB")
         .env_remove("DLQ_NOW")
+        // Tables must not depend on the terminal the tests run in.
+        .env_remove("COLUMNS")
+        .env_remove("NO_COLOR")
         .env(
             "PRODIGY_HOME",
             db.parent().unwrap_or(Path::new(".")).join("prodigy-home"),
