@@ -20,6 +20,8 @@ mod conventions;
 mod counters;
 #[path = "tests/engine.rs"]
 mod engine;
+#[path = "tests/examples.rs"]
+mod examples;
 #[path = "tests/hostile.rs"]
 mod hostile;
 #[path = "tests/import.rs"]

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 
 /// Print a completion script for a shell
 ///
-/// Example: dlq completions bash > /etc/bash_completion.d/dlq
+/// Example: dlq completions bash > dlq.bash   # then `source dlq.bash` in ~/.bashrc
 #[derive(Debug, clap::Args)]
 #[command(verbatim_doc_comment)]
 pub struct Args {

@@ -1,6 +1,7 @@
 //! What `dlq` does differently on a terminal: the progress bars of import,
 //! export, purge and retry (drawn on a pseudo-terminal, never into a pipe or
-//! a file), and the stdin hint of `dlq add`. The pseudo-terminal comes from
+//! a file), coloured tables (unless NO_COLOR or --color never), and the
+//! stdin hint of `dlq add`. The pseudo-terminal comes from
 //! `script` (util-linux; Debian's bsdutils, which scripts/test installs if
 //! missing).
 
@@ -22,9 +23,24 @@ fn on_pty_status(
     stdout: Option<&Path>,
     input: &str,
 ) -> (Option<i32>, String) {
+    on_pty_env(db, args, stdout, input, &[])
+}
+
+/// [`on_pty_status`] with variables set in dlq's environment.
+fn on_pty_env(
+    db: &Path,
+    args: &[&str],
+    stdout: Option<&Path>,
+    input: &str,
+    vars: &[(&str, &str)],
+) -> (Option<i32>, String) {
     use std::io::Write;
-    let mut line = format!(
-        "exec {} --db {}",
+    let mut line = String::from("exec env");
+    for (name, value) in vars {
+        line += &format!(" {}", quote(&format!("{name}={value}")));
+    }
+    line += &format!(
+        " {} --db {}",
         quote(env!("CARGO_BIN_EXE_dlq")),
         quote(&db.display().to_string())
     );
@@ -287,4 +303,32 @@ fn add_says_it_reads_stdin_on_a_terminal_only() {
         String::from_utf8_lossy(&piped.stdout),
         "J: 1 read, 0 new, 0 merged, 1 unchanged\n"
     );
+}
+
+#[test]
+fn tables_are_coloured_on_a_terminal_unless_no_color() {
+    let dir = TempDir::new("pty-colour");
+    let db = dir.join("c.db");
+    three_items(&db);
+    let (status, screen) = on_pty_env(&db, &["list"], None, "", &[]);
+    assert_eq!(status, Some(0));
+    // Bold headers, and the error type in its category's colour.
+    assert!(screen.contains("\x1b[1m"), "{screen:?}");
+    assert!(screen.contains("\x1b[38;5;"), "{screen:?}");
+    for (vars, args) in [
+        (vec![("NO_COLOR", "1")], vec!["list"]),
+        (vec![], vec!["list", "--color", "never"]),
+        (vec![("TERM", "dumb")], vec!["list"]),
+    ] {
+        let (status, screen) = on_pty_env(&db, &args, None, "", &vars);
+        assert_eq!(status, Some(0));
+        assert!(!screen.contains('\x1b'), "{vars:?} {args:?}: {screen:?}");
+        assert!(
+            screen.contains("item_") || screen.contains("i0"),
+            "{screen:?}"
+        );
+    }
+    // Into a pipe: no colour.
+    let piped = run(dlq(&db).arg("list"));
+    assert!(!String::from_utf8_lossy(&piped.stdout).contains('\x1b'));
 }

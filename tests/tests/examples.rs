@@ -1,0 +1,231 @@
+//! Every example a user can copy runs: each command line of the README's
+//! `sh` blocks, and each example in every subcommand's `--help` (the lines
+//! of an `Examples:` block and `Example: ...`). Each runs through `sh -c`
+//! with the real `dlq` first on PATH, in a sandbox of its own: a copy of
+//! the shipped sample imported into `demo.db` (also `DLQ_DB`), the files
+//! the examples name (`item_7.json`, `failures.jsonl`, `process-item.sh`,
+//! two hosts' `.prodigy` trees), and HOME inside it. The placeholder job `J` stands for the sample's
+//! `mapreduce-20251123_194253`.
+//!
+//! An example passes when it exits 0; the few that exit 1 by design (an
+//! import of the sample, which holds broken files on purpose) are listed
+//! with the reason. A usage error (2), a crash or a timeout fails.
+
+use crate::common::TempDir;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+const SAMPLE_JOB: &str = "mapreduce-20251123_194253";
+
+/// Examples that exit 1 by design, and why.
+const EXIT_ONE: &[(&str, &str)] = &[
+    (
+        "import examples/legacy",
+        "the sample holds four broken files on purpose",
+    ),
+    (
+        "import ~/.prodigy old-host/.prodigy",
+        "the same sample's broken files, split over two hosts",
+    ),
+];
+
+fn repo() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), target).unwrap();
+        }
+    }
+}
+
+/// A fresh sandbox (see the module docs).
+fn sandbox(dir: &TempDir, name: &str) -> PathBuf {
+    let root = dir.join(name);
+    copy_dir(&repo().join("examples"), &root.join("examples"));
+    // Two hosts' PRODIGY_HOMEs, for the import example.
+    copy_dir(
+        &repo().join("examples/legacy/state"),
+        &root.join("home/.prodigy/state"),
+    );
+    copy_dir(
+        &repo().join("examples/legacy/dlq"),
+        &root.join("old-host/.prodigy/dlq"),
+    );
+    let bin = Path::new(env!("CARGO_BIN_EXE_dlq"));
+    let db = root.join("demo.db");
+    let status = Command::new(bin)
+        .arg("--db")
+        .arg(&db)
+        .args(["import", "examples/legacy"])
+        .current_dir(&root)
+        .output()
+        .unwrap()
+        .status;
+    assert_eq!(
+        status.code(),
+        Some(1),
+        "the sample imports (rejecting its broken files)"
+    );
+    std::fs::copy(
+        root.join(format!(
+            "examples/legacy/dlq/prodigy/{SAMPLE_JOB}/mapreduce/dlq/{SAMPLE_JOB}/items/item_7.json"
+        )),
+        root.join("item_7.json"),
+    )
+    .unwrap();
+    let export = Command::new(bin)
+        .arg("--db")
+        .arg(&db)
+        .args(["export", "failures.jsonl"])
+        .current_dir(&root)
+        .output()
+        .unwrap();
+    assert!(export.status.success());
+    let script = root.join("process-item.sh");
+    std::fs::write(&script, "#!/bin/sh\ncat >/dev/null\n").unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    root
+}
+
+/// `line` with the placeholder job filled in and `cargo run` as `dlq`.
+fn concrete(line: &str) -> String {
+    let line = line
+        .trim()
+        .replace("cargo run --release -- ", "dlq ")
+        .replace("cargo run -- ", "dlq ");
+    line.split(' ')
+        .map(|word| if word == "J" { SAMPLE_JOB } else { word })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// Runs one example in a sandbox of its own; returns what went wrong.
+fn run_example(dir: &TempDir, index: usize, source: &str, line: &str) -> Option<String> {
+    let root = sandbox(dir, &format!("example-{index}"));
+    let bin_dir = Path::new(env!("CARGO_BIN_EXE_dlq")).parent().unwrap();
+    let path = format!(
+        "{}:{}",
+        bin_dir.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let command = concrete(line);
+    let output = Command::new("timeout")
+        .args(["60", "sh", "-c", &command])
+        .current_dir(&root)
+        .env("PATH", path)
+        .env("HOME", root.join("home"))
+        .env("DLQ_DB", root.join("demo.db"))
+        .env_remove("DLQ_NOW")
+        .env_remove("PRODIGY_HOME")
+        .env_remove("COLUMNS")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let expected = if EXIT_ONE.iter().any(|(part, _)| command.contains(part)) {
+        1
+    } else {
+        0
+    };
+    (output.status.code() != Some(expected)).then(|| {
+        format!(
+            "{source}: `{command}` exited {:?}, not {expected}: {}",
+            output.status.code(),
+            String::from_utf8_lossy(&output.stderr).trim()
+        )
+    })
+}
+
+/// The command lines of the README's `sh` blocks (not the test command
+/// itself, which this is part of).
+fn readme_examples() -> Vec<String> {
+    let text = std::fs::read_to_string(repo().join("README.md")).unwrap();
+    let mut in_sh = false;
+    let mut lines = Vec::new();
+    for line in text.lines() {
+        if let Some(fence) = line.strip_prefix("```") {
+            in_sh = !in_sh && (fence == "sh" || fence == "bash");
+            continue;
+        }
+        let line = line.trim();
+        if in_sh && !line.is_empty() && !line.starts_with('#') && line != "scripts/test" {
+            lines.push(line.to_string());
+        }
+    }
+    lines
+}
+
+/// The examples of every subcommand's help.
+fn help_examples() -> Vec<(String, String)> {
+    let bin = env!("CARGO_BIN_EXE_dlq");
+    let top = Command::new(bin).arg("--help").output().unwrap();
+    let top = String::from_utf8(top.stdout).unwrap();
+    let commands: Vec<String> = top
+        .lines()
+        .skip_while(|l| !l.starts_with("Commands:"))
+        .skip(1)
+        .take_while(|l| l.starts_with("  "))
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|c| *c != "help")
+        .map(str::to_string)
+        .collect();
+    assert!(commands.len() >= 20, "{top}");
+    let mut examples = Vec::new();
+    for command in commands {
+        let help = Command::new(bin)
+            .args([&command, "--help"])
+            .output()
+            .unwrap();
+        let help = String::from_utf8(help.stdout).unwrap();
+        let mut in_block = false;
+        for line in help.lines() {
+            if let Some(example) = line.strip_prefix("Example: ") {
+                examples.push((command.clone(), example.to_string()));
+            } else if line == "Examples:" {
+                in_block = true;
+            } else if in_block && line.starts_with("  dlq ") {
+                examples.push((command.clone(), line.trim().to_string()));
+            } else {
+                in_block = false;
+            }
+        }
+    }
+    examples
+}
+
+#[test]
+fn every_readme_example_runs() {
+    let dir = TempDir::new("readme-examples");
+    let examples = readme_examples();
+    assert!(examples.len() >= 8, "{examples:?}");
+    let failures: Vec<String> = examples
+        .iter()
+        .enumerate()
+        .filter_map(|(i, line)| run_example(&dir, i, "README", line))
+        .collect();
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[test]
+fn every_help_example_runs() {
+    let dir = TempDir::new("help-examples");
+    let examples = help_examples();
+    // Every subcommand but `help` shows at least one.
+    assert!(examples.len() >= 30, "{examples:?}");
+    let failures: Vec<String> = examples
+        .iter()
+        .enumerate()
+        .filter_map(|(i, (command, line))| {
+            run_example(&dir, i, &format!("dlq {command} --help"), line)
+        })
+        .collect();
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
