@@ -35,7 +35,7 @@ pub fn thousands(n: u64) -> String {
     let digits = n.to_string();
     let mut out = String::with_capacity(digits.len() + digits.len() / 3);
     for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i) % 3 == 0 {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
             out.push(',');
         }
         out.push(c);
@@ -275,5 +275,23 @@ pub fn parse_filter(text: Option<&str>) -> Result<Option<dlqlite::filter::Expr>>
             let more = if shown.len() < text.len() { "..." } else { "" };
             super::Usage(format!("invalid --filter {shown:?}{more}: {e}")).into()
         }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_read_as_people_write_them() {
+        assert_eq!(thousands(0), "0");
+        assert_eq!(thousands(999), "999");
+        assert_eq!(thousands(1_000), "1,000");
+        assert_eq!(thousands(90_000), "90,000");
+        assert_eq!(thousands(1_234_567), "1,234,567");
+        assert_eq!(plural(1u64, "item"), "1 item");
+        assert_eq!(plural(0u64, "item"), "0 items");
+        assert_eq!(plural(12_000usize, "job"), "12,000 jobs");
+        assert_eq!(plural(-1i64, "item"), "0 items");
     }
 }
