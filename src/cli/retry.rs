@@ -1,6 +1,6 @@
 //! `dlq retry`: replay dead letters through a command.
 
-use super::output::{parse_filter, print_json, Kind, Table};
+use super::output::{note, parse_filter, print_json, Kind, Table};
 use super::progress::Bar;
 use super::Context;
 use anyhow::Result;
@@ -296,8 +296,19 @@ fn status(args: &Args, ctx: &Context) -> Result<std::process::ExitCode> {
         &dlqlite::retry::hostname(),
         2 * args.lease.max(1) as i64,
     )?;
+    if let Some(job) = &args.job_id {
+        // A job with runs recorded is known even once removed; one with
+        // neither is a typo, said as every command says it.
+        if runs.is_empty() {
+            dlq.require_job(job)?;
+        }
+    }
     if args.json {
         print_json(&runs)?;
+        return Ok(std::process::ExitCode::SUCCESS);
+    }
+    if runs.is_empty() {
+        note("no retry runs recorded");
         return Ok(std::process::ExitCode::SUCCESS);
     }
     let mut table = Table::new(&[

@@ -318,6 +318,13 @@ fn one_error_convention() {
     assert_eq!(err, "dlq: error: job \"nosuch\" not found\n");
     let (code, _) = refused(&["inspect", "nosuch"]);
     assert_eq!(code, Some(1));
+    let (code, err) = refused(&["retry", "--status", "mapreduce-20251123_19425"]);
+    assert_eq!(code, Some(1));
+    assert!(err.contains("did you mean"), "{err}");
+    let none = output(&db, &["retry", "--status"]);
+    assert!(none.status.success());
+    assert_eq!(text(&none.stdout), "");
+    assert_eq!(text(&none.stderr), "no retry runs recorded\n");
 
     // Usage: exit 2.
     let (code, err) = refused(&["mark", "item_1"]);
