@@ -35,8 +35,15 @@ fn main() -> ExitCode {
                 .unwrap_or("invalid arguments")
                 .trim_end();
             let body = body.strip_prefix("error: ").unwrap_or(body);
-            // clap's "did you mean" tip stays, on the same line.
+            // clap's "did you mean" tip and its possible values stay, on
+            // the same line.
             let body = body.replace("\n\n  tip: ", "; ");
+            let body = body
+                .lines()
+                .map(str::trim)
+                .filter(|line| !line.is_empty())
+                .collect::<Vec<_>>()
+                .join(" ");
             say(&format!(
                 "dlq: error: {} (see --help)",
                 dlqlite::text::for_terminal(&body)

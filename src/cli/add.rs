@@ -92,15 +92,15 @@ pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
     })?;
     if args.json {
         super::output::print_json(&summary)?;
-    } else {
-        println_summary(args.job_id.as_deref().unwrap_or("items"), &summary)?;
     }
+    println_summary(args.job_id.as_deref().unwrap_or("items"), &summary)?;
     Ok(ExitCode::SUCCESS)
 }
 
+/// What was added, for people: one line on stderr.
 fn println_summary(job: &str, s: &Summary) -> Result<()> {
     use std::io::Write;
-    let mut out = std::io::stdout().lock();
+    let mut out = std::io::stderr().lock();
     write!(
         out,
         "{}: {} read, {} new, {} merged, {} unchanged",

@@ -128,7 +128,8 @@ fn print_pattern_groups(a: &Analysis) -> Result<()> {
         ("LAST", Kind::Time),
         ("SAMPLES", Kind::Text),
         ("MESSAGE", Kind::Message),
-    ]);
+    ])
+    .leave_out_first(&["FIRST", "SAMPLES"]);
     for g in &a.pattern_groups {
         let message = g.representative_message.as_deref().unwrap_or_default();
         table.push(vec![
@@ -197,9 +198,17 @@ fn print_over_time(a: &Analysis) -> Result<()> {
     println!("\nFailures per {}", a.temporal_distribution.bucket);
     let counts = &a.temporal_distribution.counts;
     let max = counts.iter().map(|(_, n)| *n).max().unwrap_or(0);
+    // Bucket and count take 23 columns; the bar what the width leaves.
+    let bar_width = super::term::get()
+        .width
+        .map_or(50, |width| width.saturating_sub(23).clamp(1, 50));
     let mut out = std::io::stdout().lock();
     for (bucket, count) in counts {
-        writeln!(out, "{bucket:<13} {count:>8} {}", bar(*count, max, 50))?;
+        writeln!(
+            out,
+            "{bucket:<13} {count:>8} {}",
+            bar(*count, max, bar_width)
+        )?;
     }
     Ok(())
 }

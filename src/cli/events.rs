@@ -1,6 +1,6 @@
 //! `dlq events`: the audit log.
 
-use super::output::{column, note, thousands, Column, Format, Kind, RowWriter};
+use super::output::{column, note, plural, Column, Format, Kind, RowWriter};
 use super::Context;
 use anyhow::Result;
 use dlqlite::EventKind;
@@ -44,8 +44,8 @@ const COLUMNS: [Column; 6] = [
     column("id", "ID", Kind::Count),
     column("time", "TIME", Kind::Time),
     column("kind", "KIND", Kind::Text),
-    column("job_id", "JOB", Kind::Text),
-    column("item_id", "ITEM", Kind::Text),
+    column("job_id", "JOB", Kind::Id),
+    column("item_id", "ITEM", Kind::Id),
     column("detail", "DETAIL", Kind::Text),
 ];
 
@@ -68,7 +68,7 @@ pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
     }
     let cut = events.len() > limit;
     events.truncate(limit);
-    let mut out = RowWriter::new(args.format, &COLUMNS)?;
+    let mut out = RowWriter::new(args.format, &COLUMNS)?.leave_out_first(&["ID", "JOB"]);
     for e in events {
         out.row(vec![
             json!(e.id),
@@ -82,8 +82,8 @@ pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
     let shown = out.finish("no events match")?;
     if cut {
         note(&format!(
-            "showing the newest {} events (--limit 0 for all)",
-            thousands(shown as u64)
+            "showing the newest {} (--limit 0 for all)",
+            plural(shown, "event")
         ));
     }
     Ok(ExitCode::SUCCESS)

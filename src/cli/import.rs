@@ -70,9 +70,8 @@ pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
     let report = report?;
     if args.json {
         print_json(&report)?;
-    } else {
-        print_summary(&dlq, &report, args.dry_run)?;
     }
+    print_summary(&dlq, &report, args.dry_run, !args.json)?;
     Ok(if report.files_rejected.is_empty() {
         ExitCode::SUCCESS
     } else {
@@ -80,7 +79,9 @@ pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
     })
 }
 
-fn print_summary(dlq: &Dlq, report: &ImportReport, dry_run: bool) -> Result<()> {
+/// What was rejected and what was done (stderr), and with `table` the jobs
+/// imported (stdout; with --json, the JSON is stdout's).
+fn print_summary(dlq: &Dlq, report: &ImportReport, dry_run: bool, table: bool) -> Result<()> {
     {
         let mut err = std::io::stderr().lock();
         for rejected in &report.files_rejected {
@@ -113,32 +114,34 @@ fn print_summary(dlq: &Dlq, report: &ImportReport, dry_run: bool) -> Result<()> 
             )?;
         }
     }
-    let mut table = Table::new(&[
-        ("JOB", Kind::Text),
-        ("ITEMS", Kind::Count),
-        ("TOP ERROR SIGNATURES", Kind::Text),
-    ]);
-    for job_id in &report.job_ids {
-        // The three largest signatures, picked as they stream by (a job
-        // can have a signature per item).
-        let mut total = 0;
-        let mut top = TopN::new(3);
-        dlq.stats_stream(Some(job_id), false, |part| {
-            match part {
-                StatsPart::Head { head, .. } => total = head.total_items,
-                StatsPart::Signature(signature, n) => top.offer(signature, n),
-                _ => {}
-            }
-            Ok(())
-        })?;
-        let top: Vec<String> = top
-            .into_sorted()
-            .iter()
-            .map(|(sig, n)| format!("{sig} ({n})"))
-            .collect();
-        table.push(vec![job_id.clone(), total.to_string(), top.join(", ")]);
+    if table && !report.job_ids.is_empty() {
+        let mut jobs = Table::new(&[
+            ("JOB", Kind::Id),
+            ("ITEMS", Kind::Count),
+            ("TOP ERROR SIGNATURES", Kind::Text),
+        ]);
+        for job_id in &report.job_ids {
+            // The three largest signatures, picked as they stream by (a job
+            // can have a signature per item).
+            let mut total = 0;
+            let mut top = TopN::new(3);
+            dlq.stats_stream(Some(job_id), false, |part| {
+                match part {
+                    StatsPart::Head { head, .. } => total = head.total_items,
+                    StatsPart::Signature(signature, n) => top.offer(signature, n),
+                    _ => {}
+                }
+                Ok(())
+            })?;
+            let top: Vec<String> = top
+                .into_sorted()
+                .iter()
+                .map(|(sig, n)| format!("{sig} ({n})"))
+                .collect();
+            jobs.push(vec![job_id.clone(), total.to_string(), top.join(", ")]);
+        }
+        jobs.print()?;
     }
-    table.print()?;
     // What was done, for people: stderr, as every command that changes
     // something says it (the table above is the report).
     let mut out = std::io::stderr().lock();
@@ -154,7 +157,9 @@ fn print_summary(dlq: &Dlq, report: &ImportReport, dry_run: bool) -> Result<()> 
     };
     writeln!(
         out,
-        "\n{}{} job(s), {read}: {} new, {} merged, {} unchanged, {} rejected, {} index mismatch(es)",
+        "{}{}{} job(s), {read}: {} new, {} merged, {} unchanged, {} rejected, {} index mismatch(es)",
+        // Set off from the table above it.
+        if table && !report.job_ids.is_empty() { "\n" } else { "" },
         if dry_run { "dry run, nothing written: " } else { "" },
         report.jobs,
         report.items_new,

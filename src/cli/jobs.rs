@@ -36,7 +36,7 @@ pub struct Args {
 }
 
 const COLUMNS: [Column; 8] = [
-    column("job_id", "JOB", Kind::Text),
+    column("job_id", "JOB", Kind::Id),
     column("repo", "REPO", Kind::Text),
     column("item_count", "ITEMS", Kind::Count),
     column("eligible_count", "ELIGIBLE", Kind::Count),

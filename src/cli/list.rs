@@ -49,8 +49,8 @@ pub struct Args {
 /// The listing's columns (those of the item_summary view); a table shows
 /// the first [`TABLE_COLUMNS`].
 const COLUMNS: [Column; 12] = [
-    column("job_id", "JOB", Kind::Text),
-    column("item_id", "ITEM", Kind::Text),
+    column("job_id", "JOB", Kind::Id),
+    column("item_id", "ITEM", Kind::Id),
     column("failure_count", "FAILS", Kind::Count),
     column("last_attempt", "LAST ATTEMPT", Kind::Time),
     column("error_type", "ERROR TYPE", Kind::ErrorType),

@@ -165,9 +165,8 @@ pub fn run(args: Args, ctx: &super::Context) -> Result<std::process::ExitCode> {
     let summary = summary?;
     if args.json {
         print_json(&summary)?;
-    } else {
-        print_summary(&summary)?;
     }
+    print_summary(&summary)?;
     Ok(
         if summary.interrupted || summary.counts.failed > 0 || summary.lost > 0 {
             std::process::ExitCode::from(1)
@@ -268,7 +267,7 @@ fn dry_run(
         )?;
     } else {
         let mut table = Table::new(&[
-            ("ITEM", Kind::Text),
+            ("ITEM", Kind::Id),
             ("FAILS", Kind::Count),
             ("LAST ATTEMPT", Kind::Time),
             ("ERROR TYPE", Kind::ErrorType),
@@ -312,8 +311,8 @@ fn status(args: &Args, ctx: &Context) -> Result<std::process::ExitCode> {
         return Ok(std::process::ExitCode::SUCCESS);
     }
     let mut table = Table::new(&[
-        ("RUN", Kind::Text),
-        ("JOB", Kind::Text),
+        ("RUN", Kind::Id),
+        ("JOB", Kind::Id),
         ("STATUS", Kind::Text),
         ("STARTED", Kind::Time),
         ("ENDED", Kind::Time),
@@ -321,7 +320,8 @@ fn status(args: &Args, ctx: &Context) -> Result<std::process::ExitCode> {
         ("OK", Kind::Count),
         ("FAILED", Kind::Count),
         ("SKIPPED", Kind::Count),
-    ]);
+    ])
+    .leave_out_first(&["ENDED", "SKIPPED", "RUN"]);
     for run in runs {
         table.push(vec![
             run.run_id,

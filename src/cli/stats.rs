@@ -307,7 +307,8 @@ impl TableStats {
                 .iter()
                 .map(|(t, n)| format!("{t} {n}"))
                 .collect();
-            writeln!(out, "  last error types:        {}", listed.join(", "))?;
+            let line = format!("  last error types:        {}", listed.join(", "));
+            writeln!(out, "{}", super::term::get().fit(&line))?;
         }
         if !self.top.is_empty() {
             writeln!(out)?;

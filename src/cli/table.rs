@@ -23,6 +23,9 @@ use unicode_width::UnicodeWidthStr;
 pub enum Kind {
     /// Shown as it is.
     Text,
+    /// A job, item or run id: cut in the middle (`mapreduce-2…194253`),
+    /// since ids of one table often share their start.
+    Id,
     /// A number, right-aligned; never cut.
     Count,
     /// A stored time: see [`term::Term::time`]; never cut.
@@ -40,7 +43,10 @@ pub enum Kind {
 impl Kind {
     /// Whether the layout may narrow this column to fit.
     fn shrinks(self) -> bool {
-        matches!(self, Kind::Text | Kind::ErrorType | Kind::Message)
+        matches!(
+            self,
+            Kind::Text | Kind::Id | Kind::ErrorType | Kind::Message
+        )
     }
 }
 
@@ -48,6 +54,9 @@ impl Kind {
 pub const SAMPLE: usize = 1_000;
 /// Rows drawn at a time once streaming.
 const CHUNK: usize = 256;
+/// The narrowest a shrinking column gets when nothing else makes a table
+/// fit: its header, or two characters and the `…`.
+const LAST_RESORT: usize = 3;
 /// Spaces between columns.
 const GAP: usize = 2;
 
@@ -164,13 +173,18 @@ impl Table {
                     cell
                 }
             });
-            table.set_header(Row::from(cells));
+            let mut header = Row::from(cells);
+            header.max_height(1);
+            table.set_header(header);
         }
         for mut cells in self.pending.drain(..) {
-            let mut row =
-                Row::from(columns.iter().map(|&i| {
-                    styled(std::mem::take(&mut cells[i]), self.kinds[i], settings.color)
-                }));
+            let mut row = Row::from(columns.iter().map(|&i| {
+                let mut text = std::mem::take(&mut cells[i]);
+                if self.kinds[i] == Kind::Id {
+                    text = middle_cut(text, widths[i].unwrap_or(usize::MAX));
+                }
+                styled(text, self.kinds[i], settings.color)
+            }));
             row.max_height(1);
             table.add_row(row);
         }
@@ -220,11 +234,11 @@ impl Table {
         let Some(room) = settings.width else {
             return natural.into_iter().map(Some).collect();
         };
-        let floor: Vec<usize> = (0..natural.len())
+        let mut floor: Vec<usize> = (0..natural.len())
             .map(|i| natural[i].min(self.floor(i)))
             .collect();
         let mut shown = vec![true; natural.len()];
-        let needed = |shown: &[bool], limit: usize| -> usize {
+        let needed = |shown: &[bool], floor: &[usize], limit: usize| -> usize {
             let columns = shown.iter().filter(|&&s| s).count();
             (0..natural.len())
                 .filter(|&i| shown[i])
@@ -233,12 +247,28 @@ impl Table {
                 + GAP * columns.saturating_sub(1)
         };
         for &column in &self.leave_out {
-            if needed(&shown, 0) <= room {
+            if needed(&shown, &floor, 0) <= room {
                 break;
             }
             shown[column] = false;
         }
-        if needed(&shown, usize::MAX) <= room {
+        // Still too wide with every optional column left out: the
+        // shrinking columns may go down to their header, then to a few
+        // characters each (their headers cut too).
+        for last_resort in [
+            |header: usize| LAST_RESORT.max(header),
+            |_header: usize| LAST_RESORT,
+        ] {
+            if needed(&shown, &floor, 0) <= room {
+                break;
+            }
+            for (i, floor) in floor.iter_mut().enumerate() {
+                if self.kinds[i].shrinks() {
+                    *floor = natural[i].min(last_resort(self.headers[i].width()));
+                }
+            }
+        }
+        if needed(&shown, &floor, usize::MAX) <= room {
             return (0..natural.len())
                 .map(|i| shown[i].then_some(natural[i]))
                 .collect();
@@ -247,7 +277,7 @@ impl Table {
         let (mut low, mut high) = (0, natural.iter().copied().max().unwrap_or(0));
         while low < high {
             let mid = (low + high).div_ceil(2);
-            if needed(&shown, mid) <= room {
+            if needed(&shown, &floor, mid) <= room {
                 low = mid;
             } else {
                 high = mid - 1;
@@ -256,7 +286,7 @@ impl Table {
         let mut widths: Vec<Option<usize>> = (0..natural.len())
             .map(|i| shown[i].then(|| natural[i].min(low.max(floor[i]))))
             .collect();
-        let spare = room.saturating_sub(needed(&shown, low));
+        let spare = room.saturating_sub(needed(&shown, &floor, low));
         let cut = |i: &usize| widths[*i].is_some_and(|w| w < natural[*i]);
         let receiver = (0..widths.len())
             .filter(cut)
@@ -274,7 +304,7 @@ impl Table {
         let header = self.headers[index].width();
         match self.kinds[index] {
             Kind::Message => 24,
-            Kind::Text => header.max(12),
+            Kind::Text | Kind::Id => header.max(12),
             Kind::ErrorType => header.max(10),
             _ => usize::MAX,
         }
@@ -311,6 +341,40 @@ fn show(raw: &str, kind: Kind) -> String {
     dlqlite::text::for_terminal(&text).into_owned()
 }
 
+/// `text` cut to `width` columns in the middle, with `…` where the cut is.
+fn middle_cut(text: String, width: usize) -> String {
+    use unicode_width::UnicodeWidthChar;
+    if text.width() <= width || width < 3 {
+        return text;
+    }
+    let keep = width - 1;
+    let head_room = keep.div_ceil(2);
+    let tail_room = keep - head_room;
+    let mut head = String::new();
+    let mut used = 0;
+    for c in text.chars() {
+        let w = c.width().unwrap_or(0);
+        if used + w > head_room {
+            break;
+        }
+        used += w;
+        head.push(c);
+    }
+    let mut tail: Vec<char> = Vec::new();
+    let mut used = 0;
+    for c in text.chars().rev() {
+        let w = c.width().unwrap_or(0);
+        if used + w > tail_room {
+            break;
+        }
+        used += w;
+        tail.push(c);
+    }
+    head.push('…');
+    head.extend(tail.into_iter().rev());
+    head
+}
+
 /// A shown cell with its colour (when colour is on).
 fn styled(text: String, kind: Kind, color: bool) -> Cell {
     if !color {
@@ -336,6 +400,16 @@ fn styled(text: String, kind: Kind, color: bool) -> Cell {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ids_are_cut_in_the_middle() {
+        let cut = |s: &str, w| middle_cut(s.to_string(), w);
+        assert_eq!(cut("mapreduce-20251123_194253", 12), "mapred…94253");
+        assert_eq!(cut("mapreduce-20251123_194253", 12).width(), 12);
+        assert_eq!(cut("short", 12), "short");
+        assert_eq!(cut("日本語のジョブ名", 7).width(), 7);
+        assert_eq!(cut("日本語のジョブ名", 7), "日本…名");
+    }
 
     #[test]
     fn cells_are_shown_for_their_kind_and_escaped() {

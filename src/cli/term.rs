@@ -66,6 +66,12 @@ pub fn init(color: ColorChoice, wide: bool, relative: bool) {
             }
         })
     };
+    if color {
+        // crossterm, which draws comfy-table's colours, drops them when
+        // NO_COLOR is set; an explicit --color always overrides it (as
+        // no-color.org asks of command-line flags).
+        crossterm::style::force_color_output(true);
+    }
     let _ = TERM.set(Term {
         color,
         width,
@@ -105,6 +111,29 @@ fn terminal_width() -> Option<usize> {
 }
 
 impl Term {
+    /// A line of text cut to the table width (with `…`), when one is set.
+    pub fn fit(&self, line: &str) -> String {
+        use unicode_width::UnicodeWidthChar;
+        let Some(width) = self.width else {
+            return line.to_string();
+        };
+        if unicode_width::UnicodeWidthStr::width(line) <= width {
+            return line.to_string();
+        }
+        let mut out = String::new();
+        let mut used = 0;
+        for c in line.chars() {
+            let w = c.width().unwrap_or(0);
+            if used + w + 1 > width {
+                break;
+            }
+            used += w;
+            out.push(c);
+        }
+        out.push('…');
+        out
+    }
+
     /// A stored time (RFC 3339) as tables show it: to the second in UTC
     /// (`2025-11-23T19:42:53Z`, as filters and `--now` take it), or
     /// relative to now with `--relative`. Text that is not a time is shown

@@ -107,6 +107,11 @@ fn colour_only_when_asked_or_on_a_terminal() {
     assert!(!plain.contains('\x1b'), "{plain:?}");
     let forced = ok(dlq(&db).args(["list", "--color", "always"]));
     assert!(forced.contains("\x1b["), "{forced:?}");
+    // An explicit --color always wins over NO_COLOR (no-color.org).
+    let over = ok(dlq(&db)
+        .env("NO_COLOR", "1")
+        .args(["list", "--color", "always"]));
+    assert!(over.contains("\x1b[38;5;"), "{over:?}");
     let never = ok(dlq(&db).args(["list", "--color", "never"]));
     assert!(!never.contains('\x1b'), "{never:?}");
     // Machine formats never.
@@ -285,6 +290,33 @@ fn commands_that_change_something_say_what_on_stderr_and_json_on_request() {
     assert_eq!(
         text(&clear.stderr),
         format!("removed 3 items of job {job}\n")
+    );
+}
+
+#[test]
+fn json_summaries_keep_the_line_for_people() {
+    let dir = TempDir::new("conv-json");
+    let db = items(&dir, 2);
+    let file = dir.join("two.jsonl");
+    ok(dlq(&db).arg("export").arg(&file));
+    let other = dir.join("other.db");
+    for args in [vec!["add", "--json"], vec!["import", "--json"]] {
+        let out = run(dlq(&other).args(&args).arg(&file));
+        assert!(out.status.success(), "{args:?}");
+        assert!(json(&text(&out.stdout)).is_object(), "{args:?}");
+        let err = text(&out.stderr);
+        assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+        assert!(
+            err.contains("2 unchanged") || err.contains("2 new"),
+            "{args:?}: {err}"
+        );
+    }
+    // A usage error with clap's possible values: one line.
+    let out = output(&db, &["list", "--format", "xml"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(
+        text(&out.stderr),
+        "dlq: error: invalid value 'xml' for '--format <FORMAT>' [possible values: table, json, jsonl, csv] (see --help)\n"
     );
 }
 
