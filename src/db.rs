@@ -561,10 +561,15 @@ pub(crate) fn open_memory_pool(from: Option<&Path>) -> Result<DbPool> {
         )
         .with_init(move |conn| {
             if let Some(source) = &source {
-                conn.restore(
-                    rusqlite::MAIN_DB,
-                    source,
-                    None::<fn(rusqlite::backup::Progress)>,
+                // Opened as every reader opens it: read-only, and
+                // `immutable` in a directory where no -shm can be made
+                // (a dry run on a read-only database).
+                let from = open_read_only(source)
+                    .map_err(|_| rusqlite::Error::InvalidPath(source.clone()))?;
+                rusqlite::backup::Backup::new(&from, conn)?.run_to_completion(
+                    1 << 16,
+                    Duration::ZERO,
+                    None,
                 )?;
             }
             configure(conn, false, DEFAULT_BUSY_TIMEOUT)

@@ -553,6 +553,26 @@ fn type_mismatch(name: &str, field: &Field, op: Op, value: &Literal) -> Option<S
             }
     );
     let flag = matches!(field, Field::Column(c) if c.is_bool());
+    let text = matches!(
+        field,
+        Field::Column(Column::JobId | Column::ItemId | Column::ErrorSignature)
+            | Field::Attempt {
+                column: AttemptColumn::ErrorType
+                    | AttemptColumn::ErrorMessage
+                    | AttemptColumn::AgentId
+                    | AttemptColumn::StepFailed,
+                ..
+            }
+    );
+    let ordering = matches!(op, Op::Lt | Op::Le | Op::Gt | Op::Ge);
+    if text && ordering && matches!(value, Literal::Integer(_) | Literal::Real(_)) {
+        // `error_message > 5` would compare text with "5" letter by letter
+        // and match nearly everything; `item_id == 42` (an id that is a
+        // number) stays.
+        return Some(format!(
+            "{name} is text: order it against a quoted string, not a number"
+        ));
+    }
     if op == Op::Contains && (numeric || flag) {
         return Some(format!("'contains' needs a text field; {name} is not one"));
     }
@@ -683,6 +703,9 @@ mod tests {
         assert!(e.message.contains("exit_code is a number"), "{e}");
         let e = error(r#"reprocess_eligible == "yes""#);
         assert!(e.message.contains("true or false"), "{e}");
+        let e = error("error_message > 5");
+        assert!(e.message.contains("error_message is text"), "{e}");
+        assert_eq!(e.column, 17, "{e}");
         let e = error(r#"item.a == 1 && failure_count contains "1""#);
         assert_eq!(e.column, 16, "{e}");
         assert!(e.message.contains("'contains' needs a text field"), "{e}");
@@ -696,6 +719,7 @@ mod tests {
             r#"item.priority == "high""#,
             "item.priority > 3",
             "item_id == 42",
+            r#"error_message > "m""#,
         ] {
             parse(ok).unwrap_or_else(|e| panic!("{ok}: {e}"));
         }

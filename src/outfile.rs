@@ -117,6 +117,12 @@ impl OutputFile {
         &self.path
     }
 
+    /// The file being written beside the destination, until committed
+    /// (`None` for a stream): what an interrupted writer must remove.
+    pub fn temp_path(&self) -> Option<&Path> {
+        self.rename.as_ref().map(|(tmp, _)| tmp.as_path())
+    }
+
     /// Finishes: syncs the file, renames it over the destination and syncs
     /// the directory, so the new content is there after a crash. A stream
     /// is only flushed.

@@ -9,10 +9,21 @@ use std::borrow::Cow;
 
 /// Whether `c` must not reach a terminal or a page as itself: C0 controls
 /// (newlines and tabs included: one value is one line), DEL, C1 controls,
-/// and the Unicode bidirectional controls.
+/// the Unicode bidirectional controls, and the invisible ones that make two
+/// different ids look the same (zero-width space, joiners, byte order mark,
+/// line and paragraph separators).
 pub fn is_unsafe(c: char) -> bool {
     c.is_control()
-        || matches!(c, '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+        || matches!(
+            c,
+            '\u{200b}'..='\u{200f}'
+                | '\u{202a}'..='\u{202e}'
+                | '\u{2066}'..='\u{2069}'
+                | '\u{061c}'
+                | '\u{2028}'
+                | '\u{2029}'
+                | '\u{feff}'
+        )
 }
 
 /// `text` with every unsafe character written visibly: `\n`, `\t`, `\r`,

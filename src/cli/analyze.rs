@@ -88,7 +88,7 @@ fn print_tables(a: &Analysis) -> Result<()> {
         }
         return Ok(());
     }
-    let scope = a.job_id.as_deref().unwrap_or("all jobs");
+    let scope = dlqlite::text::for_terminal(a.job_id.as_deref().unwrap_or("all jobs"));
     println!(
         "{scope}: {} item(s), {} attempt(s)\n",
         a.total_items, a.total_attempts

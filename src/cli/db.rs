@@ -39,7 +39,11 @@ pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     let mut out = std::io::stdout().lock();
-    writeln!(out, "path:               {}", cell(info.path))?;
+    writeln!(
+        out,
+        "path:               {}",
+        dlqlite::text::for_terminal(&cell(info.path))
+    )?;
     writeln!(
         out,
         "schema version:     {} (this dlq: {})",

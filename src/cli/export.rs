@@ -103,6 +103,13 @@ pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
                 "--filter does not go with --format legacy: a legacy tree holds whole jobs"
             );
         }
+        let destination = args.path.clone();
+        on_interrupt(move || {
+            format!(
+                "interrupted: {} holds a partial export; remove it, or export again with --force",
+                destination.display()
+            )
+        });
         let bar = Bar::new("export", "items", None);
         if bar.is_visible() {
             // The jobs' own counters: no query over the items.
@@ -167,6 +174,17 @@ pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
     // Written beside the target and renamed (or streamed into a device or
     // fifo), mode 0600: see dlqlite::outfile.
     let mut file = OutputFile::create(&args.path)?;
+    // Ctrl-C (or SIGTERM) kills the process before any destructor runs:
+    // the half-written file beside the destination, which holds item data,
+    // goes first.
+    let temp = file.temp_path().map(Path::to_path_buf);
+    let destination = args.path.clone();
+    on_interrupt(move || {
+        if let Some(temp) = &temp {
+            let _ = std::fs::remove_file(temp);
+        }
+        format!("interrupted: nothing written to {}", destination.display())
+    });
     let count = {
         let mut out = std::io::BufWriter::new(file.file());
         // Errors name the destination (write_items says "output").
@@ -194,6 +212,22 @@ pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
         args.path.display()
     ));
     Ok(ExitCode::SUCCESS)
+}
+
+/// On Ctrl-C or SIGTERM: runs `cleanup`, says what it returns on stderr (on
+/// a line of its own, below a progress bar) and exits 130.
+fn on_interrupt(cleanup: impl Fn() -> String + Send + 'static) {
+    // Only export sets a handler in this process; if one could not be set,
+    // the export still runs (and an interruption leaves what it leaves).
+    let _ = ctrlc::set_handler(move || {
+        let said = cleanup();
+        let _ = writeln!(
+            std::io::stderr(),
+            "\ndlq: {}",
+            dlqlite::text::for_terminal(&said)
+        );
+        std::process::exit(130);
+    });
 }
 
 fn show(bar: &Bar, p: &Progress) {

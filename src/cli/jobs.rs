@@ -81,7 +81,7 @@ fn prune(args: &Args, ctx: &Context) -> Result<ExitCode> {
         ctx.open_existing_to_write()?
     };
     let removed = dlq.prune_jobs(&dlqlite::retry::hostname(), args.dry_run)?;
-    if args.json {
+    if args.json || args.format == Format::Json {
         print_json(&removed)?;
     } else {
         let mut out = std::io::stdout().lock();

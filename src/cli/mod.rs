@@ -325,11 +325,17 @@ fn with_suggestion(error: anyhow::Error, ctx: &Context) -> anyhow::Error {
 /// The name most like `wanted`: the same but for case, or within a few
 /// edits (a quarter of its length, at least 2). Ties go to the first.
 fn closest<'a>(wanted: &str, names: impl Iterator<Item = &'a str>) -> Option<&'a str> {
+    // Names past this length are compared for case only: the distance
+    // costs their lengths multiplied, and a typo in 200 characters is not
+    // what a suggestion can help with.
+    const LONGEST: usize = 200;
     let limit = (wanted.chars().count() / 4).max(2);
     let mut best: Option<(usize, &str)> = None;
     for name in names {
         let distance = if name.eq_ignore_ascii_case(wanted) {
             0
+        } else if wanted.len() > LONGEST || name.len() > LONGEST {
+            continue;
         } else {
             edit_distance(wanted, name, limit)
         };

@@ -106,12 +106,23 @@ pub struct RowWriter {
 /// spreadsheet would run as formulas are neutralised (dlqlite::text).
 pub static RAW_CSV: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
-/// A CSV cell as written.
+/// A CSV cell as written. Into a terminal (someone reading CSV on screen),
+/// control and bidi characters are made visible as in tables: CSV has no
+/// escapes of its own, and a cell holding `ESC]0;...` would retitle the
+/// window or clear the screen.
 pub fn csv_cell(cell: &str) -> std::borrow::Cow<'_, str> {
-    if RAW_CSV.load(std::sync::atomic::Ordering::Relaxed) {
-        std::borrow::Cow::Borrowed(cell)
+    let cell = if super::term::get().stdout_is_terminal {
+        dlqlite::text::for_terminal(cell)
     } else {
-        dlqlite::text::for_csv(cell)
+        std::borrow::Cow::Borrowed(cell)
+    };
+    if RAW_CSV.load(std::sync::atomic::Ordering::Relaxed) {
+        cell
+    } else {
+        match dlqlite::text::for_csv(&cell) {
+            std::borrow::Cow::Borrowed(_) => cell,
+            std::borrow::Cow::Owned(owned) => std::borrow::Cow::Owned(owned),
+        }
     }
 }
 

@@ -308,7 +308,12 @@ impl TableStats {
                 .map(|(t, n)| format!("{t} {n}"))
                 .collect();
             let line = format!("  last error types:        {}", listed.join(", "));
-            writeln!(out, "{}", super::term::get().fit(&line))?;
+            // Error types come from the database: escaped.
+            writeln!(
+                out,
+                "{}",
+                super::term::get().fit(&dlqlite::text::for_terminal(&line))
+            )?;
         }
         if !self.top.is_empty() {
             writeln!(out)?;

@@ -407,8 +407,9 @@ mod tests {
         assert_eq!(cut("mapreduce-20251123_194253", 12), "mapred…94253");
         assert_eq!(cut("mapreduce-20251123_194253", 12).width(), 12);
         assert_eq!(cut("short", 12), "short");
-        assert_eq!(cut("日本語のジョブ名", 7).width(), 7);
-        assert_eq!(cut("日本語のジョブ名", 7), "日本…名");
+        // Wide characters are not split: at most the width, never over.
+        assert_eq!(cut("日本語のジョブ名", 7), "日…名");
+        assert_eq!(cut("日本語のジョブ名", 8), "日本…名");
     }
 
     #[test]

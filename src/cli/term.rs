@@ -32,6 +32,9 @@ pub struct Term {
     pub wide: bool,
     /// `--relative`: times as "3h 5m ago".
     pub relative: bool,
+    /// Whether stdout is a terminal (machine formats escape what a
+    /// terminal would act on).
+    pub stdout_is_terminal: bool,
     /// What relative times count from.
     now: DateTime<Utc>,
 }
@@ -77,6 +80,7 @@ pub fn init(color: ColorChoice, wide: bool, relative: bool) {
         width,
         wide,
         relative,
+        stdout_is_terminal,
         now: Utc::now(),
     });
 }
@@ -88,6 +92,7 @@ pub fn get() -> &'static Term {
         width: None,
         wide: false,
         relative: false,
+        stdout_is_terminal: false,
         now: Utc::now(),
     })
 }

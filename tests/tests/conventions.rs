@@ -410,3 +410,55 @@ fn stats_name_each_top_signature_by_type_and_message() {
     );
     assert!(stats.contains("error: the build failed"), "{stats}");
 }
+
+#[test]
+fn an_interrupted_export_leaves_no_half_file() {
+    let dir = TempDir::new("conv-interrupt");
+    let db = dir.join("dlq.db");
+    ok(dlq(&db).args(["capacity", "--set", "0"]));
+    let big = "x".repeat(2_000);
+    add_lines(
+        &db,
+        "j",
+        (0..20_000).map(|i| {
+            let mut value = item(&format!("i{i}"), 1, "2025-01-01T00:00:00Z", "boom");
+            value["item_data"] = serde_json::json!({ "blob": big });
+            value
+        }),
+    );
+    let out_dir = dir.join("out");
+    std::fs::create_dir(&out_dir).unwrap();
+    let mut child = dlq(&db)
+        .arg("export")
+        .arg(out_dir.join("all.json"))
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Interrupt once the file beside the destination exists.
+    let started = std::time::Instant::now();
+    let mut interrupted = false;
+    while started.elapsed() < std::time::Duration::from_secs(30) {
+        if child.try_wait().unwrap().is_some() {
+            break;
+        }
+        if std::fs::read_dir(&out_dir).unwrap().next().is_some() {
+            unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+            interrupted = true;
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    let output = child.wait_with_output().unwrap();
+    if !interrupted || output.status.code() == Some(0) {
+        // The export won the race: nothing to check.
+        return;
+    }
+    assert_eq!(output.status.code(), Some(130));
+    assert!(
+        text(&output.stderr).contains("interrupted: nothing written to"),
+        "{}",
+        text(&output.stderr)
+    );
+    let left: Vec<_> = std::fs::read_dir(&out_dir).unwrap().collect();
+    assert!(left.is_empty(), "{left:?}");
+}

@@ -106,6 +106,19 @@ fn reads_work(db: &Path, warning: Option<&str>) {
     }
     let listed = ok(dlq(db).args(["list", "--format", "json"]));
     assert!(listed.contains("\"a\""), "{listed}");
+    // A dry-run import reads the database into memory: a read too.
+    let sample = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/legacy");
+    let dry = run(dlq(db).args(["import", "--dry-run"]).arg(sample));
+    let said = String::from_utf8_lossy(&dry.stderr);
+    assert!(
+        said.contains("dry run, nothing written: 3 job(s)"),
+        "{said}"
+    );
+    assert_eq!(
+        dry.status.code(),
+        Some(1),
+        "the sample's rejected files: {said}"
+    );
 }
 
 /// Every write command fails: exit 1, one line naming the file and `why`.

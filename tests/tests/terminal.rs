@@ -329,3 +329,25 @@ fn tables_are_coloured_on_a_terminal_unless_no_color() {
     let piped = run(dlq(&db).arg("list"));
     assert!(!String::from_utf8_lossy(&piped.stdout).contains('\x1b'));
 }
+
+#[test]
+fn csv_on_a_terminal_shows_controls_escaped_and_into_a_pipe_as_they_are() {
+    let dir = TempDir::new("pty-csv");
+    let db = dir.join("c.db");
+    add_lines(
+        &db,
+        "J",
+        [item(
+            "bad\u{1b}]0;pwned\u{7}id",
+            1,
+            "2025-01-01T00:00:00Z",
+            "boom",
+        )],
+    );
+    let (status, screen) = on_pty_env(&db, &["list", "--format", "csv"], None, "", &[]);
+    assert_eq!(status, Some(0));
+    assert!(screen.contains("bad\\e]0;pwned\\x07id"), "{screen:?}");
+    assert!(!screen.contains('\u{7}'), "{screen:?}");
+    let piped = run(dlq(&db).args(["list", "--format", "csv"]));
+    assert!(String::from_utf8_lossy(&piped.stdout).contains("bad\u{1b}]0;pwned\u{7}id"));
+}
