@@ -20,8 +20,8 @@ pub struct Args {
     #[arg(long)]
     job_id: Option<String>,
     // The help lists EventKind::ALL, so a new kind cannot be left out.
-    #[arg(long, value_parser = parse_kind, help = kind_help())]
-    kind: Option<EventKind>,
+    #[arg(long, value_name = "KIND", help = kind_help())]
+    kind: Option<String>,
     /// How many at most (0 = all)
     #[arg(long, default_value_t = 50)]
     limit: usize,
@@ -35,9 +35,18 @@ fn kind_help() -> String {
     format!("Only this kind ({})", EventKind::names())
 }
 
-/// An event kind by name; clap reports anything else as a usage error.
-fn parse_kind(name: &str) -> std::result::Result<EventKind, String> {
-    name.parse().map_err(|e: dlqlite::Error| e.to_string())
+/// An event kind by name. An unknown one is an error as an unknown job is
+/// (exit 1, with the closest kind and the list).
+fn parse_kind(name: &str) -> Result<EventKind> {
+    name.parse().map_err(|_| {
+        let close = super::closest(name, EventKind::ALL.iter().map(|k| k.as_str()))
+            .map(|k| format!("; did you mean {k:?}?"))
+            .unwrap_or_default();
+        anyhow::anyhow!(
+            "unknown event kind {name:?}{close} (the kinds are {})",
+            EventKind::names()
+        )
+    })
 }
 
 const COLUMNS: [Column; 6] = [
@@ -57,7 +66,8 @@ pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
         args.limit
     };
     // One more than shown, to know whether the listing was cut.
-    let mut events = dlq.events(args.job_id.as_deref(), args.kind, limit.saturating_add(1))?;
+    let kind = args.kind.as_deref().map(parse_kind).transpose()?;
+    let mut events = dlq.events(args.job_id.as_deref(), kind, limit.saturating_add(1))?;
     if let Some(job) = &args.job_id {
         // Events outlive their items and their job (a removed job keeps its
         // trail): only a job that neither exists nor left an event is

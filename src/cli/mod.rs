@@ -324,7 +324,7 @@ fn with_suggestion(error: anyhow::Error, ctx: &Context) -> anyhow::Error {
 
 /// The name most like `wanted`: the same but for case, or within a few
 /// edits (a quarter of its length, at least 2). Ties go to the first.
-fn closest<'a>(wanted: &str, names: impl Iterator<Item = &'a str>) -> Option<&'a str> {
+pub(crate) fn closest<'a>(wanted: &str, names: impl Iterator<Item = &'a str>) -> Option<&'a str> {
     // Names past this length are compared for case only: the distance
     // costs their lengths multiplied, and a typo in 200 characters is not
     // what a suggestion can help with.

@@ -166,7 +166,11 @@ fn events_refuse_an_unknown_kind_or_job_instead_of_an_empty_table() {
     let db = dir.join("dlq.db");
     add_lines(&db, "j1", [item("a", 1, "2025-01-01T00:00:00Z", "x")]);
     let output = run(dlq(&db).args(["events", "--kind", "bogus"]));
-    assert_eq!(output.status.code(), Some(2), "a usage error");
+    assert_eq!(
+        output.status.code(),
+        Some(1),
+        "not there, as an unknown job"
+    );
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(
         stderr.contains("bogus") && stderr.contains("requeued"),

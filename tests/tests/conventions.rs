@@ -367,8 +367,13 @@ fn one_error_convention() {
         err.contains("column 17") && err.contains("failure_count is a number"),
         "{err}"
     );
-    let (code, err) = refused(&["events", "--kind", "bogus"]);
-    assert_eq!(code, Some(2), "{err}");
+    // An unknown kind is not there, as an unknown job: exit 1.
+    let (code, err) = refused(&["events", "--kind", "evictd"]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(
+        err.contains("did you mean \"evicted\"?") && err.contains("job_removed"),
+        "{err}"
+    );
     let (code, err) = refused(&["purge", "--older-than-days", "0"]);
     assert_eq!(code, Some(2), "{err}");
     assert_eq!(
