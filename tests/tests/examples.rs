@@ -178,6 +178,23 @@ fn help_examples() -> Vec<(String, String)> {
         .map(str::to_string)
         .collect();
     assert!(commands.len() >= 20, "{top}");
+    // Each command's summary is one line of the list (none wraps onto a
+    // line of its own, none is a paragraph).
+    for line in top
+        .lines()
+        .skip_while(|l| !l.starts_with("Commands:"))
+        .skip(1)
+        .take_while(|l| l.starts_with("  "))
+    {
+        // `  name  summary`: a wrapped summary's next line would start
+        // with more spaces.
+        assert!(
+            line.len() <= 100
+                && !line[2..].starts_with(' ')
+                && line.split_whitespace().nth(1).is_some(),
+            "a summary that is not one short line: {line:?}"
+        );
+    }
     let mut examples = Vec::new();
     for command in commands {
         let help = Command::new(bin)
