@@ -50,6 +50,28 @@ pub fn for_terminal(text: &str) -> Cow<'_, str> {
     Cow::Owned(out)
 }
 
+/// JSON text with the unsafe characters that JSON leaves raw (DEL, C1
+/// controls, bidi and invisible ones: everything [`is_unsafe`] above
+/// ASCII; serde_json already escapes C0) written as `\uXXXX` escapes. The
+/// JSON means the same (those characters can only stand inside strings),
+/// but a terminal showing it acts on none of them.
+pub fn json_for_terminal(json: &str) -> Cow<'_, str> {
+    let risky = |c: char| (c as u32) >= 0x7f && is_unsafe(c);
+    if !json.chars().any(risky) {
+        return Cow::Borrowed(json);
+    }
+    let mut out = String::with_capacity(json.len() + 16);
+    for c in json.chars() {
+        if risky(c) {
+            // Every unsafe character is in the Basic Multilingual Plane.
+            out.push_str(&format!("\\u{:04x}", c as u32));
+        } else {
+            out.push(c);
+        }
+    }
+    Cow::Owned(out)
+}
+
 /// `text` for HTML element content or a quoted attribute: the five markup
 /// characters as entities, and unsafe characters (see [`is_unsafe`]) written
 /// visibly as in [`for_terminal`], except newlines and tabs, which HTML
@@ -148,6 +170,21 @@ mod tests {
             "a\\u{202e}b\\x7fc\\x85"
         );
         assert_eq!(for_terminal("\0"), "\\x00");
+    }
+
+    #[test]
+    fn json_keeps_its_meaning_and_loses_what_terminals_act_on() {
+        let value = serde_json::json!({"id": "a\u{9b}31m\u{202e}b\u{7f}\u{200b}", "n": "ok"});
+        let pretty = serde_json::to_string_pretty(&value).unwrap();
+        let safe = json_for_terminal(&pretty);
+        assert!(safe.contains(r"a\u009b31m\u202eb\u007f\u200b"), "{safe}");
+        assert!(safe.contains('\n'), "structure stays: {safe}");
+        let back: serde_json::Value = serde_json::from_str(&safe).unwrap();
+        assert_eq!(back, value);
+        assert!(matches!(
+            json_for_terminal("{\"a\": \"é\"}"),
+            Cow::Borrowed(_)
+        ));
     }
 
     #[test]

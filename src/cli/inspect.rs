@@ -25,7 +25,8 @@ pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
         .open_existing()?
         .get(args.job_id.as_deref(), &args.item_id)?;
     let mut out = std::io::stdout().lock();
-    writeln!(out, "{}", item.to_legacy_json_pretty()?)?;
+    let json = item.to_legacy_json_pretty()?;
+    writeln!(out, "{}", dlqlite::text::json_for_terminal(&json))?;
     out.flush()?;
     Ok(ExitCode::SUCCESS)
 }

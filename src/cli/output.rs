@@ -13,8 +13,8 @@ use std::io::Write;
 /// alone flushes at every newline, a write call per line of pretty JSON.
 pub fn print_json<T: Serialize + ?Sized>(value: &T) -> Result<()> {
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
-    serde_json::to_writer_pretty(&mut out, value)?;
-    writeln!(out)?;
+    let text = serde_json::to_string_pretty(value)?;
+    writeln!(out, "{}", dlqlite::text::json_for_terminal(&text))?;
     out.flush()?;
     Ok(())
 }
@@ -215,7 +215,9 @@ impl RowWriter {
                     self.out
                         .write_all(if self.rows == 0 { b"\n" } else { b",\n" })?;
                 }
-                serde_json::to_writer(&mut self.out, &object)?;
+                let text = serde_json::to_string(&object)?;
+                self.out
+                    .write_all(dlqlite::text::json_for_terminal(&text).as_bytes())?;
                 if self.format == Format::Jsonl {
                     self.out.write_all(b"\n")?;
                 }

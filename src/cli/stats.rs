@@ -112,13 +112,17 @@ impl<W: Write> JsonStats<W> {
         for _ in 0..depth {
             self.out.write_all(b"  ")?;
         }
-        serde_json::to_writer(&mut self.out, key)?;
+        let key = serde_json::to_string(key)?;
+        self.out
+            .write_all(dlqlite::text::json_for_terminal(&key).as_bytes())?;
         self.out.write_all(b": ")
     }
 
     fn field(&mut self, key: &str, value: &impl serde::Serialize) -> std::io::Result<()> {
         self.key(key)?;
-        serde_json::to_writer(&mut self.out, value)?;
+        let value = serde_json::to_string(value)?;
+        self.out
+            .write_all(dlqlite::text::json_for_terminal(&value).as_bytes())?;
         Ok(())
     }
 

@@ -467,3 +467,38 @@ fn an_interrupted_export_leaves_no_half_file() {
     let left: Vec<_> = std::fs::read_dir(&out_dir).unwrap().collect();
     assert!(left.is_empty(), "{left:?}");
 }
+
+#[test]
+fn json_output_escapes_what_a_terminal_would_act_on_and_means_the_same() {
+    let dir = TempDir::new("conv-json-escape");
+    let db = dir.join("dlq.db");
+    let id = "bad\u{9b}31m\u{202e}id\u{7f}";
+    add_lines(
+        &db,
+        "j",
+        [item(id, 1, "2025-01-01T00:00:00Z", "boom\u{2066}")],
+    );
+    for args in [
+        vec!["list", "--format", "json"],
+        vec!["list", "--format", "jsonl"],
+        vec!["inspect", id],
+        vec!["stats", "--json"],
+        vec!["analyze", "--json"],
+    ] {
+        let out = ok(dlq(&db).args(&args));
+        assert!(
+            !out.chars()
+                .any(|c| matches!(c, '\u{9b}' | '\u{202e}' | '\u{7f}' | '\u{2066}')),
+            "{args:?}: {out:?}"
+        );
+        let first = if args.contains(&"jsonl") {
+            out.lines().next().unwrap().to_string()
+        } else {
+            out.clone()
+        };
+        // Still JSON.
+        json(&first);
+    }
+    let listed = json(&ok(dlq(&db).args(["list", "--format", "json"])));
+    assert_eq!(listed[0]["item_id"], id, "the same id once parsed");
+}
