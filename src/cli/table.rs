@@ -343,36 +343,27 @@ fn show(raw: &str, kind: Kind) -> String {
 
 /// `text` cut to `width` columns in the middle, with `…` where the cut is.
 fn middle_cut(text: String, width: usize) -> String {
-    use unicode_width::UnicodeWidthChar;
     if text.width() <= width || width < 3 {
         return text;
     }
     let keep = width - 1;
     let head_room = keep.div_ceil(2);
-    let tail_room = keep - head_room;
-    let mut head = String::new();
-    let mut used = 0;
-    for c in text.chars() {
-        let w = c.width().unwrap_or(0);
-        if used + w > head_room {
-            break;
-        }
-        used += w;
-        head.push(c);
-    }
-    let mut tail: Vec<char> = Vec::new();
-    let mut used = 0;
-    for c in text.chars().rev() {
-        let w = c.width().unwrap_or(0);
-        if used + w > tail_room {
-            break;
-        }
-        used += w;
-        tail.push(c);
-    }
+    let mut head: String = within(text.chars(), head_room).collect();
+    let tail: Vec<char> = within(text.chars().rev(), keep - head_room).collect();
     head.push('…');
     head.extend(tail.into_iter().rev());
     head
+}
+
+/// The leading `chars` that fit in `width` terminal columns (a wide
+/// character that would cross the edge is left out whole).
+pub fn within(chars: impl Iterator<Item = char>, width: usize) -> impl Iterator<Item = char> {
+    use unicode_width::UnicodeWidthChar;
+    let mut used = 0;
+    chars.take_while(move |c| {
+        used += c.width().unwrap_or(0);
+        used <= width
+    })
 }
 
 /// A shown cell with its colour (when colour is on).

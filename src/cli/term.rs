@@ -118,23 +118,13 @@ fn terminal_width() -> Option<usize> {
 impl Term {
     /// A line of text cut to the table width (with `…`), when one is set.
     pub fn fit(&self, line: &str) -> String {
-        use unicode_width::UnicodeWidthChar;
         let Some(width) = self.width else {
             return line.to_string();
         };
         if unicode_width::UnicodeWidthStr::width(line) <= width {
             return line.to_string();
         }
-        let mut out = String::new();
-        let mut used = 0;
-        for c in line.chars() {
-            let w = c.width().unwrap_or(0);
-            if used + w + 1 > width {
-                break;
-            }
-            used += w;
-            out.push(c);
-        }
+        let mut out: String = super::table::within(line.chars(), width.saturating_sub(1)).collect();
         out.push('…');
         out
     }
@@ -202,6 +192,26 @@ mod tests {
         assert_eq!(ago(4 * 86_400 + 2 * 3600 + 59), "4d 2h ago");
         assert_eq!(ago(420 * 86_400 + 3600), "420d ago");
         assert_eq!(ago(-120), "in 2m");
+    }
+
+    #[test]
+    fn lines_fit_the_width_with_an_ellipsis() {
+        let term = Term {
+            color: false,
+            width: Some(10),
+            wide: false,
+            relative: false,
+            stdout_is_terminal: false,
+            now: Utc::now(),
+        };
+        assert_eq!(term.fit("short"), "short");
+        assert_eq!(term.fit("0123456789"), "0123456789");
+        assert_eq!(term.fit("0123456789abc"), "012345678…");
+        assert_eq!(term.fit("日本語のジョブ名です"), "日本語の…");
+        assert_eq!(
+            get().fit("no width set, nothing cut"),
+            "no width set, nothing cut"
+        );
     }
 
     #[test]
