@@ -1,5 +1,5 @@
 -- The schema of a dlqlite database, as the migrations in migrations/ leave
--- it (V1 to V4), in one file: what you can query with `sqlite3 dlq.db`.
+-- it (V1 to V5), in one file: what you can query with `sqlite3 dlq.db`.
 -- tests/tests/schema.rs checks that it matches a freshly migrated database,
 -- so it cannot drift. Comments outside the statements are this file's own;
 -- comments inside them are the migrations' (SQLite keeps them), except
@@ -203,6 +203,45 @@ CREATE TABLE error_type_counts (
 ) WITHOUT ROWID;
 
 -- ----------------------------------------------------------------------
+-- Failure categories: the category of each error type (an item's category
+-- is that of its last attempt's error type; a type with no row here, and an
+-- item without attempts, is 'unclassified'). Seeded with the agent failure
+-- categories; `dlq categories set TYPE CATEGORY` changes or adds a row.
+
+CREATE TABLE error_categories (
+    error_type TEXT PRIMARY KEY NOT NULL,
+    category   TEXT NOT NULL CHECK (category IN ('transient', 'conditionally_recoverable', 'permanent', 'unclassified'))
+) WITHOUT ROWID;
+INSERT INTO error_categories (error_type, category) VALUES
+    ('Timeout', 'transient'),
+    ('ResourceExhausted', 'transient'),
+    ('WorktreeError', 'transient'),
+    ('CommandFailed', 'conditionally_recoverable'),
+    ('CommitValidationFailed', 'conditionally_recoverable'),
+    ('ValidationFailed', 'conditionally_recoverable'),
+    ('MergeConflict', 'conditionally_recoverable'),
+    ('PermissionError', 'permanent');
+
+-- ----------------------------------------------------------------------
+-- Retention policies (`dlq retention`): job_id / category NULL = any; the
+-- most specific matching policy applies to an item ((job, category), then
+-- (job, any), then (any, category), then (any, any)); max_age_seconds NULL
+-- keeps forever. `dlq retention apply` removes items whose last attempt is
+-- older than their policy's age, with a `purged` event naming the policy.
+
+CREATE TABLE retention_policies (
+    id              INTEGER PRIMARY KEY,
+    job_id          TEXT,
+    category        TEXT CHECK (category IS NULL OR category IN ('transient', 'conditionally_recoverable', 'permanent', 'unclassified')),
+    max_age_seconds INTEGER CHECK (max_age_seconds IS NULL OR max_age_seconds > 0),
+    created_at      TEXT NOT NULL,
+    updated_at      TEXT NOT NULL
+);
+CREATE UNIQUE INDEX retention_policies_scope ON retention_policies (
+    job_id IS NULL, COALESCE(job_id, ''), COALESCE(category, '')
+);
+
+-- ----------------------------------------------------------------------
 -- The audit log: one row per change to an item or a job (added, merged,
 -- removed, evicted, purged, cleared, imported, marked, capacity_set,
 -- job_created, retried_ok, retried_failed, requeued, job_removed); an
@@ -263,7 +302,7 @@ CREATE TABLE refinery_schema_history(
 
 -- ----------------------------------------------------------------------
 -- Views for reading: every attempt with its item (failure_log), and each
--- item with its last attempt and worktree (item_summary).
+-- item with its last attempt and worktree (item_summary, with the category of that attempt's error type).
 
 CREATE VIEW failure_log AS
 SELECT
@@ -297,7 +336,8 @@ SELECT
     w.worktree_path,
     f.error_type,
     f.exit_code,
-    f.error_message
+    f.error_message,
+    COALESCE(c.category, 'unclassified') AS category
 FROM items AS i
 LEFT JOIN worktree_artifacts AS w ON w.item_key = i.id
 LEFT JOIN failure_history AS f ON f.id = (
@@ -305,4 +345,5 @@ LEFT JOIN failure_history AS f ON f.id = (
     WHERE l.item_key = i.id
     ORDER BY l.timestamp DESC, l.attempt_number DESC
     LIMIT 1
-);
+)
+LEFT JOIN error_categories AS c ON c.error_type = f.error_type;

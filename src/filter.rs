@@ -17,7 +17,7 @@
 //!           | now | now - N(s|m|h|d|w) | now + N(s|m|h|d|w)
 //! field    := job_id | item_id | failure_count | error_signature
 //!           | reprocess_eligible | manual_review_required
-//!           | first_attempt | last_attempt
+//!           | first_attempt | last_attempt | category
 //!           | error_type | exit_code | error_message | agent_id | step_failed
 //!                                        true when any attempt matches
 //!           | last.error_type | last.exit_code | ...   the last attempt only
@@ -90,6 +90,9 @@ pub enum Column {
     ManualReviewRequired,
     FirstAttempt,
     LastAttempt,
+    /// The failure category of the last attempt's error type (a lookup in
+    /// `error_categories`, not a stored column).
+    Category,
 }
 
 /// The `failure_history` columns a filter can name.
@@ -117,6 +120,22 @@ pub enum Expr {
     IsTrue(Field),
 }
 
+impl Expr {
+    /// `category == "<category>"`: what `--category C` options mean.
+    pub fn category_is(category: crate::Category) -> Expr {
+        Expr::Compare {
+            field: Field::Column(Column::Category),
+            op: Op::Eq,
+            value: Literal::Text(category.as_str().to_string()),
+        }
+    }
+
+    /// Both this and `other`.
+    pub fn and(self, other: Expr) -> Expr {
+        Expr::And(Box::new(self), Box::new(other))
+    }
+}
+
 impl Column {
     fn is_bool(self) -> bool {
         matches!(
@@ -140,6 +159,7 @@ fn column_named(name: &str) -> Option<Column> {
         "manual_review_required" => Column::ManualReviewRequired,
         "first_attempt" => Column::FirstAttempt,
         "last_attempt" => Column::LastAttempt,
+        "category" => Column::Category,
         _ => return None,
     })
 }
@@ -555,7 +575,7 @@ fn type_mismatch(name: &str, field: &Field, op: Op, value: &Literal) -> Option<S
     let flag = matches!(field, Field::Column(c) if c.is_bool());
     let text = matches!(
         field,
-        Field::Column(Column::JobId | Column::ItemId | Column::ErrorSignature)
+        Field::Column(Column::JobId | Column::ItemId | Column::ErrorSignature | Column::Category)
             | Field::Attempt {
                 column: AttemptColumn::ErrorType
                     | AttemptColumn::ErrorMessage
@@ -565,6 +585,18 @@ fn type_mismatch(name: &str, field: &Field, op: Op, value: &Literal) -> Option<S
             }
     );
     let ordering = matches!(op, Op::Lt | Op::Le | Op::Gt | Op::Ge);
+    if let (Field::Column(Column::Category), Op::Eq | Op::Ne, Literal::Text(text)) =
+        (field, op, value)
+    {
+        // The categories are a closed set: a misspelt one would quietly
+        // match nothing (or, with !=, everything).
+        if text.parse::<crate::Category>().is_err() {
+            return Some(format!(
+                "{name} is one of {}, not {text:?}",
+                crate::Category::names()
+            ));
+        }
+    }
     if text && ordering && matches!(value, Literal::Integer(_) | Literal::Real(_)) {
         // `error_message > 5` would compare text with "5" letter by letter
         // and match nearly everything; `item_id == 42` (an id that is a

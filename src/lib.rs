@@ -41,7 +41,7 @@ pub mod time;
 pub use asynchronous::AsyncDlq;
 pub use error::{Error, ErrorKind, NotDlqReason, Result};
 pub use model::{DeadLetteredItem, ErrorType, FailureDetail, WorktreeArtifacts};
-pub use store::{Dlq, EventKind, JobOptions, ListFilter, OpenOptions, TakeOptions};
+pub use store::{Category, Dlq, EventKind, JobOptions, ListFilter, OpenOptions, TakeOptions};
 pub use time::Timestamp;
 
 // Moved into `legacy`, still reachable at its old path.

@@ -8,6 +8,8 @@
 mod asynchronous;
 #[path = "tests/audit.rs"]
 mod audit;
+#[path = "tests/categories.rs"]
+mod categories;
 #[path = "tests/cli.rs"]
 mod cli;
 #[path = "tests/commands.rs"]

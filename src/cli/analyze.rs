@@ -187,7 +187,11 @@ fn print_error_types(a: &Analysis) -> Result<()> {
             name.clone(),
             count(all),
             count(last),
-            dlqlite::store::failure_category(name).to_string(),
+            a.error_distribution
+                .categories
+                .get(name)
+                .map_or("unclassified", |c| c.as_str())
+                .to_string(),
         ]);
     }
     table.print()

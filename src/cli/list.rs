@@ -12,6 +12,7 @@ use std::process::ExitCode;
 /// Filter expressions (also for export, purge and retry):
 ///   fields      job_id item_id failure_count error_signature reprocess_eligible
 ///               manual_review_required first_attempt last_attempt
+///               category (of the last attempt's error type: see `dlq categories`)
 ///               error_type exit_code error_message agent_id step_failed
 ///                 (true when any attempt matches; last.error_type etc. for the last)
 ///               item.<path> (a path into item_data; item.failure_count,
@@ -48,12 +49,13 @@ pub struct Args {
 
 /// The listing's columns (those of the item_summary view); a table shows
 /// the first [`TABLE_COLUMNS`].
-const COLUMNS: [Column; 12] = [
+const COLUMNS: [Column; 13] = [
     column("job_id", "JOB", Kind::Id),
     column("item_id", "ITEM", Kind::Id),
     column("failure_count", "FAILS", Kind::Count),
     column("last_attempt", "LAST ATTEMPT", Kind::Time),
     column("error_type", "ERROR TYPE", Kind::ErrorType),
+    column("category", "CATEGORY", Kind::Text),
     column("exit_code", "EXIT", Kind::Count),
     column("reprocess_eligible", "ELIGIBLE", Kind::Flag),
     column("manual_review_required", "REVIEW", Kind::Warning),
@@ -62,7 +64,7 @@ const COLUMNS: [Column; 12] = [
     column("first_attempt", "FIRST ATTEMPT", Kind::Time),
     column("worktree_path", "WORKTREE", Kind::Text),
 ];
-const TABLE_COLUMNS: usize = 9;
+const TABLE_COLUMNS: usize = 10;
 
 pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
     let filter = ListFilter {
@@ -78,9 +80,9 @@ pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
     }
     // One job's listing can spare its job column first.
     let leave_out: &[&str] = if args.job_id.is_some() {
-        &["JOB", "EXIT", "REVIEW", "ELIGIBLE"]
+        &["JOB", "EXIT", "REVIEW", "ELIGIBLE", "CATEGORY"]
     } else {
-        &["EXIT", "REVIEW", "ELIGIBLE", "JOB"]
+        &["EXIT", "REVIEW", "ELIGIBLE", "CATEGORY", "JOB"]
     };
     let mut out = RowWriter::new(args.format, &COLUMNS)?
         .table_columns(TABLE_COLUMNS)
@@ -103,6 +105,7 @@ pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
             json!(s.failure_count),
             json!(s.last_attempt),
             json!(s.error_type),
+            json!(s.category),
             json!(s.exit_code),
             json!(s.reprocess_eligible),
             json!(s.manual_review_required),

@@ -5,6 +5,7 @@
 mod add;
 mod analyze;
 mod capacity;
+mod categories;
 mod clear;
 mod completions;
 mod db;
@@ -95,6 +96,7 @@ enum Command {
     Clear(clear::Args),
     Mark(mark::Args),
     Capacity(capacity::Args),
+    Categories(categories::Args),
     Events(events::Args),
     Jobs(jobs::Args),
     Sql(sql::Args),
@@ -188,6 +190,7 @@ impl Context {
 
     /// `dlq` with `--now`: that time is "now" for purge and filters.
     pub fn with_age_clock(&self, dlq: Dlq) -> Dlq {
+        term::load_categories(&dlq);
         match self.now {
             Some(now) => dlq.with_clock(Arc::new(move || now)),
             None => dlq,
@@ -291,6 +294,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Command::Clear(args) => clear::run(args, &ctx),
         Command::Mark(args) => mark::run(args, &ctx),
         Command::Capacity(args) => capacity::run(args, &ctx),
+        Command::Categories(args) => categories::run(args, &ctx),
         Command::Events(args) => events::run(args, &ctx),
         Command::Jobs(args) => jobs::run(args, &ctx),
         Command::Sql(args) => sql::run(args, &ctx),

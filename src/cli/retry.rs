@@ -39,6 +39,7 @@ use std::time::Duration;
 /// Examples:
 ///   dlq retry mapreduce-20251123_194253 --exec './process-item.sh' --parallel 4
 ///   dlq retry J --exec 'jq -e .priority' --filter 'item.priority >= 5' --dry-run
+///   dlq retry J --exec './process-item.sh' --category transient --dry-run
 ///   dlq retry --status
 #[derive(Debug, clap::Args)]
 #[command(verbatim_doc_comment)]
@@ -59,6 +60,11 @@ pub struct Args {
     /// Only items matching this expression (see `dlq list --help`)
     #[arg(long, value_name = "EXPR")]
     filter: Option<String>,
+    /// Only items of this failure category (transient,
+    /// conditionally_recoverable, permanent, unclassified): short for
+    /// --filter 'category == "C"', and with --filter both must match
+    #[arg(long, value_name = "C", value_parser = super::categories::parse_category)]
+    category: Option<dlqlite::Category>,
     /// Also take items not eligible for reprocessing
     #[arg(long)]
     force: bool,
@@ -190,13 +196,19 @@ fn options(args: &Args, job_id: String) -> Result<RetryOptions> {
             "parallel": args.parallel,
             "max_retries": args.max_retries,
             "filter": args.filter,
+            "category": args.category,
             "force": args.force,
             "timeout": args.timeout,
             "rate": args.rate,
             "backoff_ms": args.backoff_ms,
             "lease": args.lease,
         }));
-    options.filter = parse_filter(args.filter.as_deref())?;
+    let filter = parse_filter(args.filter.as_deref())?;
+    let category = args.category.map(dlqlite::filter::Expr::category_is);
+    options.filter = match (filter, category) {
+        (Some(filter), Some(category)) => Some(category.and(filter)),
+        (filter, category) => filter.or(category),
+    };
     options.rate = args.rate;
     // The flags were parsed within these bounds; a dry run checks them the
     // way the run itself would.

@@ -15,6 +15,7 @@ use anyhow::Result;
 use comfy_table::{
     Attribute, Cell, CellAlignment, Color, ColumnConstraint, ContentArrangement, Row, Width,
 };
+use dlqlite::Category;
 use std::io::Write;
 use unicode_width::UnicodeWidthStr;
 
@@ -374,10 +375,10 @@ fn styled(text: String, kind: Kind, color: bool) -> Cell {
     let colour = match kind {
         Kind::Flag if text == "yes" => Some(Color::Green),
         Kind::Warning if text == "yes" => Some(Color::Yellow),
-        Kind::ErrorType => match dlqlite::store::failure_category(&text) {
-            "transient" => Some(Color::Yellow),
-            "conditionally_recoverable" => Some(Color::Magenta),
-            "permanent" => Some(Color::Red),
+        Kind::ErrorType => match term::category(&text) {
+            Some(Category::Transient) => Some(Color::Yellow),
+            Some(Category::ConditionallyRecoverable) => Some(Color::Magenta),
+            Some(Category::Permanent) => Some(Color::Red),
             _ => None,
         },
         _ => None,

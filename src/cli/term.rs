@@ -5,6 +5,8 @@
 //! lines, CSV) ignore all of it.
 
 use chrono::{DateTime, Utc};
+use dlqlite::{Category, Dlq};
+use std::collections::HashMap;
 use std::io::IsTerminal;
 use std::sync::OnceLock;
 
@@ -83,6 +85,31 @@ pub fn init(color: ColorChoice, wide: bool, relative: bool) {
         stdout_is_terminal,
         now: Utc::now(),
     });
+}
+
+/// The database's error type → category table, for colouring error types
+/// (loaded when the database is opened and colour is on).
+static CATEGORIES: OnceLock<HashMap<String, Category>> = OnceLock::new();
+
+/// Keeps the category table of the opened database for [`category`]: only
+/// when colour is on, the one thing it is for.
+pub fn load_categories(dlq: &Dlq) {
+    if get().color && CATEGORIES.get().is_none() {
+        // A table that cannot be read costs the colours, not the command.
+        if let Ok(map) = dlq.category_map() {
+            let _ = CATEGORIES.set(map);
+        }
+    }
+}
+
+/// The category of an error type, when the table was loaded.
+pub fn category(error_type: &str) -> Option<Category> {
+    let map = CATEGORIES.get()?;
+    Some(
+        map.get(error_type)
+            .copied()
+            .unwrap_or(Category::Unclassified),
+    )
 }
 
 /// This run's settings (plain ones if [`init`] was not called).

@@ -8,7 +8,7 @@
 
 use super::columns::{columns, sql};
 use super::message_groups::LastAttempts;
-use super::Dlq;
+use super::{Category, Dlq};
 use crate::error::Result;
 use crate::time::Timestamp;
 use rusqlite::{params, Connection, OptionalExtension};
@@ -85,6 +85,8 @@ pub struct MessageGroup {
 pub struct ErrorDistribution {
     pub all_attempts: BTreeMap<String, i64>,
     pub last_attempts: BTreeMap<String, i64>,
+    /// The failure category of each error type above (`error_categories`).
+    pub categories: BTreeMap<String, Category>,
 }
 
 /// Attempts per hour or per day.
@@ -122,22 +124,6 @@ pub struct Analysis {
     pub failure_categories: BTreeMap<String, i64>,
     pub top_agents: Vec<Ranked>,
     pub top_failing_steps: Vec<Ranked>,
-}
-
-/// The failure category of an error type (docs/agent-failures.md): whether a
-/// retry can be expected to work as it is (`transient`), after a change of
-/// prompt, code or environment (`conditionally_recoverable`), or never
-/// without a person (`permanent`). Names it does not know are
-/// `unclassified`.
-pub fn failure_category(error_type: &str) -> &'static str {
-    match error_type {
-        "Timeout" | "ResourceExhausted" | "WorktreeError" => "transient",
-        "CommandFailed" | "CommitValidationFailed" | "ValidationFailed" | "MergeConflict" => {
-            "conditionally_recoverable"
-        }
-        "PermissionError" => "permanent",
-        _ => "unclassified",
-    }
 }
 
 /// Replaces the parts of a message that vary between occurrences of one
@@ -352,10 +338,18 @@ impl Dlq {
                 .query_row(params![job_id], |row| row.get(0))?;
             (items, last_error_types(&conn, job_id)?)
         };
+        // Looked up now, not cached: a `dlq categories set` shows at once.
+        let category_map = self.category_map()?;
+        let category_of = |error_type: &str| {
+            category_map
+                .get(error_type)
+                .copied()
+                .unwrap_or(Category::Unclassified)
+        };
         let mut failure_categories: BTreeMap<String, i64> = BTreeMap::new();
         for (error_type, count) in &last_attempts {
             *failure_categories
-                .entry(failure_category(error_type).to_string())
+                .entry(category_of(error_type).to_string())
                 .or_insert(0) += count;
         }
 
@@ -422,9 +416,18 @@ impl Dlq {
             pattern_groups_omitted,
             message_groups,
             message_groups_omitted,
-            error_distribution: ErrorDistribution {
-                all_attempts: into_text(scan.error_types).collect(),
-                last_attempts,
+            error_distribution: {
+                let all_attempts: BTreeMap<String, i64> = into_text(scan.error_types).collect();
+                let categories = all_attempts
+                    .keys()
+                    .chain(last_attempts.keys())
+                    .map(|name| (name.clone(), category_of(name)))
+                    .collect();
+                ErrorDistribution {
+                    all_attempts,
+                    last_attempts,
+                    categories,
+                }
             },
             temporal_distribution: scan.temporal,
             failure_categories,
@@ -1059,16 +1062,5 @@ mod tests {
             );
             assert_eq!(analysis.top_agents.len(), TOP);
         }
-    }
-
-    #[test]
-    fn categories() {
-        assert_eq!(failure_category("Timeout"), "transient");
-        assert_eq!(
-            failure_category("CommandFailed"),
-            "conditionally_recoverable"
-        );
-        assert_eq!(failure_category("PermissionError"), "permanent");
-        assert_eq!(failure_category("SomethingNew"), "unclassified");
     }
 }

@@ -44,11 +44,15 @@ pub enum EventKind {
     /// A job with no items was removed (`dlq jobs --prune`, `dlq clear
     /// --forget`), with its capacity override.
     JobRemoved,
+    /// An error type was put in a failure category (`dlq categories set`).
+    CategorySet,
+    /// A retention policy was set or removed (`dlq retention`).
+    RetentionSet,
 }
 
 impl EventKind {
     /// Every kind, in the order the help text lists them.
-    pub const ALL: [EventKind; 14] = [
+    pub const ALL: [EventKind; 16] = [
         EventKind::Added,
         EventKind::Merged,
         EventKind::Removed,
@@ -63,6 +67,8 @@ impl EventKind {
         EventKind::RetriedFailed,
         EventKind::Requeued,
         EventKind::JobRemoved,
+        EventKind::CategorySet,
+        EventKind::RetentionSet,
     ];
 
     /// The name stored in the `kind` column.
@@ -82,6 +88,8 @@ impl EventKind {
             EventKind::RetriedFailed => "retried_failed",
             EventKind::Requeued => "requeued",
             EventKind::JobRemoved => "job_removed",
+            EventKind::CategorySet => "category_set",
+            EventKind::RetentionSet => "retention_set",
         }
     }
 

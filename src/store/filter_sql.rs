@@ -21,6 +21,7 @@ impl Column {
             Column::ManualReviewRequired => "i.manual_review_required",
             Column::FirstAttempt => "i.first_attempt",
             Column::LastAttempt => "i.last_attempt",
+            Column::Category => super::categories::ITEM_CATEGORY_SQL,
         }
     }
 }

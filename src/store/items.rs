@@ -6,8 +6,8 @@
 
 use super::columns::{columns, sql};
 use super::rows::{self, StoredItem};
-use super::Dlq;
 use super::EventKind;
+use super::{Category, Dlq};
 use crate::error::{Error, Result};
 use crate::model::DeadLetteredItem;
 use crate::time::Timestamp;
@@ -67,6 +67,8 @@ pub struct ItemSummary {
     pub error_type: Option<String>,
     pub exit_code: Option<i64>,
     pub error_message: Option<String>,
+    /// The failure category of the last attempt's error type.
+    pub category: Category,
 }
 
 impl ListFilter {
@@ -125,6 +127,9 @@ columns! {
         ERROR_TYPE = "f.error_type",
         EXIT_CODE = "f.exit_code",
         ERROR_MESSAGE = "f.error_message",
+        // categories::ITEM_CATEGORY_SQL, spelt out (the macro takes
+        // literals; a unit test keeps them equal).
+        CATEGORY = "COALESCE((SELECT c.category FROM error_categories AS c WHERE c.error_type = i.last_error_type), 'unclassified')",
     }
 }
 
@@ -278,6 +283,7 @@ impl Dlq {
                     error_type: row.get(c::ERROR_TYPE)?,
                     exit_code: row.get(c::EXIT_CODE)?,
                     error_message: row.get(c::ERROR_MESSAGE)?,
+                    category: row.get(c::CATEGORY)?,
                 })
             })?
             .collect::<rusqlite::Result<Vec<_>>>()?;
@@ -573,5 +579,14 @@ impl Iterator for ItemIter {
     type Item = Result<JobItem>;
     fn next(&mut self) -> Option<Self::Item> {
         self.pager.next_with(Dlq::item_page)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_listing_category_is_the_filter_category() {
+        let listed = super::summary_columns::LIST;
+        assert!(listed.ends_with(super::super::categories::ITEM_CATEGORY_SQL));
     }
 }

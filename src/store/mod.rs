@@ -20,6 +20,7 @@
 //! | `events.rs` | the audit log: event kinds and reading the log |
 //! | `stats.rs` | the legacy statistics, streamed |
 //! | `analysis.rs`, `message_groups.rs` | `analyze`: pattern and message groups, distributions |
+//! | `categories.rs` | failure categories: [`Category`], the `error_categories` table, an item's category in SQL |
 //! | `filter_sql.rs` | the filter language compiled to SQL |
 //! | `adhoc.rs` | read-only ad-hoc SQL (`dlq sql`) |
 //!
@@ -29,6 +30,7 @@
 pub mod adhoc;
 mod analysis;
 mod bulk;
+mod categories;
 mod columns;
 mod counters;
 mod events;
@@ -46,10 +48,11 @@ mod take;
 mod write;
 
 pub use analysis::{
-    failure_category, normalise_message, Analysis, AnalyzeOptions, MessageGroup, Omitted,
-    PatternGroup, SignatureSample,
+    normalise_message, Analysis, AnalyzeOptions, MessageGroup, Omitted, PatternGroup,
+    SignatureSample,
 };
 pub use bulk::{DeleteStep, PurgeProgress, PurgeReport};
+pub use categories::{Category, CategoryChange, CategoryRule};
 use counters::last_attempt_select;
 pub use events::{Event, EventKind};
 pub use filter_sql::Condition;

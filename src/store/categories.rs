@@ -1,0 +1,285 @@
+//! Failure categories: the [`Category`] type, the `error_categories` table
+//! (error type → category, seeded by migration V5 and changed by `dlq
+//! categories set`), and the one SQL expression that gives an item's
+//! category. Nothing caches the table: every query looks it up, so a change
+//! made here or by hand in sqlite3 shows at once in list, filters, analyze,
+//! metrics and retention.
+
+use super::{Dlq, EventKind};
+use crate::error::{Error, Result};
+use rusqlite::{params, OptionalExtension};
+use serde::Serialize;
+use std::collections::HashMap;
+
+/// What a retry of a failure can be expected to do (docs/agent-failures.md).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Category {
+    /// Clears up by itself: retry with backoff (timeouts, exhausted resources).
+    Transient,
+    /// Needs the input, prompt or environment changed first (a failed
+    /// command, a validation, a merge conflict).
+    ConditionallyRecoverable,
+    /// Never succeeds as it is: a person has to act (permissions).
+    Permanent,
+    /// An error type with no category (yet).
+    Unclassified,
+}
+
+impl Category {
+    /// Every category, in the order listings show them.
+    pub const ALL: [Category; 4] = [
+        Category::Transient,
+        Category::ConditionallyRecoverable,
+        Category::Permanent,
+        Category::Unclassified,
+    ];
+
+    /// The name stored in the database and used by filters and the CLI.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Category::Transient => "transient",
+            Category::ConditionallyRecoverable => "conditionally_recoverable",
+            Category::Permanent => "permanent",
+            Category::Unclassified => "unclassified",
+        }
+    }
+
+    /// Every category's name, comma-separated (help and error texts).
+    pub fn names() -> String {
+        let names: Vec<&str> = Category::ALL.iter().map(|c| c.as_str()).collect();
+        names.join(", ")
+    }
+}
+
+impl std::fmt::Display for Category {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for Category {
+    type Err = Error;
+
+    /// A category by its name; anything else is an
+    /// [`crate::ErrorKind::InvalidInput`] error that lists the categories.
+    fn from_str(name: &str) -> Result<Self> {
+        Category::ALL
+            .into_iter()
+            .find(|c| c.as_str() == name)
+            .ok_or_else(|| {
+                Error::invalid_argument(
+                    "category",
+                    format!(
+                        "unknown category {name:?}; the categories are {}",
+                        Category::names()
+                    ),
+                )
+            })
+    }
+}
+
+impl rusqlite::ToSql for Category {
+    fn to_sql(&self) -> rusqlite::Result<rusqlite::types::ToSqlOutput<'_>> {
+        Ok(self.as_str().into())
+    }
+}
+
+impl rusqlite::types::FromSql for Category {
+    fn column_result(value: rusqlite::types::ValueRef<'_>) -> rusqlite::types::FromSqlResult<Self> {
+        let text = value.as_str()?;
+        text.parse().map_err(|_| {
+            rusqlite::types::FromSqlError::Other(format!("unknown category {text:?}").into())
+        })
+    }
+}
+
+/// The category of the item `i` (an `items AS i` query): that of its last
+/// attempt's error type, 'unclassified' without a row or without attempts.
+/// One primary-key lookup per item.
+pub(crate) const ITEM_CATEGORY_SQL: &str =
+    "COALESCE((SELECT c.category FROM error_categories AS c \
+     WHERE c.error_type = i.last_error_type), 'unclassified')";
+
+/// The longest error type name `categories set` takes: names are short
+/// identifiers; a megabyte of text is a mistake, not a type.
+const MAX_TYPE_LEN: usize = 200;
+
+/// One row of `error_categories`, with how many items it classifies now.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct CategoryRule {
+    pub error_type: String,
+    pub category: Category,
+    /// Items whose last attempt has this error type (from the counters).
+    pub items: i64,
+}
+
+/// What `set_category` changed.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct CategoryChange {
+    pub error_type: String,
+    /// The category before (`None`: the type had no row, so it was
+    /// unclassified).
+    pub before: Option<Category>,
+    pub category: Category,
+    /// Items whose category this changes (items with this last error type).
+    pub items: i64,
+}
+
+impl Dlq {
+    /// The category of every error type that has one, by name.
+    pub fn category_map(&self) -> Result<HashMap<String, Category>> {
+        let conn = self.conn()?;
+        let mut stmt = conn.prepare_cached("SELECT error_type, category FROM error_categories")?;
+        let map = stmt
+            .query_map([], |row| Ok((row.get(0)?, row.get(1)?)))?
+            .collect::<rusqlite::Result<_>>()?;
+        Ok(map)
+    }
+
+    /// The category of one error type (`Unclassified` without a row).
+    pub fn category_of(&self, error_type: &str) -> Result<Category> {
+        let conn = self.conn()?;
+        let found = conn
+            .prepare_cached("SELECT category FROM error_categories WHERE error_type = ?1")?
+            .query_row(params![error_type], |row| row.get(0))
+            .optional()?;
+        Ok(found.unwrap_or(Category::Unclassified))
+    }
+
+    /// Every row of `error_categories`, by category then type, with the
+    /// items each classifies now; then, as `Unclassified`, the error types
+    /// that items have but the table does not name.
+    pub fn category_rules(&self) -> Result<Vec<CategoryRule>> {
+        let conn = self.conn()?;
+        // error_type_counts is small (jobs × types): the counts come from
+        // the counters, never from a scan of items.
+        let mut stmt = conn.prepare_cached(
+            "SELECT t.error_type, COALESCE(c.category, 'unclassified'), SUM(t.items) FROM (
+                 SELECT error_type, 0 AS items FROM error_categories
+                 UNION ALL
+                 SELECT error_type, item_count FROM error_type_counts WHERE error_type <> ''
+             ) AS t
+             LEFT JOIN error_categories AS c ON c.error_type = t.error_type
+             GROUP BY t.error_type",
+        )?;
+        let mut rules = stmt
+            .query_map([], |row| {
+                Ok(CategoryRule {
+                    error_type: row.get(0)?,
+                    category: row.get(1)?,
+                    items: row.get(2)?,
+                })
+            })?
+            .collect::<rusqlite::Result<Vec<_>>>()?;
+        rules.sort_by(|a, b| (a.category, &a.error_type).cmp(&(b.category, &b.error_type)));
+        Ok(rules)
+    }
+
+    /// Puts `error_type` in `category`, with a `category_set` event (the
+    /// type, before and after). Setting `Unclassified` keeps a row (so a
+    /// seeded type can be declassified); the change applies to every item,
+    /// stored or to come, whose last attempt has this type.
+    pub fn set_category(&self, error_type: &str, category: Category) -> Result<CategoryChange> {
+        check_type_name(error_type)?;
+        self.write(|tx| {
+            let conn = tx.conn();
+            let before: Option<Category> = conn
+                .prepare_cached("SELECT category FROM error_categories WHERE error_type = ?1")?
+                .query_row(params![error_type], |row| row.get(0))
+                .optional()?;
+            conn.prepare_cached(
+                "INSERT INTO error_categories (error_type, category) VALUES (?1, ?2)
+                 ON CONFLICT (error_type) DO UPDATE SET category = excluded.category",
+            )?
+            .execute(params![error_type, category])?;
+            let items: i64 = conn
+                .prepare_cached(
+                    "SELECT COALESCE(SUM(item_count), 0) FROM error_type_counts WHERE error_type = ?1",
+                )?
+                .query_row(params![error_type], |row| row.get(0))?;
+            tx.event(
+                EventKind::CategorySet,
+                None,
+                None,
+                serde_json::json!({
+                    "error_type": error_type,
+                    "before": before.unwrap_or(Category::Unclassified),
+                    "category": category,
+                    "items": items,
+                }),
+            )?;
+            Ok(CategoryChange {
+                error_type: error_type.to_string(),
+                before,
+                category,
+                items,
+            })
+        })
+    }
+}
+
+/// An error type name `set_category` accepts: not empty, not huge, no
+/// control characters (it is shown in tables and metrics labels).
+fn check_type_name(name: &str) -> Result<()> {
+    let problem = if name.is_empty() {
+        Some("it is empty".to_string())
+    } else if name.len() > MAX_TYPE_LEN {
+        Some(format!(
+            "it is {} bytes long (at most {MAX_TYPE_LEN})",
+            name.len()
+        ))
+    } else if name.chars().any(char::is_control) {
+        Some("it has control characters".to_string())
+    } else {
+        None
+    };
+    match problem {
+        Some(why) => Err(Error::invalid_argument("error type", why)),
+        None => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip() {
+        for c in Category::ALL {
+            assert_eq!(c.as_str().parse::<Category>().unwrap(), c);
+        }
+        assert!("Transient".parse::<Category>().is_err());
+    }
+
+    #[test]
+    fn the_seeded_mapping_and_a_change() {
+        let dlq = Dlq::open_in_memory().unwrap();
+        assert_eq!(dlq.category_of("Timeout").unwrap(), Category::Transient);
+        assert_eq!(
+            dlq.category_of("CommandFailed").unwrap(),
+            Category::ConditionallyRecoverable
+        );
+        assert_eq!(
+            dlq.category_of("PermissionError").unwrap(),
+            Category::Permanent
+        );
+        assert_eq!(
+            dlq.category_of("QuotaExceeded").unwrap(),
+            Category::Unclassified
+        );
+        let change = dlq
+            .set_category("QuotaExceeded", Category::Transient)
+            .unwrap();
+        assert_eq!(change.before, None);
+        assert_eq!(
+            dlq.category_of("QuotaExceeded").unwrap(),
+            Category::Transient
+        );
+        let change = dlq.set_category("Timeout", Category::Permanent).unwrap();
+        assert_eq!(change.before, Some(Category::Transient));
+        assert_eq!(dlq.category_map().unwrap()["Timeout"], Category::Permanent);
+        assert!(dlq.set_category("", Category::Permanent).is_err());
+        assert!(dlq.set_category("a\nb", Category::Permanent).is_err());
+    }
+}
