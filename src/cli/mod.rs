@@ -26,6 +26,7 @@ mod sql;
 mod stats;
 mod table;
 mod term;
+mod watch;
 
 use anyhow::{Context as _, Result};
 use clap::{Parser, Subcommand};
@@ -96,6 +97,7 @@ enum Command {
     Mark(mark::Args),
     Capacity(capacity::Args),
     Events(events::Args),
+    Watch(watch::Args),
     Jobs(jobs::Args),
     Sql(sql::Args),
     Report(report::Args),
@@ -292,6 +294,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Command::Mark(args) => mark::run(args, &ctx),
         Command::Capacity(args) => capacity::run(args, &ctx),
         Command::Events(args) => events::run(args, &ctx),
+        Command::Watch(args) => watch::run(args, &ctx),
         Command::Jobs(args) => jobs::run(args, &ctx),
         Command::Sql(args) => sql::run(args, &ctx),
         Command::Report(args) => report::run(args, &ctx),
