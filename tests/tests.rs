@@ -46,3 +46,5 @@ mod robustness;
 mod schema;
 #[path = "tests/terminal.rs"]
 mod terminal;
+#[path = "tests/watch.rs"]
+mod watch;
