@@ -28,7 +28,8 @@ const BATCH: usize = 256;
 
 /// The kinds that announce a dead letter (see
 /// [`EventKind::announces_dead_letter`]).
-const DEAD_LETTER_KINDS: [EventKind; 3] = [EventKind::Added, EventKind::Merged, EventKind::Imported];
+const DEAD_LETTER_KINDS: [EventKind; 3] =
+    [EventKind::Added, EventKind::Merged, EventKind::Imported];
 
 /// What a [`Watcher`] hands out.
 #[derive(Clone, Debug, Default)]
@@ -122,9 +123,12 @@ impl Watcher {
             }
             let end = self.dlq.last_event_id()?;
             let kinds = (!self.options.every_event).then_some(&DEAD_LETTER_KINDS[..]);
-            let batch =
-                self.dlq
-                    .events_after(self.position, self.options.job_id.as_deref(), kinds, BATCH)?;
+            let batch = self.dlq.events_after(
+                self.position,
+                self.options.job_id.as_deref(),
+                kinds,
+                BATCH,
+            )?;
             self.more = batch.len() == BATCH;
             if !self.more {
                 // A short batch holds every match up to the end read

@@ -233,13 +233,15 @@ impl Printer {
                 let mut text = String::new();
                 if !self.header_done {
                     self.header_done = true;
-                    text.push_str(&settings.fit(
-                        format!(
-                            "{:<20}  {:<8}  {:<25}  {:<12}  {:>5}  {:<14}  MESSAGE",
-                            "TIME", "EVENT", "JOB", "ITEM", "FAILS", "ERROR TYPE"
-                        )
-                        .as_str(),
-                    ));
+                    text.push_str(
+                        &settings.fit(
+                            format!(
+                                "{:<20}  {:<8}  {:<25}  {:<12}  {:>5}  {:<14}  MESSAGE",
+                                "TIME", "EVENT", "JOB", "ITEM", "FAILS", "ERROR TYPE"
+                            )
+                            .as_str(),
+                        ),
+                    );
                     text.push('\n');
                 }
                 text.push_str(&settings.fit(&table_line(seen)));

@@ -224,7 +224,10 @@ impl Dlq {
         // An in-memory database's pool holds its only connection: a probe
         // holding it would leave nothing for the queries it triggers.
         if !self.parallel_reads() {
-            return Ok(ChangeProbe { conn: None, seen: None });
+            return Ok(ChangeProbe {
+                conn: None,
+                seen: None,
+            });
         }
         Ok(ChangeProbe {
             conn: Some(self.conn()?),
@@ -284,6 +287,87 @@ impl ChangeProbe {
 
 impl std::fmt::Debug for ChangeProbe {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ChangeProbe").field("seen", &self.seen).finish()
+        f.debug_struct("ChangeProbe")
+            .field("seen", &self.seen)
+            .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn plan(dlq: &Dlq, sql: &str, params: impl rusqlite::Params) -> Vec<String> {
+        let conn = dlq.conn().unwrap();
+        let mut stmt = conn.prepare(&format!("EXPLAIN QUERY PLAN {sql}")).unwrap();
+        let steps = stmt
+            .query_map(params, |row| row.get::<_, String>(3))
+            .unwrap()
+            .map(|step| step.unwrap())
+            .collect();
+        steps
+    }
+
+    #[test]
+    fn following_the_log_walks_the_primary_key() {
+        let dlq = Dlq::open_in_memory().unwrap();
+        for (job, kinds) in [
+            (None, None),
+            (Some("j"), None),
+            (None, Some(r#"["added","merged","imported"]"#)),
+            (Some("j"), Some(r#"["added"]"#)),
+        ] {
+            let steps = plan(&dlq, EVENTS_AFTER, params![5, job, kinds, 256]);
+            assert!(
+                steps
+                    .iter()
+                    .any(|s| s.contains("USING INTEGER PRIMARY KEY (rowid>?)")),
+                "{steps:#?}"
+            );
+            assert!(
+                !steps.iter().any(|s| s.contains("TEMP B-TREE")),
+                "{steps:#?}"
+            );
+        }
+    }
+
+    #[test]
+    fn events_after_reads_forward_from_a_position() {
+        let dlq = Dlq::open_in_memory().unwrap();
+        assert_eq!(dlq.last_event_id().unwrap(), 0);
+        for (job, id) in [("a", "1"), ("b", "2"), ("a", "3")] {
+            let item = crate::DeadLetteredItem::from_json_str(
+                &serde_json::json!({
+                    "item_id": id,
+                    "item_data": null,
+                    "first_attempt": "2025-01-01T00:00:00Z",
+                    "last_attempt": "2025-01-01T00:00:00Z",
+                    "failure_count": 1,
+                    "failure_history": [],
+                    "error_signature": "s",
+                    "reprocess_eligible": true,
+                    "manual_review_required": false
+                })
+                .to_string(),
+            )
+            .unwrap();
+            dlq.add(job, &item).unwrap();
+        }
+        let end = dlq.last_event_id().unwrap();
+        let all = dlq.events_after(0, None, None, 100).unwrap();
+        assert_eq!(all.last().map(|e| e.id), Some(end));
+        assert!(all.windows(2).all(|w| w[0].id < w[1].id));
+        let added = [EventKind::Added];
+        let of_a = dlq.events_after(0, Some("a"), Some(&added), 100).unwrap();
+        let ids: Vec<_> = of_a.iter().map(|e| e.item_id.clone().unwrap()).collect();
+        assert_eq!(ids, ["1", "3"]);
+        let after_first = dlq
+            .events_after(of_a[0].id, Some("a"), Some(&added), 1)
+            .unwrap();
+        assert_eq!(after_first.len(), 1);
+        assert_eq!(after_first[0].item_id.as_deref(), Some("3"));
+        assert!(dlq.events_after(end, None, None, 10).unwrap().is_empty());
+        assert_eq!(dlq.event(end).unwrap().map(|e| e.id), Some(end));
+        assert!(dlq.event(end + 1).unwrap().is_none());
     }
 }

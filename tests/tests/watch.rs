@@ -144,10 +144,14 @@ fn concurrent_adds_show_once_each_and_a_killed_watcher_resumes_without_gap_or_re
         assert_eq!(fields[..2], ["added", "live"], "{line}");
         assert!(fields[3].parse::<i64>().unwrap() > 0, "{line}");
         // The whole item, in the legacy shape, came on stdin.
-        let stdin = std::fs::read_to_string(dir.join(&format!("hooks/{}.json", fields[2]))).unwrap();
+        let stdin =
+            std::fs::read_to_string(dir.join(&format!("hooks/{}.json", fields[2]))).unwrap();
         let stdin = json(&stdin);
         assert_eq!(stdin["item_id"], fields[2]);
-        assert_eq!(stdin["failure_history"][0]["error_message"], format!("boom {}", fields[2]));
+        assert_eq!(
+            stdin["failure_history"][0]["error_message"],
+            format!("boom {}", fields[2])
+        );
     }
 
     // Killed outright; items come while it is down.
@@ -156,13 +160,19 @@ fn concurrent_adds_show_once_each_and_a_killed_watcher_resumes_without_gap_or_re
     add_lines(&db, "live", [item("while-down", 1, TS, "boom while-down")]);
     add_lines(&db, "other", [item("down-too", 1, TS, "boom down-too")]);
     // A merge is a dead letter again.
-    add_lines(&db, "live", [item("p0-0", 2, "2025-11-24T00:00:00Z", "boom again")]);
+    add_lines(
+        &db,
+        "live",
+        [item("p0-0", 2, "2025-11-24T00:00:00Z", "boom again")],
+    );
 
     let out2 = dir.join("out2.jsonl");
     let watcher = start_watch(&out2);
     wait_until("three more hooks", || lines(&log).len() >= 9);
     let end = last_event_id(&db);
-    wait_until("the cursor at the new end", || cursor_id(&cursor) == Some(end));
+    wait_until("the cursor at the new end", || {
+        cursor_id(&cursor) == Some(end)
+    });
     let resumed = lines(&out2);
     assert_eq!(item_ids(&resumed), ["while-down", "down-too", "p0-0"]);
     assert_eq!(json(&resumed[2])["event"], "merged");
@@ -179,7 +189,14 @@ fn concurrent_adds_show_once_each_and_a_killed_watcher_resumes_without_gap_or_re
     assert_eq!(cursor_id(&cursor), Some(end));
     // Nothing new: a run with --once prints nothing and runs nothing.
     let again = ok(dlq(&db)
-        .args(["watch", "--once", "--format", "jsonl", "--exec", &hook(&dir)])
+        .args([
+            "watch",
+            "--once",
+            "--format",
+            "jsonl",
+            "--exec",
+            &hook(&dir),
+        ])
         .arg("--since-cursor")
         .arg(&cursor));
     assert_eq!(again, "");
@@ -193,7 +210,11 @@ fn concurrent_adds_show_once_each_and_a_killed_watcher_resumes_without_gap_or_re
 fn job_filter_and_events_select_by_the_items_current_state() {
     let dir = TempDir::new("watch-select");
     let db = dir.join("dlq.db");
-    add_lines(&db, "a", [item("a1", 1, TS, "disk full"), item("a2", 1, TS, "timeout")]);
+    add_lines(
+        &db,
+        "a",
+        [item("a1", 1, TS, "disk full"), item("a2", 1, TS, "timeout")],
+    );
     add_lines(&db, "b", [item("b1", 1, TS, "disk full")]);
     add_lines(&db, "a", [item("a2", 2, TS, "timeout again")]);
     let watch = |args: &[&str]| {
@@ -229,18 +250,31 @@ fn job_filter_and_events_select_by_the_items_current_state() {
         .iter()
         .map(|l| json(l)["event"].as_str().unwrap().to_string())
         .collect();
-    assert_eq!(kinds, ["added", "added", "added", "merged", "marked", "cleared"]);
+    assert_eq!(
+        kinds,
+        ["added", "added", "added", "merged", "marked", "cleared"]
+    );
     assert!(json(&events[2])["failure_count"].is_null(), "b1 is gone");
     assert!(json(&events[4])["detail"].is_object());
 
     // Tables: one line per dead letter under one header, escaped.
-    add_lines(&db, "a", [item("esc\u{1b}[31m", 1, TS, "red \u{1b}]0;title\u{7}")]);
+    add_lines(
+        &db,
+        "a",
+        [item("esc\u{1b}[31m", 1, TS, "red \u{1b}]0;title\u{7}")],
+    );
     let table = ok(dlq(&db).args(["watch", "--once", "--from-start", "--job-id", "a"]));
     let rows: Vec<&str> = table.lines().collect();
     assert_eq!(rows.len(), 5, "{table}");
     assert!(rows[0].starts_with("TIME"), "{table}");
-    assert!(rows[4].contains("added") && rows[4].contains("esc\\e[31m"), "{table}");
-    assert!(!table.contains('\u{1b}') && !table.contains('\u{7}'), "{table}");
+    assert!(
+        rows[4].contains("added") && rows[4].contains("esc\\e[31m"),
+        "{table}"
+    );
+    assert!(
+        !table.contains('\u{1b}') && !table.contains('\u{7}'),
+        "{table}"
+    );
 }
 
 #[test]
@@ -319,8 +353,13 @@ fn a_hook_dies_with_a_killed_watcher() {
     watcher.kill().unwrap();
     watcher.wait().unwrap();
     let gone = || {
-        std::fs::read_to_string(format!("/proc/{pid}/stat"))
-            .map_or(true, |s| s.rsplit(')').next().unwrap_or("").trim_start().starts_with('Z'))
+        std::fs::read_to_string(format!("/proc/{pid}/stat")).map_or(true, |s| {
+            s.rsplit(')')
+                .next()
+                .unwrap_or("")
+                .trim_start()
+                .starts_with('Z')
+        })
     };
     wait_until("the hook's sleep to be killed", gone);
 }
@@ -331,20 +370,42 @@ fn a_cursor_of_another_database_or_no_database_is_refused() {
     let db = dir.join("one.db");
     let other = dir.join("other.db");
     add_lines(&db, "j", [item("x1", 1, TS, "m"), item("x2", 1, TS, "m")]);
-    add_lines(&other, "j", [item("y1", 1, TS, "m"), item("y2", 1, TS, "m")]);
+    add_lines(
+        &other,
+        "j",
+        [item("y1", 1, TS, "m"), item("y2", 1, TS, "m")],
+    );
     let cursor = dir.join("c.cursor");
-    ok(dlq(&db).args(["watch", "--once"]).arg("--since-cursor").arg(&cursor));
+    ok(dlq(&db)
+        .args(["watch", "--once"])
+        .arg("--since-cursor")
+        .arg(&cursor));
     assert_eq!(cursor_id(&cursor), Some(last_event_id(&db)));
-    let error = fails(dlq(&other).args(["watch", "--once"]).arg("--since-cursor").arg(&cursor));
+    let error = fails(
+        dlq(&other)
+            .args(["watch", "--once"])
+            .arg("--since-cursor")
+            .arg(&cursor),
+    );
     assert!(error.contains("another database"), "{error}");
     assert_eq!(error.lines().count(), 1, "{error}");
     std::fs::write(&cursor, "garbage").unwrap();
-    let error = fails(dlq(&db).args(["watch", "--once"]).arg("--since-cursor").arg(&cursor));
+    let error = fails(
+        dlq(&db)
+            .args(["watch", "--once"])
+            .arg("--since-cursor")
+            .arg(&cursor),
+    );
     assert!(error.contains("not a dlq watch cursor"), "{error}");
     // Never through a link.
     std::fs::remove_file(&cursor).unwrap();
     std::os::unix::fs::symlink(dir.join("elsewhere"), &cursor).unwrap();
-    let error = fails(dlq(&db).args(["watch", "--once"]).arg("--since-cursor").arg(&cursor));
+    let error = fails(
+        dlq(&db)
+            .args(["watch", "--once"])
+            .arg("--since-cursor")
+            .arg(&cursor),
+    );
     assert!(error.contains("symbolic link"), "{error}");
     assert!(!dir.join("elsewhere").exists());
 
