@@ -36,6 +36,7 @@ pub mod retry;
 pub mod store;
 pub mod text;
 pub mod time;
+pub mod watch;
 
 #[cfg(feature = "tokio")]
 pub use asynchronous::AsyncDlq;

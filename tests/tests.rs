@@ -48,3 +48,5 @@ mod robustness;
 mod schema;
 #[path = "tests/terminal.rs"]
 mod terminal;
+#[path = "tests/watch.rs"]
+mod watch;

@@ -27,6 +27,7 @@ mod sql;
 mod stats;
 mod table;
 mod term;
+mod watch;
 
 use anyhow::{Context as _, Result};
 use clap::{Parser, Subcommand};
@@ -98,6 +99,7 @@ enum Command {
     Capacity(capacity::Args),
     Categories(categories::Args),
     Events(events::Args),
+    Watch(watch::Args),
     Jobs(jobs::Args),
     Sql(sql::Args),
     Report(report::Args),
@@ -296,6 +298,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Command::Capacity(args) => capacity::run(args, &ctx),
         Command::Categories(args) => categories::run(args, &ctx),
         Command::Events(args) => events::run(args, &ctx),
+        Command::Watch(args) => watch::run(args, &ctx),
         Command::Jobs(args) => jobs::run(args, &ctx),
         Command::Sql(args) => sql::run(args, &ctx),
         Command::Report(args) => report::run(args, &ctx),

@@ -63,7 +63,7 @@ impl CommandHandler {
 /// each shell reaches only the shell: the commands it started (and theirs)
 /// would run on, without a lease, while a resumed run starts them again.
 /// A process that leaves its group (setsid) escapes this; see the README.
-struct GroupGuard {
+pub(crate) struct GroupGuard {
     pipe: Mutex<Option<std::process::ChildStdin>>,
     child: std::process::Child,
 }
@@ -86,7 +86,7 @@ exit 0
 "#;
 
 impl GroupGuard {
-    fn start() -> std::io::Result<Self> {
+    pub(crate) fn start() -> std::io::Result<Self> {
         let mut child = Command::new("/bin/sh")
             .arg("-c")
             .arg(GUARD_SCRIPT)
@@ -102,7 +102,7 @@ impl GroupGuard {
         })
     }
 
-    fn tell(&self, line: String) {
+    pub(crate) fn tell(&self, line: String) {
         let mut pipe = match self.pipe.lock() {
             Ok(pipe) => pipe,
             Err(poisoned) => poisoned.into_inner(),
@@ -227,7 +227,7 @@ pub fn kill_all(control: &RunControl) {
     }
 }
 
-fn kill_group(group: i32) {
+pub(crate) fn kill_group(group: i32) {
     // SAFETY: kill(2) with a negative pid signals that process group; it has
     // no memory effects on this process.
     unsafe {
@@ -237,7 +237,7 @@ fn kill_group(group: i32) {
 
 /// Ends what is left of a process group: SIGTERM, up to two seconds to
 /// go, then SIGKILL.
-fn terminate_group(group: i32) {
+pub(crate) fn terminate_group(group: i32) {
     if group <= 0 {
         return;
     }

@@ -1,13 +1,16 @@
 //! The audit log: the kinds of event dlq writes ([`EventKind`]), and
-//! reading the log back ([`Dlq::events`]). Events are written inside each
-//! change's own transaction: one at a time by [`super::WriteTx::event`],
-//! one per deleted item in a single statement by the set-based deletes
-//! (bulk.rs).
+//! reading the log back ([`Dlq::events`], newest first; [`Dlq::events_after`],
+//! oldest first from a position, which `dlq watch` follows). Events are
+//! written inside each change's own transaction: one at a time by
+//! [`super::WriteTx::event`], one per deleted item in a single statement by
+//! the set-based deletes (bulk.rs). Nothing deletes or rewrites an event,
+//! and writers are serialised by SQLite, so events commit in id order: "the
+//! last event id handled" is an exact position in the log.
 
 use super::Dlq;
 use crate::error::Result;
 use crate::time::Timestamp;
-use rusqlite::params;
+use rusqlite::{params, OptionalExtension};
 use serde::Serialize;
 
 /// The kinds of row dlq writes to `events`, one per change to an item or
@@ -93,6 +96,16 @@ impl EventKind {
         }
     }
 
+    /// Whether an event of this kind announces a dead letter being stored
+    /// (added, merged into, imported): what `dlq watch` prints, when the
+    /// event names an item.
+    pub fn announces_dead_letter(self) -> bool {
+        matches!(
+            self,
+            EventKind::Added | EventKind::Merged | EventKind::Imported
+        )
+    }
+
     /// Every kind's name, comma-separated, in [`EventKind::ALL`]'s order:
     /// what help texts and error messages list, so they cannot drift.
     pub fn names() -> String {
@@ -162,20 +175,207 @@ impl Dlq {
         )?;
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         let events = stmt
-            .query_map(params![job_id, kind, limit], |row| {
-                let detail: Option<String> = row.get("detail")?;
-                Ok(Event {
-                    id: row.get("id")?,
-                    time: row.get("time")?,
-                    kind: row.get("kind")?,
-                    job_id: row.get("job_id")?,
-                    item_id: row.get("item_id")?,
-                    detail: detail
-                        .and_then(|text| serde_json::from_str(&text).ok())
-                        .unwrap_or(serde_json::Value::Null),
-                })
-            })?
+            .query_map(params![job_id, kind, limit], event_of_row)?
             .collect::<rusqlite::Result<Vec<_>>>()?;
         Ok(events)
+    }
+
+    /// Up to `limit` events after the one with id `after`, oldest first,
+    /// optionally of one job and of some kinds (`None`: every kind). Walks
+    /// the primary key from `after` (the job and kind conditions are kept
+    /// off their indexes with unary `+`: on a job's index the planner would
+    /// read every event of the job to sort them), so a follower polling
+    /// at the end of the log reads next to nothing. One short read; no
+    /// transaction outlives it.
+    pub fn events_after(
+        &self,
+        after: i64,
+        job_id: Option<&str>,
+        kinds: Option<&[EventKind]>,
+        limit: usize,
+    ) -> Result<Vec<Event>> {
+        let conn = self.conn()?;
+        let mut stmt = conn.prepare_cached(EVENTS_AFTER)?;
+        let kinds = kinds.map(|kinds| {
+            let names: Vec<&str> = kinds.iter().map(|k| k.as_str()).collect();
+            serde_json::Value::from(names).to_string()
+        });
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let events = stmt
+            .query_map(params![after, job_id, kinds, limit], event_of_row)?
+            .collect::<rusqlite::Result<Vec<_>>>()?;
+        Ok(events)
+    }
+
+    /// The event with this id, if there is one.
+    pub fn event(&self, id: i64) -> Result<Option<Event>> {
+        let conn = self.conn()?;
+        let mut stmt = conn.prepare_cached(
+            "SELECT id, time, kind, job_id, item_id, detail FROM events WHERE id = ?1",
+        )?;
+        Ok(stmt.query_row([id], event_of_row).optional()?)
+    }
+
+    /// The id of the newest event, 0 when the log is empty: the end of the
+    /// log, where a follower that wants only what comes next starts.
+    pub fn last_event_id(&self) -> Result<i64> {
+        let conn = self.conn()?;
+        let id: Option<i64> = conn
+            .prepare_cached("SELECT MAX(id) FROM events")?
+            .query_row([], |row| row.get(0))?;
+        Ok(id.unwrap_or(0))
+    }
+
+    /// A cheap "has anything changed?" for a follower (see
+    /// [`ChangeProbe`]).
+    pub fn change_probe(&self) -> Result<ChangeProbe> {
+        // An in-memory database's pool holds its only connection: a probe
+        // holding it would leave nothing for the queries it triggers.
+        if !self.parallel_reads() {
+            return Ok(ChangeProbe {
+                conn: None,
+                seen: None,
+            });
+        }
+        Ok(ChangeProbe {
+            conn: Some(self.conn()?),
+            seen: None,
+        })
+    }
+}
+
+/// Events after a position, oldest first: `?2` a job or NULL, `?3` a JSON
+/// array of kind names or NULL. `+` keeps the job and kind conditions off
+/// `events_job` and `events_kind`, so the plan is a range of the primary
+/// key (checked in the tests below).
+const EVENTS_AFTER: &str = "SELECT id, time, kind, job_id, item_id, detail FROM events
+     WHERE id > ?1
+       AND (?2 IS NULL OR +job_id = ?2)
+       AND (?3 IS NULL OR +kind IN (SELECT value FROM json_each(?3)))
+     ORDER BY id LIMIT ?4";
+
+fn event_of_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<Event> {
+    let detail: Option<String> = row.get("detail")?;
+    Ok(Event {
+        id: row.get("id")?,
+        time: row.get("time")?,
+        kind: row.get("kind")?,
+        job_id: row.get("job_id")?,
+        item_id: row.get("item_id")?,
+        detail: detail
+            .and_then(|text| serde_json::from_str(&text).ok())
+            .unwrap_or(serde_json::Value::Null),
+    })
+}
+
+/// Tells whether another connection committed anything since the last
+/// look, from SQLite's `PRAGMA data_version` on one connection held for the
+/// purpose: it reads a counter in the WAL index, no table, and takes no
+/// lock a writer waits for. A follower asks it every poll and queries the
+/// log only when it says yes, so an idle follower costs one pragma a poll.
+/// (On an in-memory database it always says yes.)
+pub struct ChangeProbe {
+    conn: Option<super::Conn>,
+    seen: Option<i64>,
+}
+
+impl ChangeProbe {
+    /// Whether anything was committed since the last call (the first call
+    /// says yes).
+    pub fn changed(&mut self) -> Result<bool> {
+        let Some(conn) = &self.conn else {
+            return Ok(true);
+        };
+        let version: i64 = conn.query_row("PRAGMA data_version", [], |row| row.get(0))?;
+        let changed = self.seen != Some(version);
+        self.seen = Some(version);
+        Ok(changed)
+    }
+}
+
+impl std::fmt::Debug for ChangeProbe {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ChangeProbe")
+            .field("seen", &self.seen)
+            .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn plan(dlq: &Dlq, sql: &str, params: impl rusqlite::Params) -> Vec<String> {
+        let conn = dlq.conn().unwrap();
+        let mut stmt = conn.prepare(&format!("EXPLAIN QUERY PLAN {sql}")).unwrap();
+        let steps = stmt
+            .query_map(params, |row| row.get::<_, String>(3))
+            .unwrap()
+            .map(|step| step.unwrap())
+            .collect();
+        steps
+    }
+
+    #[test]
+    fn following_the_log_walks_the_primary_key() {
+        let dlq = Dlq::open_in_memory().unwrap();
+        for (job, kinds) in [
+            (None, None),
+            (Some("j"), None),
+            (None, Some(r#"["added","merged","imported"]"#)),
+            (Some("j"), Some(r#"["added"]"#)),
+        ] {
+            let steps = plan(&dlq, EVENTS_AFTER, params![5, job, kinds, 256]);
+            assert!(
+                steps
+                    .iter()
+                    .any(|s| s.contains("USING INTEGER PRIMARY KEY (rowid>?)")),
+                "{steps:#?}"
+            );
+            assert!(
+                !steps.iter().any(|s| s.contains("TEMP B-TREE")),
+                "{steps:#?}"
+            );
+        }
+    }
+
+    #[test]
+    fn events_after_reads_forward_from_a_position() {
+        let dlq = Dlq::open_in_memory().unwrap();
+        assert_eq!(dlq.last_event_id().unwrap(), 0);
+        for (job, id) in [("a", "1"), ("b", "2"), ("a", "3")] {
+            let item = crate::DeadLetteredItem::from_json_str(
+                &serde_json::json!({
+                    "item_id": id,
+                    "item_data": null,
+                    "first_attempt": "2025-01-01T00:00:00Z",
+                    "last_attempt": "2025-01-01T00:00:00Z",
+                    "failure_count": 1,
+                    "failure_history": [],
+                    "error_signature": "s",
+                    "reprocess_eligible": true,
+                    "manual_review_required": false
+                })
+                .to_string(),
+            )
+            .unwrap();
+            dlq.add(job, &item).unwrap();
+        }
+        let end = dlq.last_event_id().unwrap();
+        let all = dlq.events_after(0, None, None, 100).unwrap();
+        assert_eq!(all.last().map(|e| e.id), Some(end));
+        assert!(all.windows(2).all(|w| w[0].id < w[1].id));
+        let added = [EventKind::Added];
+        let of_a = dlq.events_after(0, Some("a"), Some(&added), 100).unwrap();
+        let ids: Vec<_> = of_a.iter().map(|e| e.item_id.clone().unwrap()).collect();
+        assert_eq!(ids, ["1", "3"]);
+        let after_first = dlq
+            .events_after(of_a[0].id, Some("a"), Some(&added), 1)
+            .unwrap();
+        assert_eq!(after_first.len(), 1);
+        assert_eq!(after_first[0].item_id.as_deref(), Some("3"));
+        assert!(dlq.events_after(end, None, None, 10).unwrap().is_empty());
+        assert_eq!(dlq.event(end).unwrap().map(|e| e.id), Some(end));
+        assert!(dlq.event(end + 1).unwrap().is_none());
     }
 }

@@ -17,7 +17,7 @@
 //! | `load.rs` | loading many items at once (import): batches, the bulk switches |
 //! | `take.rs` | taking eligible items out to run them again (requeue) |
 //! | `leases.rs` | retry runs and the leases that let runs share a job |
-//! | `events.rs` | the audit log: event kinds and reading the log |
+//! | `events.rs` | the audit log: event kinds, reading the log (newest first, or forward from a position) and the change probe followers poll |
 //! | `stats.rs` | the legacy statistics, streamed |
 //! | `analysis.rs`, `message_groups.rs` | `analyze`: pattern and message groups, distributions |
 //! | `categories.rs` | failure categories: [`Category`], the `error_categories` table, an item's category in SQL |
@@ -54,7 +54,7 @@ pub use analysis::{
 pub use bulk::{DeleteStep, PurgeProgress, PurgeReport};
 pub use categories::{Category, CategoryChange, CategoryRule};
 use counters::last_attempt_select;
-pub use events::{Event, EventKind};
+pub use events::{ChangeProbe, Event, EventKind};
 pub use filter_sql::Condition;
 pub use items::{ItemIter, ItemSummary, JobItem, ListFilter, Page, PageCursor, SummaryIter};
 pub use items::{MarkRequest, Marked};

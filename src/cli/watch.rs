@@ -1,0 +1,420 @@
+//! `dlq watch`: follows the DLQ like `tail -f` (dlqlite::watch does the
+//! following): prints each new dead letter, runs a hook per dead letter,
+//! and keeps its place in a cursor file.
+
+use super::output::{note, parse_filter};
+use super::{term, Context};
+use anyhow::{Context as _, Result};
+use dlqlite::store::{Event, ItemSummary};
+use dlqlite::watch::{Hook, HookOutcome, Seen, WatchOptions, Watcher};
+use dlqlite::Dlq;
+use serde_json::json;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Follow new dead letters as they come (like tail -f)
+///
+/// Prints each dead letter as it is added, merged or imported, by any
+/// process (with --events: every audit event), within a second. Idle, it
+/// costs one cheap check of the database a quarter second. Without a
+/// cursor it starts at the end of the log: only what comes next.
+///
+/// --job-id and --filter select dead letters by the item as it is when its
+/// event is handled (an item removed by then is skipped; with --events its
+/// event is printed anyway, and events of other kinds are not filtered).
+///
+/// --exec CMD runs `/bin/sh -c CMD` once per dead letter, one at a time in
+/// log order, with the item in the legacy JSON shape (as `dlq inspect`
+/// prints it) on stdin and DLQ_JOB_ID, DLQ_ITEM_ID, DLQ_EVENT (added,
+/// merged or imported) and DLQ_EVENT_ID in its environment; its stdout
+/// goes to stderr. A hook that fails, or runs past --exec-timeout and is
+/// killed, gets a warning on stderr and the watch goes on. Hooks die with
+/// dlq.
+///
+/// --since-cursor FILE keeps the id of the last event handled (printed and
+/// its hook done), rewritten atomically after each: a watcher restarted
+/// with the same FILE resumes after it, missing nothing and repeating
+/// nothing, except that a watcher killed between a hook ending and the
+/// cursor being written runs that one hook again (at least once). A
+/// missing FILE is created at the starting point; a FILE of another
+/// database is refused.
+///
+/// Ctrl-C or SIGTERM stops it cleanly (exit 0; a running hook is killed and
+/// runs again on the next start). With --once it handles what is there and
+/// exits: 0, or 1 when a hook failed.
+///
+/// Examples:
+///   dlq watch --once --from-start --job-id mapreduce-20251123_194253
+///   dlq watch --once --from-start --format jsonl --filter 'failure_count >= 3'
+///   dlq watch --once --since-cursor watch.cursor --exec 'jq -r .item_id'
+#[derive(Debug, clap::Args)]
+#[command(verbatim_doc_comment)]
+pub struct Args {
+    /// Only this job
+    #[arg(long)]
+    job_id: Option<String>,
+    /// Only dead letters matching this expression (see `dlq list --help`)
+    #[arg(long, value_name = "EXPR")]
+    filter: Option<String>,
+    /// Output format
+    #[arg(long, value_enum, default_value_t = WatchFormat::Table)]
+    format: WatchFormat,
+    /// Every audit event, not only new dead letters
+    #[arg(long)]
+    events: bool,
+    /// Run this command once per new dead letter (see above)
+    #[arg(long, value_name = "CMD", value_parser = non_blank)]
+    exec: Option<String>,
+    /// Seconds a hook may run before its process group is killed (0: no
+    /// limit)
+    #[arg(long, value_name = "SECS", default_value_t = 60,
+          value_parser = clap::value_parser!(u64).range(0..=30 * 86_400))]
+    exec_timeout: u64,
+    /// Keep the last event handled in FILE and resume after it
+    #[arg(long, value_name = "FILE")]
+    since_cursor: Option<PathBuf>,
+    /// Without a cursor yet: start at the first event, not at the end
+    #[arg(long)]
+    from_start: bool,
+    /// Handle what is there, then exit
+    #[arg(long)]
+    once: bool,
+}
+
+/// `--format` of a stream: lines only.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum WatchFormat {
+    /// One line per dead letter, for people
+    Table,
+    /// One JSON object per line
+    Jsonl,
+}
+
+fn non_blank(text: &str) -> std::result::Result<String, String> {
+    if text.trim().is_empty() {
+        Err("the command is empty".into())
+    } else {
+        Ok(text.to_string())
+    }
+}
+
+/// How often an idle watcher looks: a new dead letter shows within this.
+const POLL: Duration = Duration::from_millis(250);
+
+pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
+    let filter = parse_filter(args.filter.as_deref())?;
+    let dlq = ctx.open_existing()?;
+    let cursor = args
+        .since_cursor
+        .as_deref()
+        .map(|path| Cursor::open(path, &dlq, ctx.db_path(), args.from_start))
+        .transpose()?;
+    let start = match &cursor {
+        Some(cursor) => cursor.saved,
+        None if args.from_start => 0,
+        None => dlq.last_event_id()?,
+    };
+    let hook = args
+        .exec
+        .as_deref()
+        .map(|command| {
+            let timeout = (args.exec_timeout > 0).then(|| Duration::from_secs(args.exec_timeout));
+            Hook::new(command, timeout)
+        })
+        .transpose()?;
+    let stop = Arc::new(AtomicBool::new(false));
+    {
+        let stop = stop.clone();
+        // Only watch sets a handler in this process.
+        let _ = ctrlc::set_handler(move || stop.store(true, Ordering::Relaxed));
+    }
+    let options = WatchOptions {
+        job_id: args.job_id.clone(),
+        filter,
+        every_event: args.events,
+    };
+    let mut watcher = Watcher::new(&dlq, start, options)?;
+    let mut printer = Printer {
+        format: args.format,
+        header_done: false,
+    };
+    let mut cursor = cursor;
+    let mut hooks_failed = false;
+    loop {
+        if stop.load(Ordering::Relaxed) {
+            break;
+        }
+        let seen = if args.once {
+            watcher.next_pending()?
+        } else {
+            watcher.next(POLL, &stop)?
+        };
+        let Some(seen) = seen else {
+            // Caught up (or stopped): events passed over still move the
+            // cursor, so a restart does not read them again.
+            if let Some(cursor) = &mut cursor {
+                cursor.save(&dlq, watcher.position())?;
+            }
+            if args.once || stop.load(Ordering::Relaxed) {
+                break;
+            }
+            continue;
+        };
+        printer.print(&seen)?;
+        if let (Some(hook), Some(item)) = (&hook, &seen.item) {
+            match run_hook(hook, &dlq, &seen.event, item, &stop)? {
+                HookOutcome::Succeeded => {}
+                // Not handled: the cursor stays before it.
+                HookOutcome::Stopped => break,
+                HookOutcome::Failed(why) => {
+                    hooks_failed = true;
+                    note(&format!(
+                        "dlq: warning: --exec for item {} of job {} (event {}) {why}",
+                        item.item_id, item.job_id, seen.event.id
+                    ));
+                }
+            }
+        }
+        if let Some(cursor) = &mut cursor {
+            cursor.save(&dlq, seen.event.id)?;
+        }
+    }
+    Ok(if args.once && hooks_failed {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+/// Runs the hook for one dead letter. An item removed since it was
+/// checked has nothing to give the hook: passed over, as if gone before.
+fn run_hook(
+    hook: &Hook,
+    dlq: &Dlq,
+    event: &Event,
+    item: &ItemSummary,
+    stop: &AtomicBool,
+) -> Result<HookOutcome> {
+    let whole = match dlq.get(Some(&item.job_id), &item.item_id) {
+        Ok(whole) => whole,
+        Err(dlqlite::Error::ItemNotFound { .. }) => return Ok(HookOutcome::Succeeded),
+        Err(e) => return Err(e.into()),
+    };
+    let input = whole.to_legacy_json_pretty()?;
+    let env = [
+        ("DLQ_JOB_ID", item.job_id.clone()),
+        ("DLQ_ITEM_ID", item.item_id.clone()),
+        ("DLQ_EVENT", event.kind.clone()),
+        ("DLQ_EVENT_ID", event.id.to_string()),
+    ];
+    Ok(hook.run(&env, input.as_bytes(), stop))
+}
+
+/// Writes each event as it is handled, flushed at once (a reader at the
+/// other end of a pipe sees it then).
+struct Printer {
+    format: WatchFormat,
+    header_done: bool,
+}
+
+impl Printer {
+    fn print(&mut self, seen: &Seen) -> Result<()> {
+        let line = match self.format {
+            WatchFormat::Jsonl => {
+                let text = serde_json::to_string(&json_line(seen))?;
+                dlqlite::text::json_for_terminal(&text).into_owned()
+            }
+            WatchFormat::Table => {
+                let settings = term::get();
+                let mut text = String::new();
+                if !self.header_done {
+                    self.header_done = true;
+                    text.push_str(
+                        &settings.fit(
+                            format!(
+                                "{:<20}  {:<8}  {:<25}  {:<12}  {:>5}  {:<14}  MESSAGE",
+                                "TIME", "EVENT", "JOB", "ITEM", "FAILS", "ERROR TYPE"
+                            )
+                            .as_str(),
+                        ),
+                    );
+                    text.push('\n');
+                }
+                text.push_str(&settings.fit(&table_line(seen)));
+                text
+            }
+        };
+        let mut out = std::io::stdout().lock();
+        writeln!(out, "{line}")?;
+        out.flush()?;
+        Ok(())
+    }
+}
+
+/// One line for people: time, event, job, item, fails, error type and the
+/// message's headline, each escaped for the terminal.
+fn table_line(seen: &Seen) -> String {
+    let event = &seen.event;
+    let escape = |text: &str| dlqlite::text::for_terminal(text).into_owned();
+    let or_dash = |text: Option<&str>| escape(text.filter(|t| !t.is_empty()).unwrap_or("-"));
+    let time = term::get().time(&event.time.to_storage());
+    let (fails, error_type, message) = match &seen.item {
+        Some(item) => (
+            item.failure_count.to_string(),
+            or_dash(item.error_type.as_deref()),
+            escape(dlqlite::text::headline(
+                item.error_message.as_deref().unwrap_or(""),
+            )),
+        ),
+        None => (
+            "-".to_string(),
+            "-".to_string(),
+            escape(&match &event.detail {
+                serde_json::Value::Null => String::new(),
+                detail => detail.to_string(),
+            }),
+        ),
+    };
+    format!(
+        "{time:<20}  {:<8}  {:<25}  {:<12}  {fails:>5}  {error_type:<14}  {message}",
+        escape(&event.kind),
+        or_dash(event.job_id.as_deref()),
+        or_dash(event.item_id.as_deref()),
+    )
+    .trim_end()
+    .to_string()
+}
+
+/// One JSON object: the event, and the item's summary when it is a dead
+/// letter (or the event's detail otherwise).
+fn json_line(seen: &Seen) -> serde_json::Value {
+    let event = &seen.event;
+    let mut line = json!({
+        "event_id": event.id,
+        "event": event.kind,
+        "time": event.time,
+        "job_id": event.job_id,
+        "item_id": event.item_id,
+    });
+    match (&seen.item, line.as_object_mut()) {
+        (Some(item), Some(object)) => {
+            if let Ok(serde_json::Value::Object(fields)) = serde_json::to_value(item) {
+                for (key, value) in fields {
+                    object.entry(key).or_insert(value);
+                }
+            }
+        }
+        (None, Some(object)) => {
+            object.insert("detail".to_string(), event.detail.clone());
+        }
+        _ => {}
+    }
+    line
+}
+
+/// `--since-cursor FILE`: the last event handled, and the time of that
+/// event (events are never rewritten, so a database whose event of that id
+/// has another time, or none, is not the one the cursor was kept for).
+struct Cursor {
+    path: PathBuf,
+    saved: i64,
+    database: String,
+}
+
+impl Cursor {
+    /// Reads FILE, or creates it at the starting point (the end of the log,
+    /// or the start with `from_start`) when it is missing.
+    fn open(path: &Path, dlq: &Dlq, db_path: &Path, from_start: bool) -> Result<Self> {
+        let database = std::fs::canonicalize(db_path)
+            .unwrap_or_else(|_| db_path.to_path_buf())
+            .display()
+            .to_string();
+        let shown = path.display().to_string();
+        match read_no_follow(path) {
+            Ok(text) => {
+                let value: serde_json::Value = serde_json::from_str(&text)
+                    .ok()
+                    .filter(|v: &serde_json::Value| v.is_object())
+                    .with_context(|| format!("cursor {shown}: not a dlq watch cursor"))?;
+                let id = value["event_id"]
+                    .as_i64()
+                    .filter(|id| *id >= 0)
+                    .with_context(|| format!("cursor {shown}: no event_id"))?;
+                if id > 0 {
+                    let time = value["event_time"].as_str().unwrap_or("");
+                    let event = dlq.event(id)?;
+                    if event.as_ref().map(|e| e.time.to_storage()).as_deref() != Some(time) {
+                        anyhow::bail!(
+                            "cursor {shown} was kept for another database ({}): its event {id} \
+                             is not in this one; remove the file to start afresh",
+                            value["database"].as_str().unwrap_or("unknown")
+                        );
+                    }
+                }
+                Ok(Cursor {
+                    path: path.to_path_buf(),
+                    saved: id,
+                    database,
+                })
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                let start = if from_start { 0 } else { dlq.last_event_id()? };
+                let mut cursor = Cursor {
+                    path: path.to_path_buf(),
+                    saved: -1,
+                    database,
+                };
+                cursor.save(dlq, start)?;
+                Ok(cursor)
+            }
+            Err(e) => Err(anyhow::anyhow!("cursor {shown}: {e}")),
+        }
+    }
+
+    /// Writes `id` (when it moved), atomically: a temporary file beside it,
+    /// synced, renamed over it (dlqlite::outfile; 0600, never through a
+    /// link).
+    fn save(&mut self, dlq: &Dlq, id: i64) -> Result<()> {
+        if id == self.saved {
+            return Ok(());
+        }
+        let time = match id {
+            0 => None,
+            id => dlq.event(id)?.map(|e| e.time.to_storage()),
+        };
+        let text = json!({
+            "event_id": id,
+            "event_time": time,
+            "database": self.database,
+        })
+        .to_string()
+            + "\n";
+        dlqlite::outfile::write_file(&self.path, text.as_bytes())?;
+        self.saved = id;
+        Ok(())
+    }
+}
+
+/// A file's text, refusing a symbolic link (a cursor is dlq's own file).
+fn read_no_follow(path: &Path) -> std::io::Result<String> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)
+        .map_err(|e| {
+            if e.raw_os_error() == Some(libc::ELOOP) {
+                std::io::Error::other("is a symbolic link; refusing to follow it")
+            } else {
+                e
+            }
+        })?;
+    let mut text = String::new();
+    file.take(64 * 1024).read_to_string(&mut text)?;
+    Ok(text)
+}

@@ -1,0 +1,419 @@
+//! `dlq watch`: new dead letters from other processes, once each, with the
+//! hook once each; a cursor that survives SIGKILL without a gap or a
+//! repeat; job, filter and --events selection; failing hooks; the cursor
+//! of another database; a missing database.
+
+use crate::common::*;
+use std::collections::BTreeSet;
+use std::path::Path;
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+
+const TS: &str = "2025-11-23T19:40:00Z";
+
+/// Waits (up to 30 s) for `done`; fails the test with `what` otherwise.
+fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !done() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn lines(path: &Path) -> Vec<String> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+fn cursor_id(path: &Path) -> Option<i64> {
+    let text = std::fs::read_to_string(path).ok()?;
+    serde_json::from_str::<serde_json::Value>(&text).ok()?["event_id"].as_i64()
+}
+
+fn last_event_id(db: &Path) -> i64 {
+    count(db, "SELECT COALESCE(MAX(id), 0) FROM events")
+}
+
+/// `dlq add` of these items to `job`, started and left running.
+fn start_add(db: &Path, job: &str, ids: &[String]) -> Child {
+    use std::io::Write;
+    let mut child = dlq(db)
+        .args(["add", "--job-id", job])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let text: String = ids
+        .iter()
+        .map(|id| item(id, 1, TS, &format!("boom {id}")).to_string() + "\n")
+        .collect();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(text.as_bytes())
+        .unwrap();
+    child
+}
+
+/// The hook of these tests: the legacy JSON on stdin to hooks/ITEM.json,
+/// one line per run to hooks.log.
+fn hook(dir: &TempDir) -> String {
+    std::fs::create_dir_all(dir.join("hooks")).unwrap();
+    format!(
+        "cat > '{0}/hooks/'\"$DLQ_ITEM_ID\".json && \
+         echo \"$DLQ_EVENT $DLQ_JOB_ID $DLQ_ITEM_ID $DLQ_EVENT_ID\" >> '{0}/hooks.log'",
+        dir.path().display()
+    )
+}
+
+fn item_ids(jsonl: &[String]) -> Vec<String> {
+    jsonl
+        .iter()
+        .map(|line| json(line)["item_id"].as_str().unwrap().to_string())
+        .collect()
+}
+
+#[test]
+fn concurrent_adds_show_once_each_and_a_killed_watcher_resumes_without_gap_or_repeat() {
+    let dir = TempDir::new("watch-live");
+    let db = dir.join("dlq.db");
+    add_lines(&db, "seed", [item("old", 1, TS, "before the watch")]);
+    let cursor = dir.join("watch.cursor");
+    let out = dir.join("out.jsonl");
+    let start_watch = |out: &Path| {
+        dlq(&db)
+            .args(["watch", "--format", "jsonl", "--exec", &hook(&dir)])
+            .arg("--since-cursor")
+            .arg(&cursor)
+            .stdout(std::fs::File::create(out).unwrap())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let mut watcher = start_watch(&out);
+    // A missing cursor is created at the end of the log: the watch is on.
+    wait_until("the cursor file", || cursor_id(&cursor).is_some());
+    assert_eq!(cursor_id(&cursor), Some(last_event_id(&db)));
+
+    let mut expected = BTreeSet::new();
+    let adds: Vec<Child> = (0..3)
+        .map(|p| {
+            let ids: Vec<String> = (0..2).map(|i| format!("p{p}-{i}")).collect();
+            expected.extend(ids.iter().cloned());
+            start_add(&db, "live", &ids)
+        })
+        .collect();
+    for add in adds {
+        let output = add.wait_with_output().unwrap();
+        assert!(
+            output.status.success(),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+    let log = dir.join("hooks.log");
+    wait_until("six hooks", || lines(&log).len() >= 6);
+    // The cursor reaches the last event once the last hook is done.
+    let end = last_event_id(&db);
+    wait_until("the cursor at the end", || cursor_id(&cursor) == Some(end));
+
+    let printed = item_ids(&lines(&out));
+    assert_eq!(printed.len(), 6, "{printed:?}");
+    assert_eq!(printed.iter().cloned().collect::<BTreeSet<_>>(), expected);
+    for line in lines(&out) {
+        let line = json(&line);
+        assert_eq!(line["event"], "added");
+        assert_eq!(line["job_id"], "live");
+        assert_eq!(line["failure_count"], 1);
+        assert_eq!(line["error_type"], "CommandFailed");
+    }
+    let hooked: Vec<String> = lines(&log);
+    assert_eq!(hooked.len(), 6, "{hooked:?}");
+    let hooked_ids: BTreeSet<String> = hooked
+        .iter()
+        .map(|l| l.split(' ').nth(2).unwrap().to_string())
+        .collect();
+    assert_eq!(hooked_ids, expected);
+    for line in &hooked {
+        let fields: Vec<&str> = line.split(' ').collect();
+        assert_eq!(fields[..2], ["added", "live"], "{line}");
+        assert!(fields[3].parse::<i64>().unwrap() > 0, "{line}");
+        // The whole item, in the legacy shape, came on stdin.
+        let stdin =
+            std::fs::read_to_string(dir.join(&format!("hooks/{}.json", fields[2]))).unwrap();
+        let stdin = json(&stdin);
+        assert_eq!(stdin["item_id"], fields[2]);
+        assert_eq!(
+            stdin["failure_history"][0]["error_message"],
+            format!("boom {}", fields[2])
+        );
+    }
+
+    // Killed outright; items come while it is down.
+    watcher.kill().unwrap();
+    watcher.wait().unwrap();
+    add_lines(&db, "live", [item("while-down", 1, TS, "boom while-down")]);
+    add_lines(&db, "other", [item("down-too", 1, TS, "boom down-too")]);
+    // A merge is a dead letter again.
+    add_lines(
+        &db,
+        "live",
+        [item("p0-0", 2, "2025-11-24T00:00:00Z", "boom again")],
+    );
+
+    let out2 = dir.join("out2.jsonl");
+    let watcher = start_watch(&out2);
+    wait_until("three more hooks", || lines(&log).len() >= 9);
+    let end = last_event_id(&db);
+    wait_until("the cursor at the new end", || {
+        cursor_id(&cursor) == Some(end)
+    });
+    let resumed = lines(&out2);
+    assert_eq!(item_ids(&resumed), ["while-down", "down-too", "p0-0"]);
+    assert_eq!(json(&resumed[2])["event"], "merged");
+    assert_eq!(json(&resumed[2])["failure_count"], 2);
+    let hooked = lines(&log);
+    assert_eq!(hooked.len(), 9, "{hooked:?}");
+    assert!(hooked[8].starts_with("merged live p0-0 "), "{hooked:?}");
+    // Stopped by SIGTERM: exit 0, the cursor where it was.
+    unsafe {
+        libc::kill(watcher.id() as i32, libc::SIGTERM);
+    }
+    let output = watcher.wait_with_output().unwrap();
+    assert!(output.status.success(), "{output:?}");
+    assert_eq!(cursor_id(&cursor), Some(end));
+    // Nothing new: a run with --once prints nothing and runs nothing.
+    let again = ok(dlq(&db)
+        .args([
+            "watch",
+            "--once",
+            "--format",
+            "jsonl",
+            "--exec",
+            &hook(&dir),
+        ])
+        .arg("--since-cursor")
+        .arg(&cursor));
+    assert_eq!(again, "");
+    assert_eq!(lines(&log).len(), 9);
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(&cursor).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o600);
+}
+
+#[test]
+fn job_filter_and_events_select_by_the_items_current_state() {
+    let dir = TempDir::new("watch-select");
+    let db = dir.join("dlq.db");
+    add_lines(
+        &db,
+        "a",
+        [item("a1", 1, TS, "disk full"), item("a2", 1, TS, "timeout")],
+    );
+    add_lines(&db, "b", [item("b1", 1, TS, "disk full")]);
+    add_lines(&db, "a", [item("a2", 2, TS, "timeout again")]);
+    let watch = |args: &[&str]| {
+        let text = ok(dlq(&db)
+            .args(["watch", "--once", "--from-start", "--format", "jsonl"])
+            .args(args));
+        text.lines().map(str::to_string).collect::<Vec<_>>()
+    };
+    let all = watch(&[]);
+    assert_eq!(item_ids(&all), ["a1", "a2", "b1", "a2"]);
+    assert_eq!(item_ids(&watch(&["--job-id", "b"])), ["b1"]);
+    // The filter sees the item as it is now: a2 has failed twice, so both
+    // of its events match.
+    assert_eq!(
+        item_ids(&watch(&["--filter", "failure_count >= 2"])),
+        ["a2", "a2"]
+    );
+    assert_eq!(
+        item_ids(&watch(&["--filter", "error_message contains 'disk'"])),
+        ["a1", "b1"]
+    );
+    // Without a cursor and --from-start, it starts at the end.
+    assert!(watch(&[]).len() == 4);
+    let from_end = ok(dlq(&db).args(["watch", "--once", "--format", "jsonl"]));
+    assert_eq!(from_end, "");
+
+    // A removed item is skipped; --events shows every event anyway.
+    ok(dlq(&db).args(["mark", "a1", "--job-id", "a", "--ineligible"]));
+    ok(dlq(&db).args(["clear", "b", "--yes"]));
+    assert_eq!(item_ids(&watch(&[])), ["a1", "a2", "a2"]);
+    let events = watch(&["--events"]);
+    let kinds: Vec<String> = events
+        .iter()
+        .map(|l| json(l)["event"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(
+        kinds,
+        ["added", "added", "added", "merged", "marked", "cleared"]
+    );
+    assert!(json(&events[2])["failure_count"].is_null(), "b1 is gone");
+    assert!(json(&events[4])["detail"].is_object());
+
+    // Tables: one line per dead letter under one header, escaped.
+    add_lines(
+        &db,
+        "a",
+        [item("esc\u{1b}[31m", 1, TS, "red \u{1b}]0;title\u{7}")],
+    );
+    let table = ok(dlq(&db).args(["watch", "--once", "--from-start", "--job-id", "a"]));
+    let rows: Vec<&str> = table.lines().collect();
+    assert_eq!(rows.len(), 5, "{table}");
+    assert!(rows[0].starts_with("TIME"), "{table}");
+    assert!(
+        rows[4].contains("added") && rows[4].contains("esc\\e[31m"),
+        "{table}"
+    );
+    assert!(
+        !table.contains('\u{1b}') && !table.contains('\u{7}'),
+        "{table}"
+    );
+}
+
+#[test]
+fn a_failing_hook_warns_and_the_watch_goes_on() {
+    let dir = TempDir::new("watch-hook-fails");
+    let db = dir.join("dlq.db");
+    add_lines(&db, "j", [item("x1", 1, TS, "m"), item("x2", 1, TS, "m")]);
+    let log = dir.join("ran.log");
+    let command = format!(
+        "echo \"$DLQ_ITEM_ID\" >> '{}'; [ \"$DLQ_ITEM_ID\" != x1 ]",
+        log.display()
+    );
+    let output = run(dlq(&db).args([
+        "watch",
+        "--once",
+        "--from-start",
+        "--format",
+        "jsonl",
+        "--exec",
+        &command,
+    ]));
+    assert_eq!(output.status.code(), Some(1), "{output:?}");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("warning") && stderr.contains("x1") && stderr.contains("status 1"),
+        "{stderr}"
+    );
+    assert_eq!(lines(&log), ["x1", "x2"]);
+    assert_eq!(item_ids(&lines_of(&output.stdout)), ["x1", "x2"]);
+
+    // A hook that hangs is killed at --exec-timeout, with a warning.
+    let started = Instant::now();
+    let output = run(dlq(&db).args([
+        "watch",
+        "--once",
+        "--from-start",
+        "--job-id",
+        "j",
+        "--exec",
+        "sleep 60",
+        "--exec-timeout",
+        "1",
+    ]));
+    assert_eq!(output.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("timed out"));
+    assert!(started.elapsed() < Duration::from_secs(50));
+}
+
+fn lines_of(bytes: &[u8]) -> Vec<String> {
+    String::from_utf8_lossy(bytes)
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+#[test]
+fn a_hook_dies_with_a_killed_watcher() {
+    let dir = TempDir::new("watch-hook-dies");
+    let db = dir.join("dlq.db");
+    add_lines(&db, "j", [item("x1", 1, TS, "m")]);
+    let pid_file = dir.join("hook.pid");
+    let command = format!("sleep 300 & echo $! > '{}'; wait", pid_file.display());
+    let mut watcher = dlq(&db)
+        .args(["watch", "--from-start", "--exec", &command])
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_until("the hook", || {
+        std::fs::read_to_string(&pid_file).is_ok_and(|t| t.ends_with('\n'))
+    });
+    let pid: i32 = std::fs::read_to_string(&pid_file)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    watcher.kill().unwrap();
+    watcher.wait().unwrap();
+    let gone = || {
+        std::fs::read_to_string(format!("/proc/{pid}/stat")).map_or(true, |s| {
+            s.rsplit(')')
+                .next()
+                .unwrap_or("")
+                .trim_start()
+                .starts_with('Z')
+        })
+    };
+    wait_until("the hook's sleep to be killed", gone);
+}
+
+#[test]
+fn a_cursor_of_another_database_or_no_database_is_refused() {
+    let dir = TempDir::new("watch-cursor");
+    let db = dir.join("one.db");
+    let other = dir.join("other.db");
+    add_lines(&db, "j", [item("x1", 1, TS, "m"), item("x2", 1, TS, "m")]);
+    add_lines(
+        &other,
+        "j",
+        [item("y1", 1, TS, "m"), item("y2", 1, TS, "m")],
+    );
+    let cursor = dir.join("c.cursor");
+    ok(dlq(&db)
+        .args(["watch", "--once"])
+        .arg("--since-cursor")
+        .arg(&cursor));
+    assert_eq!(cursor_id(&cursor), Some(last_event_id(&db)));
+    let error = fails(
+        dlq(&other)
+            .args(["watch", "--once"])
+            .arg("--since-cursor")
+            .arg(&cursor),
+    );
+    assert!(error.contains("another database"), "{error}");
+    assert_eq!(error.lines().count(), 1, "{error}");
+    std::fs::write(&cursor, "garbage").unwrap();
+    let error = fails(
+        dlq(&db)
+            .args(["watch", "--once"])
+            .arg("--since-cursor")
+            .arg(&cursor),
+    );
+    assert!(error.contains("not a dlq watch cursor"), "{error}");
+    // Never through a link.
+    std::fs::remove_file(&cursor).unwrap();
+    std::os::unix::fs::symlink(dir.join("elsewhere"), &cursor).unwrap();
+    let error = fails(
+        dlq(&db)
+            .args(["watch", "--once"])
+            .arg("--since-cursor")
+            .arg(&cursor),
+    );
+    assert!(error.contains("symbolic link"), "{error}");
+    assert!(!dir.join("elsewhere").exists());
+
+    let missing = dir.join("missing.db");
+    let output = run(dlq(&missing).args(["watch", "--once"]));
+    assert_eq!(output.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("no database at"));
+    assert!(!missing.exists());
+    let output = run(dlq(&db).args(["watch", "--filter", "nonsense =="]));
+    assert_eq!(output.status.code(), Some(2));
+}
