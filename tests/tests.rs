@@ -8,6 +8,8 @@
 mod asynchronous;
 #[path = "tests/audit.rs"]
 mod audit;
+#[path = "tests/check.rs"]
+mod check;
 #[path = "tests/cli.rs"]
 mod cli;
 #[path = "tests/commands.rs"]

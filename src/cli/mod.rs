@@ -5,6 +5,7 @@
 mod add;
 mod analyze;
 mod capacity;
+mod check;
 mod clear;
 mod completions;
 mod db;
@@ -95,6 +96,7 @@ enum Command {
     Clear(clear::Args),
     Mark(mark::Args),
     Capacity(capacity::Args),
+    Check(check::Args),
     Events(events::Args),
     Jobs(jobs::Args),
     Sql(sql::Args),
@@ -291,6 +293,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Command::Clear(args) => clear::run(args, &ctx),
         Command::Mark(args) => mark::run(args, &ctx),
         Command::Capacity(args) => capacity::run(args, &ctx),
+        Command::Check(args) => check::run(args, &ctx),
         Command::Events(args) => events::run(args, &ctx),
         Command::Jobs(args) => jobs::run(args, &ctx),
         Command::Sql(args) => sql::run(args, &ctx),

@@ -22,6 +22,7 @@
 //! | `analysis.rs`, `message_groups.rs` | `analyze`: pattern and message groups, distributions |
 //! | `filter_sql.rs` | the filter language compiled to SQL |
 //! | `adhoc.rs` | read-only ad-hoc SQL (`dlq sql`) |
+//! | `check.rs` | what thresholds read (`dlq check`, metrics): oldest items, arrivals, new signatures and the checks' state |
 //!
 //! Every write runs in one IMMEDIATE transaction, so writers wait for each
 //! other instead of failing; docs/architecture.md follows a write through.
@@ -29,6 +30,7 @@
 pub mod adhoc;
 mod analysis;
 mod bulk;
+mod check;
 mod columns;
 mod counters;
 mod events;
@@ -50,6 +52,7 @@ pub use analysis::{
     PatternGroup, SignatureSample,
 };
 pub use bulk::{DeleteStep, PurgeProgress, PurgeReport};
+pub use check::{NewSignature, OldestItem, SignatureNews};
 use counters::last_attempt_select;
 pub use events::{Event, EventKind};
 pub use filter_sql::Condition;
