@@ -252,6 +252,24 @@ CREATE TABLE retry_runs (
 CREATE INDEX retry_runs_job ON retry_runs (job_id, id);
 
 -- ----------------------------------------------------------------------
+-- What `dlq check --new-signature` saw at its last run, per check name
+-- (V6): the check's scope and time, and the signatures present then.
+
+CREATE TABLE checks (
+    name       TEXT PRIMARY KEY NOT NULL,
+    -- The job the check looks at; NULL: every job. A check run with another
+    -- scope under the same name starts a new baseline.
+    job_id     TEXT,
+    checked_at TEXT NOT NULL
+);
+
+CREATE TABLE check_signatures (
+    name            TEXT NOT NULL REFERENCES checks (name) ON DELETE CASCADE,
+    error_signature TEXT NOT NULL,
+    PRIMARY KEY (name, error_signature)
+) WITHOUT ROWID;
+
+-- ----------------------------------------------------------------------
 -- The migrations applied (refinery's table): the schema version is the
 -- highest version here.
 
