@@ -1,5 +1,5 @@
 -- The schema of a dlqlite database, as the migrations in migrations/ leave
--- it (V1 to V5), in one file: what you can query with `sqlite3 dlq.db`.
+-- it (V1 to V6), in one file: what you can query with `sqlite3 dlq.db`.
 -- tests/tests/schema.rs checks that it matches a freshly migrated database,
 -- so it cannot drift. Comments outside the statements are this file's own;
 -- comments inside them are the migrations' (SQLite keeps them), except
@@ -289,6 +289,24 @@ CREATE TABLE retry_runs (
 );
 
 CREATE INDEX retry_runs_job ON retry_runs (job_id, id);
+
+-- ----------------------------------------------------------------------
+-- What `dlq check --new-signature` saw at its last run, per check name
+-- (V6): the check's scope and time, and the signatures present then.
+
+CREATE TABLE checks (
+    name       TEXT PRIMARY KEY NOT NULL,
+    -- The job the check looks at; NULL: every job. A check run with another
+    -- scope under the same name starts a new baseline.
+    job_id     TEXT,
+    checked_at TEXT NOT NULL
+);
+
+CREATE TABLE check_signatures (
+    name            TEXT NOT NULL REFERENCES checks (name) ON DELETE CASCADE,
+    error_signature TEXT NOT NULL,
+    PRIMARY KEY (name, error_signature)
+) WITHOUT ROWID;
 
 -- ----------------------------------------------------------------------
 -- The migrations applied (refinery's table): the schema version is the

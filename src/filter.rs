@@ -629,7 +629,10 @@ fn parse_number(text: &str) -> Option<Literal> {
         .map(Literal::Real)
 }
 
-fn parse_duration(text: &str) -> Option<i64> {
+/// A duration as filters write it (`30s`, `15m`, `12h`, `7d`, `2w`: a whole
+/// number and one unit) in seconds; `None` for anything else or a number
+/// too large. `dlq check` takes its durations the same way.
+pub fn parse_duration(text: &str) -> Option<i64> {
     let unit = text.chars().last()?;
     let scale = match unit {
         's' => 1,

@@ -10,6 +10,8 @@ mod asynchronous;
 mod audit;
 #[path = "tests/categories.rs"]
 mod categories;
+#[path = "tests/check.rs"]
+mod check;
 #[path = "tests/cli.rs"]
 mod cli;
 #[path = "tests/commands.rs"]

@@ -6,6 +6,7 @@ mod add;
 mod analyze;
 mod capacity;
 mod categories;
+mod check;
 mod clear;
 mod completions;
 mod db;
@@ -98,6 +99,7 @@ enum Command {
     Mark(mark::Args),
     Capacity(capacity::Args),
     Categories(categories::Args),
+    Check(check::Args),
     Events(events::Args),
     Watch(watch::Args),
     Jobs(jobs::Args),
@@ -297,6 +299,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Command::Mark(args) => mark::run(args, &ctx),
         Command::Capacity(args) => capacity::run(args, &ctx),
         Command::Categories(args) => categories::run(args, &ctx),
+        Command::Check(args) => check::run(args, &ctx),
         Command::Events(args) => events::run(args, &ctx),
         Command::Watch(args) => watch::run(args, &ctx),
         Command::Jobs(args) => jobs::run(args, &ctx),

@@ -177,8 +177,18 @@ impl Term {
 /// "4d 2h ago", "in 2m".
 fn relative(then: DateTime<Utc>, now: DateTime<Utc>) -> String {
     let seconds = (now - then).num_seconds();
-    let magnitude = seconds.unsigned_abs();
-    let span = if magnitude < 60 {
+    let span = span(seconds.unsigned_abs());
+    if seconds >= 0 {
+        format!("{span} ago")
+    } else {
+        format!("in {span}")
+    }
+}
+
+/// A number of seconds in the two largest units, as `--relative` shows an
+/// age: "45s", "12m", "3h 5m", "4d 2h" (`dlq check` says ages this way).
+pub fn span(magnitude: u64) -> String {
+    if magnitude < 60 {
         format!("{magnitude}s")
     } else if magnitude < 3_600 {
         format!("{}m", magnitude / 60)
@@ -186,11 +196,6 @@ fn relative(then: DateTime<Utc>, now: DateTime<Utc>) -> String {
         two_units(magnitude / 3_600, "h", magnitude % 3_600 / 60, "m")
     } else {
         two_units(magnitude / 86_400, "d", magnitude % 86_400 / 3_600, "h")
-    };
-    if seconds >= 0 {
-        format!("{span} ago")
-    } else {
-        format!("in {span}")
     }
 }
 

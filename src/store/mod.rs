@@ -23,6 +23,7 @@
 //! | `categories.rs` | failure categories: [`Category`], the `error_categories` table, an item's category in SQL |
 //! | `filter_sql.rs` | the filter language compiled to SQL |
 //! | `adhoc.rs` | read-only ad-hoc SQL (`dlq sql`) |
+//! | `check.rs` | what thresholds read (`dlq check`, metrics): oldest items, arrivals, new signatures and the checks' state |
 //!
 //! Every write runs in one IMMEDIATE transaction, so writers wait for each
 //! other instead of failing; docs/architecture.md follows a write through.
@@ -31,6 +32,7 @@ pub mod adhoc;
 mod analysis;
 mod bulk;
 mod categories;
+mod check;
 mod columns;
 mod counters;
 mod events;
@@ -53,6 +55,7 @@ pub use analysis::{
 };
 pub use bulk::{DeleteStep, PurgeProgress, PurgeReport};
 pub use categories::{Category, CategoryChange, CategoryRule};
+pub use check::{NewSignature, OldestItem, SignatureNews};
 use counters::last_attempt_select;
 pub use events::{ChangeProbe, Event, EventKind};
 pub use filter_sql::Condition;

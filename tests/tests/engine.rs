@@ -335,7 +335,7 @@ fn the_v4_upgrade_recomputes_the_last_attempt_of_stored_items() {
     );
     // Put the database back as V3 left it: the old rule's last error type
     // (the trigger moves the counts), the old view, no new index, and none
-    // of V5's tables.
+    // of V5's and V6's tables.
     let conn = sql(&db);
     conn.execute_batch(
         "UPDATE items SET last_error_type = 'Timeout' WHERE item_id = 'a';
@@ -345,6 +345,8 @@ fn the_v4_upgrade_recomputes_the_last_attempt_of_stored_items() {
              FROM items AS i LEFT JOIN failure_history AS f ON f.id = (
              SELECT l.id FROM failure_history AS l WHERE l.item_key = i.id
              ORDER BY l.attempt_number DESC, l.timestamp DESC LIMIT 1);
+         DROP TABLE check_signatures;
+         DROP TABLE checks;
          DROP TABLE retention_policies;
          DROP TABLE error_categories;
          DELETE FROM refinery_schema_history WHERE version >= 4;",
