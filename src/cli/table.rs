@@ -342,6 +342,29 @@ fn show(raw: &str, kind: Kind) -> String {
     dlqlite::text::for_terminal(&text).into_owned()
 }
 
+/// A cell of a fixed-width line (a table drawn one row at a time, as `dlq
+/// watch` does): shown as its kind shows it, cut to `width` columns (ids in
+/// the middle, the rest at the end, with `…`) and padded to it (counts on
+/// the right).
+pub fn fixed_cell(raw: &str, kind: Kind, width: usize) -> String {
+    let text = show(raw, kind);
+    let text = if kind == Kind::Id {
+        middle_cut(text, width)
+    } else if text.width() > width {
+        let mut cut: String = within(text.chars(), width.saturating_sub(1)).collect();
+        cut.push('…');
+        cut
+    } else {
+        text
+    };
+    let pad = " ".repeat(width.saturating_sub(text.width()));
+    if kind == Kind::Count {
+        pad + &text
+    } else {
+        text + &pad
+    }
+}
+
 /// `text` cut to `width` columns in the middle, with `…` where the cut is.
 fn middle_cut(text: String, width: usize) -> String {
     if text.width() <= width || width < 3 {

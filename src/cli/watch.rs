@@ -3,6 +3,7 @@
 //! and keeps its place in a cursor file.
 
 use super::output::{note, parse_filter};
+use super::table::{self, Kind};
 use super::{term, Context};
 use anyhow::{Context as _, Result};
 use dlqlite::store::{Event, ItemSummary};
@@ -233,15 +234,11 @@ impl Printer {
                 let mut text = String::new();
                 if !self.header_done {
                     self.header_done = true;
-                    text.push_str(
-                        &settings.fit(
-                            format!(
-                                "{:<20}  {:<8}  {:<25}  {:<12}  {:>5}  {:<14}  MESSAGE",
-                                "TIME", "EVENT", "JOB", "ITEM", "FAILS", "ERROR TYPE"
-                            )
-                            .as_str(),
-                        ),
-                    );
+                    let header: Vec<String> = LINE
+                        .iter()
+                        .map(|(name, kind, width)| table::fixed_cell(name, *kind, *width))
+                        .collect();
+                    text.push_str(&settings.fit(&format!("{}  MESSAGE", header.join("  "))));
                     text.push('\n');
                 }
                 text.push_str(&settings.fit(&table_line(seen)));
@@ -255,35 +252,54 @@ impl Printer {
     }
 }
 
+/// The columns of a table line before MESSAGE, with their widths: the
+/// table is drawn a line at a time, so widths cannot follow the data.
+const LINE: [(&str, Kind, usize); 6] = [
+    ("TIME", Kind::Text, 20),
+    ("EVENT", Kind::Text, 13),
+    ("JOB", Kind::Id, 25),
+    ("ITEM", Kind::Id, 16),
+    ("FAILS", Kind::Count, 5),
+    ("ERROR TYPE", Kind::Text, 22),
+];
+
 /// One line for people: time, event, job, item, fails, error type and the
-/// message's headline, each escaped for the terminal.
+/// message's headline, each escaped for the terminal and cut to its width.
 fn table_line(seen: &Seen) -> String {
     let event = &seen.event;
-    let escape = |text: &str| dlqlite::text::for_terminal(text).into_owned();
-    let or_dash = |text: Option<&str>| escape(text.filter(|t| !t.is_empty()).unwrap_or("-"));
     let time = term::get().time(&event.time.to_storage());
     let (fails, error_type, message) = match &seen.item {
         Some(item) => (
             item.failure_count.to_string(),
-            or_dash(item.error_type.as_deref()),
-            escape(dlqlite::text::headline(
-                item.error_message.as_deref().unwrap_or(""),
-            )),
+            item.error_type.clone().unwrap_or_default(),
+            dlqlite::text::headline(item.error_message.as_deref().unwrap_or("")).to_string(),
         ),
         None => (
-            "-".to_string(),
-            "-".to_string(),
-            escape(&match &event.detail {
+            String::new(),
+            String::new(),
+            match &event.detail {
                 serde_json::Value::Null => String::new(),
                 detail => detail.to_string(),
-            }),
+            },
         ),
     };
+    let values = [
+        time,
+        event.kind.clone(),
+        event.job_id.clone().unwrap_or_default(),
+        event.item_id.clone().unwrap_or_default(),
+        fails,
+        error_type,
+    ];
+    let cells: Vec<String> = LINE
+        .iter()
+        .zip(&values)
+        .map(|((_, kind, width), value)| table::fixed_cell(value, *kind, *width))
+        .collect();
     format!(
-        "{time:<20}  {:<8}  {:<25}  {:<12}  {fails:>5}  {error_type:<14}  {message}",
-        escape(&event.kind),
-        or_dash(event.job_id.as_deref()),
-        or_dash(event.item_id.as_deref()),
+        "{}  {}",
+        cells.join("  "),
+        dlqlite::text::for_terminal(&message)
     )
     .trim_end()
     .to_string()
