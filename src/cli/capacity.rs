@@ -1,6 +1,6 @@
 //! `dlq capacity`: show or set the per-job capacity.
 
-use super::output::{note, plural, print_json};
+use super::output::{confirm, note, plural, print_json};
 use super::Context;
 use anyhow::Result;
 use std::io::Write;
@@ -10,7 +10,9 @@ use std::process::ExitCode;
 ///
 /// When a job is over its capacity, the items with the oldest last_attempt
 /// are evicted; every eviction is written to `events`. Lowering the capacity
-/// evicts at once.
+/// evicts at once: when it would evict items, dlq asks first on a terminal
+/// and needs --yes without one. To remove items by age instead, see
+/// `dlq retention`.
 ///
 /// Examples:
 ///   dlq capacity                          # the default
@@ -29,6 +31,9 @@ pub struct Args {
     /// Remove the job's override (needs --job-id)
     #[arg(long, requires = "job_id")]
     unset: bool,
+    /// Evict what the new capacity leaves no room for without asking
+    #[arg(long)]
+    yes: bool,
     /// Print JSON
     #[arg(long)]
     json: bool,
@@ -47,6 +52,23 @@ pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
     } else {
         None
     };
+    if changing {
+        let over = dlq.capacity_evictions(job, args.set)?;
+        if over > 0 {
+            let whose = match job {
+                Some(job) => format!("job {job}"),
+                None => "the jobs on the default capacity".to_string(),
+            };
+            let action = format!(
+                "evict {} of {whose} (the oldest last attempts) to fit the new capacity",
+                plural(over, "item")
+            );
+            if !confirm(&action, args.yes)? {
+                note("nothing changed");
+                return Ok(ExitCode::from(1));
+            }
+        }
+    }
     let evicted = if changing {
         dlq.set_capacity(job, args.set)?
     } else {

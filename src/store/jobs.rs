@@ -120,6 +120,41 @@ impl Dlq {
         })
     }
 
+    /// How many items [`Dlq::set_capacity`] with the same arguments would
+    /// evict now (what `dlq capacity --set` asks about first).
+    pub fn capacity_evictions(&self, job_id: Option<&str>, max_items: Option<i64>) -> Result<i64> {
+        let conn = self.conn()?;
+        let default = default_capacity(&conn)?;
+        let over = |sql: &str, params: &[&dyn rusqlite::ToSql]| -> Result<i64> {
+            Ok(conn
+                .prepare_cached(sql)?
+                .query_row(params, |row| row.get::<_, Option<i64>>(0))
+                .optional()?
+                .flatten()
+                .unwrap_or(0))
+        };
+        match job_id {
+            Some(job) => {
+                let limit = max_items.unwrap_or(default);
+                if limit == 0 {
+                    return Ok(0);
+                }
+                over(
+                    "SELECT MAX(item_count - ?2, 0) FROM jobs WHERE job_id = ?1",
+                    &[&job, &limit],
+                )
+            }
+            // The default binds the jobs without an override.
+            None => match max_items {
+                Some(limit) if limit > 0 => over(
+                    "SELECT SUM(MAX(item_count - ?1, 0)) FROM jobs WHERE max_items IS NULL",
+                    &[&limit],
+                ),
+                _ => Ok(0),
+            },
+        }
+    }
+
     /// Sets the default capacity (`job_id` None) or one job's override
     /// (`max_items` None removes the override). Jobs over their new capacity
     /// are trimmed at once; the evictions are returned and in `events`.

@@ -92,7 +92,7 @@ fn prune_removes_only_empty_jobs_with_an_event_each() {
     add_lines(&db, "full", [item("a", 1, "2025-11-23T19:42:53Z", "x")]);
     add_lines(&db, "emptied", [item("b", 1, "2025-11-23T19:42:53Z", "y")]);
     add_lines(&db, "capped", [item("c", 1, "2025-11-23T19:42:53Z", "z")]);
-    ok(dlq(&db).args(["capacity", "--job-id", "capped", "--set", "7"]));
+    ok(dlq(&db).args(["capacity", "--job-id", "capped", "--set", "7", "--yes"]));
     ok(dlq(&db).args(["clear", "emptied", "--yes"]));
     ok(dlq(&db).args(["clear", "capped", "--yes"]));
 
@@ -207,7 +207,7 @@ fn clear_forget_removes_the_items_and_the_job() {
         ],
     );
     add_lines(&db, "kept", [item("a", 1, "2025-11-23T19:42:53Z", "x")]);
-    ok(dlq(&db).args(["capacity", "--job-id", "gone", "--set", "9"]));
+    ok(dlq(&db).args(["capacity", "--job-id", "gone", "--set", "9", "--yes"]));
     ok(dlq(&db).args(["clear", "gone", "--yes", "--forget"]));
     assert_eq!(strings(&db, "SELECT job_id FROM jobs"), ["kept"]);
     assert_eq!(count(&db, "SELECT COUNT(*) FROM items"), 1);

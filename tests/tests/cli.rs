@@ -961,7 +961,7 @@ fn streamed_stats_json_is_the_collected_statistics() {
             assert_eq!(text, serde_json::to_string_pretty(&one).unwrap() + "\n");
         }
     };
-    ok(dlq(&db).args(["capacity", "--set", "100"]));
+    ok(dlq(&db).args(["capacity", "--set", "100", "--yes"]));
     check(&db);
     add_lines(
         &db,

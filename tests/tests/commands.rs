@@ -79,10 +79,9 @@ fn jobs_capacity_and_db_report_what_the_tables_hold() {
     assert_eq!(settings["default_max_items"], 10_000);
     assert_eq!(settings["job_id"], serde_json::Value::Null);
     // A job's own capacity below its size evicts the oldest at once.
-    let set =
-        json(&ok(dlq(&db).args([
-            "capacity", "--job-id", "j1", "--set", "2", "--json",
-        ])));
+    let set = json(&ok(dlq(&db).args([
+        "capacity", "--job-id", "j1", "--set", "2", "--json", "--yes",
+    ])));
     assert_eq!(set["job_max_items"], 2);
     assert_eq!(set["effective_max_items"], 2);
     assert_eq!(set["evicted"], 1);
@@ -134,7 +133,14 @@ fn events_come_newest_first_and_limit_and_filters_cut_them() {
     add_lines(&db, "j1", [item("a", 1, "2025-01-01T00:00:00Z", "x")]);
     add_lines(&db, "j2", [item("b", 1, "2025-01-01T00:00:00Z", "x")]);
     for n in 1..=4 {
-        ok(dlq(&db).args(["capacity", "--job-id", "j2", "--set", &n.to_string()]));
+        ok(dlq(&db).args([
+            "capacity",
+            "--job-id",
+            "j2",
+            "--set",
+            &n.to_string(),
+            "--yes",
+        ]));
     }
     ok(dlq(&db).args(["mark", "a", "--ineligible"]));
     let all = jsonl(&ok(dlq(&db).args(["events", "--format", "jsonl"])));

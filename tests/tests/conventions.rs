@@ -173,7 +173,7 @@ fn a_cut_or_empty_listing_says_so() {
     // analyze on an empty database says so once.
     let empty_dir = TempDir::new("conv-empty");
     let empty_db = empty_dir.join("dlq.db");
-    ok(dlq(&empty_db).args(["capacity", "--set", "10"]));
+    ok(dlq(&empty_db).args(["capacity", "--set", "10", "--yes"]));
     let analysis = output(&empty_db, &["analyze"]);
     assert!(analysis.status.success());
     assert_eq!(text(&analysis.stdout), "");
@@ -230,7 +230,7 @@ fn commands_that_change_something_say_what_on_stderr_and_json_on_request() {
     assert_eq!(marked["reprocess_eligible"], true);
     assert_eq!(marked["manual_review_required"], true);
 
-    let capacity = output(&db, &["capacity", "--job-id", job, "--set", "3"]);
+    let capacity = output(&db, &["capacity", "--job-id", job, "--set", "3", "--yes"]);
     assert_eq!(text(&capacity.stdout), "");
     assert_eq!(
         text(&capacity.stderr),
@@ -420,7 +420,7 @@ fn stats_name_each_top_signature_by_type_and_message() {
 fn an_interrupted_export_leaves_no_half_file() {
     let dir = TempDir::new("conv-interrupt");
     let db = dir.join("dlq.db");
-    ok(dlq(&db).args(["capacity", "--set", "0"]));
+    ok(dlq(&db).args(["capacity", "--set", "0", "--yes"]));
     let big = "x".repeat(2_000);
     add_lines(
         &db,
@@ -501,4 +501,52 @@ fn json_output_escapes_what_a_terminal_would_act_on_and_means_the_same() {
     }
     let listed = json(&ok(dlq(&db).args(["list", "--format", "json"])));
     assert_eq!(listed[0]["item_id"], id, "the same id once parsed");
+}
+
+/// Lowering a capacity evicts at once: like every command that removes
+/// items, it asks first, and without a terminal it needs --yes. A capacity
+/// that evicts nothing needs no confirmation.
+#[test]
+fn a_capacity_that_evicts_asks_first() {
+    let dir = TempDir::new("capacity-confirm");
+    let db = dir.join("dlq.db");
+    add_lines(
+        &db,
+        "J",
+        (0..5).map(|i| {
+            item(
+                &format!("i{i}"),
+                1,
+                &format!("2025-01-0{}T00:00:00Z", i + 1),
+                "x",
+            )
+        }),
+    );
+    let evicted =
+        || crate::common::count(&db, "SELECT COUNT(*) FROM events WHERE kind = 'evicted'");
+    let refused = output(&db, &["capacity", "--job-id", "J", "--set", "2"]);
+    assert_eq!(refused.status.code(), Some(2));
+    let stderr = text(&refused.stderr);
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.contains("evict 3 items of job J") && stderr.contains("--yes"),
+        "{stderr}"
+    );
+    assert_eq!(crate::common::count(&db, "SELECT COUNT(*) FROM items"), 5);
+    assert_eq!(evicted(), 0);
+    // Raising it, or a default no job follows, evicts nothing: no question.
+    ok(dlq(&db).args(["capacity", "--job-id", "J", "--set", "10"]));
+    ok(dlq(&db).args(["capacity", "--set", "1"]));
+    assert_eq!(crate::common::count(&db, "SELECT COUNT(*) FROM items"), 5);
+    // The default binds a job without an override: --unset would evict.
+    let refused = output(&db, &["capacity", "--job-id", "J", "--unset"]);
+    assert_eq!(refused.status.code(), Some(2), "{}", text(&refused.stderr));
+    ok(dlq(&db).args(["capacity", "--job-id", "J", "--set", "2", "--yes"]));
+    assert_eq!(crate::common::count(&db, "SELECT COUNT(*) FROM items"), 2);
+    assert_eq!(evicted(), 3);
+    // The two newest stay.
+    assert_eq!(
+        crate::common::strings(&db, "SELECT item_id FROM items ORDER BY item_id"),
+        ["i3", "i4"]
+    );
 }

@@ -259,7 +259,7 @@ fn every_path_that_changes_data_keeps_the_counters_equal_to_the_rows() {
         "imp",
         &[item_with("t1", &[(2, mid, "MergeConflict")], true)],
     );
-    ok(dlq(&db).args(["capacity", "--set", "20"]));
+    ok(dlq(&db).args(["capacity", "--set", "20", "--yes"]));
     assert_no_drift(&db, "capacity --set on an empty database");
     let report = json(&ok(dlq(&db)
         .arg("import")
@@ -288,10 +288,10 @@ fn every_path_that_changes_data_keeps_the_counters_equal_to_the_rows() {
 
     // Add one; add many in one call, with merges of items added earlier in
     // the same call and evictions of items added in it.
-    ok(dlq(&db).args(["capacity", "--job-id", "imp2", "--set", "0"]));
+    ok(dlq(&db).args(["capacity", "--job-id", "imp2", "--set", "0", "--yes"]));
     add_jsonl(&db, "a", &[item_with("one", &[(1, mid, "Timeout")], true)]);
     assert_no_drift(&db, "add of one item");
-    ok(dlq(&db).args(["capacity", "--set", "4"]));
+    ok(dlq(&db).args(["capacity", "--set", "4", "--yes"]));
     let mut batch: Vec<serde_json::Value> = (0..8)
         .map(|i| {
             let day = format!("2026-10-{:02}T00:00:00Z", i + 1);
@@ -309,7 +309,7 @@ fn every_path_that_changes_data_keeps_the_counters_equal_to_the_rows() {
     assert_no_drift(&db, "add of many items with merges and evictions");
 
     // Capacity lowered evicts at once.
-    ok(dlq(&db).args(["capacity", "--job-id", "imp", "--set", "5"]));
+    ok(dlq(&db).args(["capacity", "--job-id", "imp", "--set", "5", "--yes"]));
     assert_no_drift(&db, "capacity lowered");
 
     // Mark.
@@ -325,7 +325,7 @@ fn every_path_that_changes_data_keeps_the_counters_equal_to_the_rows() {
 
     // Retry: a failure appends an attempt (new last error type and
     // signature), a success removes the item.
-    ok(dlq(&db).args(["capacity", "--job-id", "imp2", "--set", "0"]));
+    ok(dlq(&db).args(["capacity", "--job-id", "imp2", "--set", "0", "--yes"]));
     let _ = run(dlq(&db).args([
         "retry",
         "imp2",
@@ -872,7 +872,7 @@ fn random_sequences_of_writes_leave_the_tables_equal_to_the_reference_model() {
 fn a_large_add_past_the_cap_keeps_the_newest() {
     let dir = TempDir::new("evict-batches");
     let db = dir.join("dlq.db");
-    ok(dlq(&db).args(["capacity", "--set", "100"]));
+    ok(dlq(&db).args(["capacity", "--set", "100", "--yes"]));
     // Item n fails on day n % 700 of a 700-day span, in a shuffled order.
     let items: Vec<serde_json::Value> = (0..700)
         .map(|i| (i * 379) % 700)
@@ -922,7 +922,7 @@ fn a_large_add_past_the_cap_keeps_the_newest() {
 fn an_import_that_fits_leaves_the_capacity_alone() {
     let dir = TempDir::new("import-fits");
     let db = dir.join("dlq.db");
-    ok(dlq(&db).args(["capacity", "--set", "50"]));
+    ok(dlq(&db).args(["capacity", "--set", "50", "--yes"]));
     let tree = dir.join("tree");
     for i in 0..3 {
         let value = item_with(

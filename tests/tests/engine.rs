@@ -206,7 +206,7 @@ fn capacity_keeps_the_newest_and_records_every_eviction() {
     let dir = TempDir::new("cap");
     let db = dir.join("dlq.db");
     let (n, k) = (5, 3);
-    ok(dlq(&db).args(["capacity", "--set", &n.to_string()]));
+    ok(dlq(&db).args(["capacity", "--set", &n.to_string(), "--yes"]));
     let lines: Vec<String> = (0..n + k)
         .map(|i| {
             item(
@@ -255,9 +255,10 @@ fn capacity_keeps_the_newest_and_records_every_eviction() {
     );
 
     // Lowering a job's capacity evicts at once.
-    let out = json(&ok(
-        dlq(&db).args(["capacity", "--job-id", "j", "--set", "2", "--json"])
-    ));
+    let out =
+        json(&ok(dlq(&db).args([
+            "capacity", "--job-id", "j", "--set", "2", "--json", "--yes",
+        ])));
     assert_eq!(out["evicted"], 3);
     assert_eq!(count(&db, "SELECT COUNT(*) FROM items"), 2);
     assert_eq!(

@@ -437,7 +437,7 @@ fn import_keeps_every_item_of_a_job_over_its_capacity() {
         seed: 3,
     };
     dlqlite::generate::write_tree(&tree, &spec).unwrap();
-    ok(dlq(&db).args(["capacity", "--set", "12"]));
+    ok(dlq(&db).args(["capacity", "--set", "12", "--yes"]));
     let (success, report) = import_json(&db, &[&tree]);
     assert!(success, "{report}");
     assert_eq!(report["items_new"], 60);
