@@ -233,3 +233,37 @@ pub fn write_new_file(path: &Path, contents: &[u8]) -> Result<()> {
         .map_err(|e| Error::io(path, e))?;
     file.write_all(contents).map_err(|e| Error::io(path, e))
 }
+
+/// A scratch file with no name, mode 0600, in `dir`: gone when closed or
+/// when the process dies, and never reachable by another process through
+/// the file system. Used to take a slow stream in full before a write
+/// transaction starts (`dlq add` from a pipe), with memory flat in its size.
+pub fn spool(dir: &Path) -> Result<File> {
+    let mut options = OpenOptions::new();
+    options
+        .read(true)
+        .write(true)
+        .mode(0o600)
+        .custom_flags(libc::O_TMPFILE | libc::O_CLOEXEC);
+    match options.open(dir) {
+        Ok(file) => Ok(file),
+        // Some file systems have no O_TMPFILE: an exclusive new name,
+        // removed at once.
+        Err(_) => {
+            let unique = format!(
+                ".dlq-spool-{}-{}",
+                std::process::id(),
+                std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| d.as_nanos())
+            );
+            let path = dir.join(unique);
+            let file = new_file_options()
+                .read(true)
+                .open(&path)
+                .map_err(|e| Error::io(&path, e))?;
+            std::fs::remove_file(&path).map_err(|e| Error::io(&path, e))?;
+            Ok(file)
+        }
+    }
+}

@@ -55,7 +55,7 @@ pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
                 // knows it wants.
                 eprintln!("dlq: reading items from stdin (JSON or JSON lines; Ctrl-D to end)");
             }
-            (Box::new(stdin.lock()), "stdin".to_string())
+            (spooled(stdin.lock())?, "stdin".to_string())
         }
     };
     let dlq = ctx.open()?;
@@ -98,6 +98,32 @@ pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
 }
 
 /// What was added, for people: one line on stderr.
+/// Standard input, taken in full before the write transaction starts: a
+/// slow producer (or a person typing) would otherwise hold the write lock,
+/// and every other writer (adds, retry lease renewals) would wait on it.
+/// A pipe or terminal goes through an unnamed scratch file (memory stays
+/// flat); a redirected regular file is read as it is.
+fn spooled(mut stdin: std::io::StdinLock<'static>) -> Result<Box<dyn Read>> {
+    use std::io::{Seek, SeekFrom};
+    use std::os::fd::AsFd;
+    let is_file = stdin
+        .as_fd()
+        .try_clone_to_owned()
+        .ok()
+        .map(std::fs::File::from)
+        .and_then(|f| f.metadata().ok())
+        .is_some_and(|m| m.is_file());
+    if is_file {
+        return Ok(Box::new(stdin));
+    }
+    let dir = std::env::temp_dir();
+    let mut spool = dlqlite::outfile::spool(&dir)?;
+    std::io::copy(&mut stdin, &mut spool)
+        .with_context(|| format!("reading stdin into a scratch file in {}", dir.display()))?;
+    spool.seek(SeekFrom::Start(0))?;
+    Ok(Box::new(std::io::BufReader::new(spool)))
+}
+
 fn println_summary(job: &str, s: &Summary) -> Result<()> {
     use std::io::Write;
     let mut out = std::io::stderr().lock();

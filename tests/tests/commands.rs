@@ -807,3 +807,58 @@ fn add_job_id_wins_over_a_carried_job_id() {
         ["old"]
     );
 }
+
+/// `dlq add` reading a pipe whose writer is slow (or a person typing) takes
+/// its input in full before it asks for the write lock: another writer is
+/// not kept waiting meanwhile, and the add is still all or nothing.
+#[test]
+fn a_slow_add_does_not_hold_other_writers() {
+    use std::io::Write;
+    let dir = TempDir::new("slow-add");
+    let db = dir.join("dlq.db");
+    add_lines(
+        &db,
+        "other",
+        [item("first", 1, "2025-01-01T00:00:00Z", "x")],
+    );
+    let mut slow = dlq(&db)
+        .args(["add", "--job-id", "slow"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = slow.stdin.take().unwrap();
+    writeln!(stdin, "{}", item("a", 1, "2025-01-01T00:00:00Z", "x")).unwrap();
+    stdin.flush().unwrap();
+    // While the slow add waits for the rest of its input, another add with
+    // a short busy timeout gets the lock.
+    std::thread::sleep(Duration::from_millis(300));
+    let output = with_stdin(
+        dlq(&db)
+            .env("DLQ_BUSY_TIMEOUT_MS", "300")
+            .args(["add", "--job-id", "other"]),
+        &format!("{}\n", item("second", 1, "2025-01-02T00:00:00Z", "y")),
+    );
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert_eq!(
+        count(&db, "SELECT COUNT(*) FROM items WHERE job_id = 'slow'"),
+        0
+    );
+    writeln!(stdin, "{}", item("b", 1, "2025-01-01T00:00:00Z", "x")).unwrap();
+    drop(stdin);
+    let done = slow.wait_with_output().unwrap();
+    assert!(
+        done.status.success(),
+        "{}",
+        String::from_utf8_lossy(&done.stderr)
+    );
+    assert_eq!(
+        count(&db, "SELECT COUNT(*) FROM items WHERE job_id = 'slow'"),
+        2
+    );
+}
