@@ -629,7 +629,10 @@ fn parse_number(text: &str) -> Option<Literal> {
         .map(Literal::Real)
 }
 
-fn parse_duration(text: &str) -> Option<i64> {
+/// A duration as filters write it (`30s`, `15m`, `12h`, `7d`, `2w`), in
+/// seconds; `None` for anything else (or one that overflows). The sign is
+/// the caller's to check. `dlq retention set --max-age` takes the same.
+pub fn parse_duration(text: &str) -> Option<i64> {
     let unit = text.chars().last()?;
     let scale = match unit {
         's' => 1,

@@ -21,6 +21,7 @@ mod progress;
 mod purge;
 mod report;
 mod requeue;
+mod retention;
 mod retry;
 mod show;
 mod sql;
@@ -97,6 +98,7 @@ enum Command {
     Mark(mark::Args),
     Capacity(capacity::Args),
     Categories(categories::Args),
+    Retention(retention::Args),
     Events(events::Args),
     Jobs(jobs::Args),
     Sql(sql::Args),
@@ -295,6 +297,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Command::Mark(args) => mark::run(args, &ctx),
         Command::Capacity(args) => capacity::run(args, &ctx),
         Command::Categories(args) => categories::run(args, &ctx),
+        Command::Retention(args) => retention::run(args, &ctx),
         Command::Events(args) => events::run(args, &ctx),
         Command::Jobs(args) => jobs::run(args, &ctx),
         Command::Sql(args) => sql::run(args, &ctx),
