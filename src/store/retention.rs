@@ -295,18 +295,25 @@ impl Dlq {
         let policies = read_policies(&snapshot)?;
         let mut status = Vec::with_capacity(policies.len());
         for policy in &policies {
-            let mut governed = String::new();
-            let mut values = Vec::new();
-            push_governed(policy, &policies, &mut governed, &mut values);
-            let items = count_items(&snapshot, &governed, values)?;
-            let would_remove = match removal_condition(policy, &policies, now) {
-                Some((condition, values)) => count_items(&snapshot, &condition, values)?,
-                None => 0,
-            };
+            // Both counts in one pass over the governed items.
+            let mut sql = String::from(
+                "SELECT COUNT(*), COALESCE(SUM(i.last_attempt < ?), 0) FROM items AS i WHERE 1 = 1",
+            );
+            let mut values = vec![match cutoff(policy, now) {
+                Some(cutoff) => Value::Text(cutoff.to_storage()),
+                // Keep forever: no last_attempt is before NULL.
+                None => Value::Null,
+            }];
+            push_governed(policy, &policies, &mut sql, &mut values);
+            let (items, would_remove): (i64, i64) = snapshot
+                .prepare_cached(&sql)?
+                .query_row(params_from_iter(values), |row| {
+                    Ok((row.get(0)?, row.get(1)?))
+                })?;
             status.push(PolicyStatus {
                 policy: policy.clone(),
-                items,
-                would_remove,
+                items: usize::try_from(items).unwrap_or(0),
+                would_remove: usize::try_from(would_remove).unwrap_or(0),
             });
         }
         snapshot.finish()?;
