@@ -33,7 +33,6 @@ use std::process::ExitCode;
 ///   dlq retention list
 ///   dlq retention apply --dry-run
 ///   dlq retention apply --json
-///   dlq retention unset --category transient
 #[derive(Debug, clap::Args)]
 #[command(verbatim_doc_comment, args_conflicts_with_subcommands = true)]
 pub struct Args {

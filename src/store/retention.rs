@@ -126,6 +126,10 @@ pub struct RetentionReport {
     pub removed: usize,
 }
 
+/// Conditions on `items AS i` (fixed SQL, each starting with AND) and
+/// their values.
+type Condition = (String, Vec<Value>);
+
 const POLICY_COLUMNS: &str = "id, job_id, category, max_age_seconds, created_at, updated_at";
 
 fn policy_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<RetentionPolicy> {
@@ -224,7 +228,7 @@ fn removal_condition(
     policy: &RetentionPolicy,
     all: &[RetentionPolicy],
     now: Timestamp,
-) -> Option<(String, Vec<Value>)> {
+) -> Option<Condition> {
     let cutoff = cutoff(policy, now)?;
     // The age test first: with a job, (job_id, last_attempt) is one range
     // of items_job_last_attempt; without, of items_last_attempt.
@@ -250,7 +254,7 @@ fn count_items(conn: &Connection, condition: &str, values: Vec<Value>) -> Result
 fn plan(
     conn: &Connection,
     now: Timestamp,
-) -> Result<Vec<(RetentionPolicy, Option<(String, Vec<Value>)>)>> {
+) -> Result<Vec<(RetentionPolicy, Option<Condition>)>> {
     let policies = read_policies(conn)?;
     Ok(policies
         .iter()
