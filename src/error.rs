@@ -153,6 +153,10 @@ pub enum Error {
     #[error("job {0:?} not found")]
     JobNotFound(String),
 
+    /// No retention policy has this scope (`dlq retention unset`).
+    #[error("no retention policy for {scope}")]
+    RetentionPolicyNotFound { scope: String },
+
     /// A JSON value could not be produced or read.
     #[error("json error: {0}")]
     Json(#[from] serde_json::Error),
@@ -241,7 +245,9 @@ impl Error {
             | Error::InvalidArgument { .. }
             | Error::AmbiguousItem { .. }
             | Error::Filter(_) => ErrorKind::InvalidInput,
-            Error::ItemNotFound { .. } | Error::JobNotFound(_) => ErrorKind::NotFound,
+            Error::ItemNotFound { .. }
+            | Error::JobNotFound(_)
+            | Error::RetentionPolicyNotFound { .. } => ErrorKind::NotFound,
             Error::Json(e) => match e.io_error_kind() {
                 Some(io) => io_kind(&std::io::Error::from(io)),
                 None => ErrorKind::InvalidInput,

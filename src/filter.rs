@@ -631,7 +631,8 @@ fn parse_number(text: &str) -> Option<Literal> {
 
 /// A duration as filters write it (`30s`, `15m`, `12h`, `7d`, `2w`: a whole
 /// number and one unit) in seconds; `None` for anything else or a number
-/// too large. `dlq check` takes its durations the same way.
+/// too large. The sign is the caller's to check. `dlq check` and `dlq
+/// retention set --max-age` take their durations the same way.
 pub fn parse_duration(text: &str) -> Option<i64> {
     let unit = text.chars().last()?;
     let scale = match unit {

@@ -42,6 +42,8 @@ mod properties;
 mod readonly;
 #[path = "tests/report.rs"]
 mod report;
+#[path = "tests/retention.rs"]
+mod retention;
 #[path = "tests/retry.rs"]
 mod retry;
 #[path = "tests/robustness.rs"]

@@ -22,6 +22,7 @@ mod progress;
 mod purge;
 mod report;
 mod requeue;
+mod retention;
 mod retry;
 mod show;
 mod sql;
@@ -100,6 +101,7 @@ enum Command {
     Capacity(capacity::Args),
     Categories(categories::Args),
     Check(check::Args),
+    Retention(retention::Args),
     Events(events::Args),
     Watch(watch::Args),
     Jobs(jobs::Args),
@@ -300,6 +302,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Command::Capacity(args) => capacity::run(args, &ctx),
         Command::Categories(args) => categories::run(args, &ctx),
         Command::Check(args) => check::run(args, &ctx),
+        Command::Retention(args) => retention::run(args, &ctx),
         Command::Events(args) => events::run(args, &ctx),
         Command::Watch(args) => watch::run(args, &ctx),
         Command::Jobs(args) => jobs::run(args, &ctx),

@@ -21,6 +21,7 @@
 //! | `stats.rs` | the legacy statistics, streamed |
 //! | `analysis.rs`, `message_groups.rs` | `analyze`: pattern and message groups, distributions |
 //! | `categories.rs` | failure categories: [`Category`], the `error_categories` table, an item's category in SQL |
+//! | `retention.rs` | retention policies: the `retention_policies` table, which policy governs an item, applying them |
 //! | `filter_sql.rs` | the filter language compiled to SQL |
 //! | `adhoc.rs` | read-only ad-hoc SQL (`dlq sql`) |
 //! | `check.rs` | what thresholds read (`dlq check`, metrics): oldest items, arrivals, new signatures and the checks' state |
@@ -44,6 +45,7 @@ mod leases;
 mod load;
 mod message_groups;
 mod open;
+mod retention;
 mod rows;
 mod stats;
 mod take;
@@ -65,6 +67,9 @@ pub use jobs::{CapacityInfo, JobInfo, JobOptions, RemovedJob};
 pub use leases::{RunCounts, RunInfo, RunStatus};
 pub use load::{LoadOptions, Loader};
 pub use open::OpenOptions;
+pub use retention::{
+    scope_text, PolicyOutcome, PolicyStatus, RetentionChange, RetentionPolicy, RetentionReport,
+};
 pub use stats::{Stats, StatsHead, StatsPart};
 pub use take::{TakeOptions, TakenItem};
 pub use write::{AddOutcome, AddReport, CapacityRaised, EvictedItem, WriteTx};

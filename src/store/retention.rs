@@ -1,0 +1,504 @@
+//! Retention policies (`dlq retention`): the `retention_policies` table
+//! (schema V5), setting and removing a policy, and applying them all: the
+//! items each policy governs whose last attempt is older than its max age
+//! go, in one transaction, each with a `purged` event naming the policy.
+//!
+//! Which policy governs an item is the V5 rule: the most specific matching
+//! one, (job, category), then (job, any), then (any, category), then (any,
+//! any). Policies are few, so the rule is compiled here into plain
+//! conditions on `items AS i`: a policy's scope, minus the scopes of the
+//! more specific policies that overlap it. A dry run and an apply at the
+//! same "now" build the same conditions and so select the same items.
+
+use super::bulk::delete_items;
+use super::categories::ITEM_CATEGORY_SQL;
+use super::write::WriteTx;
+use super::{Category, Dlq, EventKind};
+use crate::error::{Error, Result};
+use crate::time::Timestamp;
+use rusqlite::types::Value;
+use rusqlite::{params, params_from_iter, Connection, OptionalExtension};
+use serde::Serialize;
+
+/// One row of `retention_policies`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct RetentionPolicy {
+    pub id: i64,
+    /// The job it applies to; `None`: any job.
+    pub job_id: Option<String>,
+    /// The category it applies to; `None`: any category.
+    pub category: Option<Category>,
+    /// Items whose last attempt is older than this many seconds are
+    /// removed by an apply; `None` keeps them forever.
+    pub max_age_seconds: Option<i64>,
+    pub created_at: Timestamp,
+    pub updated_at: Timestamp,
+}
+
+impl RetentionPolicy {
+    /// Its place in the precedence rule: the highest matching rank wins.
+    /// Scopes are unique, so two policies matching one item never tie.
+    fn rank(&self) -> u8 {
+        2 * u8::from(self.job_id.is_some()) + u8::from(self.category.is_some())
+    }
+
+    /// Whether some item could match both scopes.
+    fn overlaps(&self, other: &RetentionPolicy) -> bool {
+        fn agree<T: PartialEq>(a: &Option<T>, b: &Option<T>) -> bool {
+            match (a, b) {
+                (Some(a), Some(b)) => a == b,
+                _ => true,
+            }
+        }
+        agree(&self.job_id, &other.job_id) && agree(&self.category, &other.category)
+    }
+
+    /// "job \"J\", category transient", "any job, any category".
+    pub fn scope(&self) -> String {
+        scope_text(self.job_id.as_deref(), self.category)
+    }
+}
+
+/// A policy's scope in words (messages, errors).
+pub fn scope_text(job_id: Option<&str>, category: Option<Category>) -> String {
+    let job = match job_id {
+        Some(job) => format!("job {job:?}"),
+        None => "any job".to_string(),
+    };
+    let category = match category {
+        Some(category) => format!("category {category}"),
+        None => "any category".to_string(),
+    };
+    format!("{job}, {category}")
+}
+
+/// What `set_retention` or `remove_retention` changed, and what the next
+/// apply would do now.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct RetentionChange {
+    /// The policy of this scope before (`None`: there was none).
+    pub before: Option<RetentionPolicy>,
+    /// And after (`None`: removed).
+    pub after: Option<RetentionPolicy>,
+    /// Items this policy would remove if applied now (0 when removed or
+    /// kept forever).
+    pub would_remove: usize,
+    /// Items all the policies would remove if applied now: removing a
+    /// policy hands its items to a less specific one.
+    pub would_remove_total: usize,
+}
+
+/// A policy and the items it governs now (`dlq retention list`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct PolicyStatus {
+    #[serde(flatten)]
+    pub policy: RetentionPolicy,
+    /// Items this policy decides about (no more specific policy matches
+    /// them), whatever their age.
+    pub items: usize,
+    /// Of those, the items an apply would remove now.
+    pub would_remove: usize,
+}
+
+/// One policy's part of an apply.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct PolicyOutcome {
+    pub id: i64,
+    pub job_id: Option<String>,
+    pub category: Option<Category>,
+    pub max_age_seconds: Option<i64>,
+    /// Items last failed before this went (`None`: kept forever).
+    pub cutoff: Option<Timestamp>,
+    /// Items removed (or, dry, that would be).
+    pub removed: usize,
+}
+
+/// What an apply did (or, dry, would do).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct RetentionReport {
+    pub dry_run: bool,
+    /// The "now" the cutoffs were taken from.
+    pub now: Timestamp,
+    /// Every policy, in precedence order within a job (see
+    /// [`Dlq::retention_policies`]).
+    pub policies: Vec<PolicyOutcome>,
+    /// Items removed in all.
+    pub removed: usize,
+}
+
+/// Conditions on `items AS i` (fixed SQL, each starting with AND) and
+/// their values.
+type Condition = (String, Vec<Value>);
+
+const POLICY_COLUMNS: &str = "id, job_id, category, max_age_seconds, created_at, updated_at";
+
+fn policy_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<RetentionPolicy> {
+    Ok(RetentionPolicy {
+        id: row.get(0)?,
+        job_id: row.get(1)?,
+        category: row.get(2)?,
+        max_age_seconds: row.get(3)?,
+        created_at: row.get(4)?,
+        updated_at: row.get(5)?,
+    })
+}
+
+/// Every policy: a job's own first (by job), within each its category
+/// policies before its any-category one, then the any-job policies the
+/// same way. Reading down, the first row that matches an item governs it.
+fn read_policies(conn: &Connection) -> Result<Vec<RetentionPolicy>> {
+    let mut stmt = conn.prepare_cached(&format!(
+        "SELECT {POLICY_COLUMNS} FROM retention_policies
+         ORDER BY job_id IS NULL, job_id, category IS NULL, category"
+    ))?;
+    let policies = stmt
+        .query_map([], policy_row)?
+        .collect::<rusqlite::Result<_>>()?;
+    Ok(policies)
+}
+
+/// The policy of exactly this scope. `IS` compares NULL with NULL, and the
+/// scope is unique (the V5 index).
+fn find_policy(
+    conn: &Connection,
+    job_id: Option<&str>,
+    category: Option<Category>,
+) -> Result<Option<RetentionPolicy>> {
+    Ok(conn
+        .prepare_cached(&format!(
+            "SELECT {POLICY_COLUMNS} FROM retention_policies WHERE job_id IS ?1 AND category IS ?2"
+        ))?
+        .query_row(params![job_id, category], policy_row)
+        .optional()?)
+}
+
+/// Appends to `sql` (conditions on `items AS i`, each starting with AND)
+/// the items `policy` governs among `all`: its scope, minus each more
+/// specific overlapping scope. Only the qualifiers `policy` does not fix
+/// are tested for those (within "job J", a (J, c) policy is "category c").
+fn push_governed(
+    policy: &RetentionPolicy,
+    all: &[RetentionPolicy],
+    sql: &mut String,
+    values: &mut Vec<Value>,
+) {
+    push_scope(policy.job_id.as_deref(), policy.category, sql, values);
+    for other in all {
+        if other.rank() <= policy.rank() || !policy.overlaps(other) {
+            continue;
+        }
+        let job = other.job_id.as_deref().filter(|_| policy.job_id.is_none());
+        let category = other.category.filter(|_| policy.category.is_none());
+        sql.push_str(" AND NOT (1 = 1");
+        push_scope(job, category, sql, values);
+        sql.push(')');
+    }
+}
+
+fn push_scope(
+    job_id: Option<&str>,
+    category: Option<Category>,
+    sql: &mut String,
+    values: &mut Vec<Value>,
+) {
+    if let Some(job) = job_id {
+        sql.push_str(" AND i.job_id = ?");
+        values.push(Value::Text(job.to_string()));
+    }
+    if let Some(category) = category {
+        sql.push_str(" AND ");
+        sql.push_str(ITEM_CATEGORY_SQL);
+        sql.push_str(" = ?");
+        values.push(Value::Text(category.as_str().to_string()));
+    }
+}
+
+/// A policy's cutoff at `now`: items last failed before it are older than
+/// the max age (as `dlq purge` reads age). Held to the years the stored
+/// form sorts in, so a huge max age removes nothing rather than everything.
+fn cutoff(policy: &RetentionPolicy, now: Timestamp) -> Option<Timestamp> {
+    policy
+        .max_age_seconds
+        .map(|seconds| now.minus_seconds(seconds).clamped_to_storage_range())
+}
+
+/// The conditions of the items `policy` removes at `now` (`None` for a
+/// keep-forever policy, which removes nothing).
+fn removal_condition(
+    policy: &RetentionPolicy,
+    all: &[RetentionPolicy],
+    now: Timestamp,
+) -> Option<Condition> {
+    let cutoff = cutoff(policy, now)?;
+    // The age test first: with a job, (job_id, last_attempt) is one range
+    // of items_job_last_attempt; without, of items_last_attempt.
+    let mut sql = String::new();
+    let mut values = Vec::new();
+    push_governed(policy, all, &mut sql, &mut values);
+    sql.push_str(" AND i.last_attempt < ?");
+    values.push(Value::Text(cutoff.to_storage()));
+    Some((sql, values))
+}
+
+fn count_items(conn: &Connection, condition: &str, values: Vec<Value>) -> Result<usize> {
+    // `condition` is SQL built from fixed fragments; the values are bound.
+    let sql = format!("SELECT COUNT(*) FROM items AS i WHERE 1 = 1{condition}");
+    let n: i64 = conn
+        .prepare_cached(&sql)?
+        .query_row(params_from_iter(values), |row| row.get(0))?;
+    Ok(usize::try_from(n).unwrap_or(0))
+}
+
+/// Each policy with the conditions of the items it removes at `now`
+/// (`None`: kept forever), all built before anything is removed.
+fn plan(
+    conn: &Connection,
+    now: Timestamp,
+) -> Result<Vec<(RetentionPolicy, Option<Condition>)>> {
+    let policies = read_policies(conn)?;
+    Ok(policies
+        .iter()
+        .map(|policy| (policy.clone(), removal_condition(policy, &policies, now)))
+        .collect())
+}
+
+fn outcome(policy: &RetentionPolicy, now: Timestamp, removed: usize) -> PolicyOutcome {
+    PolicyOutcome {
+        id: policy.id,
+        job_id: policy.job_id.clone(),
+        category: policy.category,
+        max_age_seconds: policy.max_age_seconds,
+        cutoff: cutoff(policy, now),
+        removed,
+    }
+}
+
+fn report(dry_run: bool, now: Timestamp, policies: Vec<PolicyOutcome>) -> RetentionReport {
+    RetentionReport {
+        dry_run,
+        now,
+        removed: policies.iter().map(|o| o.removed).sum(),
+        policies,
+    }
+}
+
+impl Dlq {
+    /// Every retention policy, in precedence order within a job (see
+    /// [`RetentionPolicy`]; reading down, the first that matches an item
+    /// governs it).
+    pub fn retention_policies(&self) -> Result<Vec<RetentionPolicy>> {
+        read_policies(&*self.conn()?)
+    }
+
+    /// Every policy with the items it governs and the items an apply would
+    /// remove at [`Dlq::age_now`], from one snapshot.
+    pub fn retention_status(&self) -> Result<Vec<PolicyStatus>> {
+        let now = self.age_now();
+        let conn = self.conn()?;
+        let snapshot = conn.unchecked_transaction()?;
+        let policies = read_policies(&snapshot)?;
+        let mut status = Vec::with_capacity(policies.len());
+        for policy in &policies {
+            // Both counts in one pass over the governed items.
+            let mut sql = String::from(
+                "SELECT COUNT(*), COALESCE(SUM(i.last_attempt < ?), 0) FROM items AS i WHERE 1 = 1",
+            );
+            let mut values = vec![match cutoff(policy, now) {
+                Some(cutoff) => Value::Text(cutoff.to_storage()),
+                // Keep forever: no last_attempt is before NULL.
+                None => Value::Null,
+            }];
+            push_governed(policy, &policies, &mut sql, &mut values);
+            let (items, would_remove): (i64, i64) = snapshot
+                .prepare_cached(&sql)?
+                .query_row(params_from_iter(values), |row| {
+                    Ok((row.get(0)?, row.get(1)?))
+                })?;
+            status.push(PolicyStatus {
+                policy: policy.clone(),
+                items: usize::try_from(items).unwrap_or(0),
+                would_remove: usize::try_from(would_remove).unwrap_or(0),
+            });
+        }
+        snapshot.finish()?;
+        Ok(status)
+    }
+
+    /// Sets the policy of a scope (`None`: any job, any category): items it
+    /// governs are removed by an apply once their last attempt is older
+    /// than `max_age_seconds`, or kept forever with `None`. Replaces the
+    /// scope's policy if there is one; a `retention_set` event records
+    /// before and after (nothing is written when nothing changes). A job
+    /// need not exist yet.
+    pub fn set_retention(
+        &self,
+        job_id: Option<&str>,
+        category: Option<Category>,
+        max_age_seconds: Option<i64>,
+    ) -> Result<RetentionChange> {
+        if let Some(job) = job_id {
+            crate::model::check_id(job)
+                .map_err(|reason| Error::invalid_argument("job id", reason))?;
+        }
+        if let Some(seconds) = max_age_seconds.filter(|&s| s <= 0) {
+            return Err(Error::invalid_argument(
+                "max age",
+                format!("{seconds} seconds: it must be more than 0"),
+            ));
+        }
+        let (before, after) = self.write(|tx| {
+            let conn = tx.conn();
+            let before = find_policy(conn, job_id, category)?;
+            if before
+                .as_ref()
+                .is_some_and(|b| b.max_age_seconds == max_age_seconds)
+            {
+                return Ok((before.clone(), before));
+            }
+            let now = tx.now();
+            match &before {
+                Some(policy) => conn
+                    .prepare_cached(
+                        "UPDATE retention_policies SET max_age_seconds = ?1, updated_at = ?2 WHERE id = ?3",
+                    )?
+                    .execute(params![max_age_seconds, now, policy.id])?,
+                None => conn
+                    .prepare_cached(
+                        "INSERT INTO retention_policies (job_id, category, max_age_seconds, created_at, updated_at)
+                         VALUES (?1, ?2, ?3, ?4, ?4)",
+                    )?
+                    .execute(params![job_id, category, max_age_seconds, now])?,
+            };
+            let after = find_policy(conn, job_id, category)?;
+            retention_event(tx, job_id, category, before.as_ref(), after.as_ref())?;
+            Ok((before, after))
+        })?;
+        self.change_with_preview(before, after)
+    }
+
+    /// Removes the policy of a scope, with a `retention_set` event (after:
+    /// null); its items fall to the next less specific policy, if any.
+    /// [`Error::RetentionPolicyNotFound`] when the scope has none.
+    pub fn remove_retention(
+        &self,
+        job_id: Option<&str>,
+        category: Option<Category>,
+    ) -> Result<RetentionChange> {
+        let before = self.write(|tx| {
+            let conn = tx.conn();
+            let Some(before) = find_policy(conn, job_id, category)? else {
+                return Err(Error::RetentionPolicyNotFound {
+                    scope: scope_text(job_id, category),
+                });
+            };
+            conn.prepare_cached("DELETE FROM retention_policies WHERE id = ?1")?
+                .execute(params![before.id])?;
+            retention_event(tx, job_id, category, Some(&before), None)?;
+            Ok(before)
+        })?;
+        self.change_with_preview(Some(before), None)
+    }
+
+    fn change_with_preview(
+        &self,
+        before: Option<RetentionPolicy>,
+        after: Option<RetentionPolicy>,
+    ) -> Result<RetentionChange> {
+        let preview = self.apply_retention(true)?;
+        let would_remove = after
+            .as_ref()
+            .and_then(|a| preview.policies.iter().find(|p| p.id == a.id))
+            .map_or(0, |p| p.removed);
+        Ok(RetentionChange {
+            before,
+            after,
+            would_remove,
+            would_remove_total: preview.removed,
+        })
+    }
+
+    /// Applies every policy at [`Dlq::age_now`]: see
+    /// [`Dlq::apply_retention_at`].
+    pub fn apply_retention(&self, dry_run: bool) -> Result<RetentionReport> {
+        self.apply_retention_at(self.age_now(), dry_run)
+    }
+
+    /// Removes, for each policy with a max age, the items it governs whose
+    /// last attempt is before `now` minus that age, each with a `purged`
+    /// event whose detail names the policy (`retention_policy`: id, job_id
+    /// and category when not "any", max_age_seconds) and the cutoff. All in
+    /// one transaction: all of it happens or none. Keep-forever policies
+    /// remove nothing (and shadow less specific ones); with no policies
+    /// nothing is removed. With `dry_run`, counts the same items from one
+    /// snapshot and changes nothing.
+    pub fn apply_retention_at(&self, now: Timestamp, dry_run: bool) -> Result<RetentionReport> {
+        if dry_run {
+            let conn = self.conn()?;
+            let snapshot = conn.unchecked_transaction()?;
+            let mut outcomes = Vec::new();
+            for (policy, condition) in plan(&snapshot, now)? {
+                let removed = match condition {
+                    Some((condition, values)) => count_items(&snapshot, &condition, values)?,
+                    None => 0,
+                };
+                outcomes.push(outcome(&policy, now, removed));
+            }
+            snapshot.finish()?;
+            return Ok(report(true, now, outcomes));
+        }
+        // The policies are read inside the write transaction: a policy set
+        // meanwhile is either applied whole or not at all.
+        self.write_bulk(|tx| {
+            let mut outcomes = Vec::new();
+            for (policy, condition) in plan(tx.conn(), now)? {
+                let removed = match condition {
+                    Some((condition, values)) => delete_items(
+                        tx,
+                        &condition,
+                        &values,
+                        EventKind::Purged,
+                        serde_json::json!({
+                            "cutoff": cutoff(&policy, now),
+                            // json_patch drops nulls: an absent job_id or
+                            // category is "any".
+                            "retention_policy": {
+                                "id": policy.id,
+                                "job_id": policy.job_id,
+                                "category": policy.category,
+                                "max_age_seconds": policy.max_age_seconds,
+                            },
+                        }),
+                    )?,
+                    None => 0,
+                };
+                outcomes.push(outcome(&policy, now, removed));
+            }
+            Ok(report(false, now, outcomes))
+        })
+    }
+}
+
+/// A `retention_set` event: the scope, and the policy before and after
+/// (`null`: none).
+fn retention_event(
+    tx: &WriteTx<'_>,
+    job_id: Option<&str>,
+    category: Option<Category>,
+    before: Option<&RetentionPolicy>,
+    after: Option<&RetentionPolicy>,
+) -> Result<()> {
+    let keep = |policy: Option<&RetentionPolicy>| {
+        policy.map(|p| serde_json::json!({"id": p.id, "max_age_seconds": p.max_age_seconds}))
+    };
+    tx.event(
+        EventKind::RetentionSet,
+        job_id,
+        None,
+        serde_json::json!({
+            "job_id": job_id,
+            "category": category,
+            "before": keep(before),
+            "after": keep(after),
+        }),
+    )
+}
