@@ -405,7 +405,11 @@ mod tests {
             );
             assert!(!family.name.ends_with("_total"), "{}", family.name);
             if let Some(unit) = family.unit {
-                assert!(family.name.ends_with(&format!("_{unit}")), "{}", family.name);
+                assert!(
+                    family.name.ends_with(&format!("_{unit}")),
+                    "{}",
+                    family.name
+                );
             }
         }
     }

@@ -411,7 +411,14 @@ impl Dlq {
             .into_iter()
             .map(|mut run| {
                 if run.status == RunStatus::Running
-                    && run_crashed(&run.host, run.pid, run.heartbeat_at, host, now, stale_after_secs)
+                    && run_crashed(
+                        &run.host,
+                        run.pid,
+                        run.heartbeat_at,
+                        host,
+                        now,
+                        stale_after_secs,
+                    )
                 {
                     run.status = RunStatus::Crashed;
                 }

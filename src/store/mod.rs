@@ -65,8 +65,8 @@ pub use items::{ItemIter, ItemSummary, JobItem, ListFilter, Page, PageCursor, Su
 pub use items::{MarkRequest, Marked};
 pub use jobs::{CapacityInfo, JobInfo, JobOptions, RemovedJob};
 pub use leases::{RunCounts, RunInfo, RunStatus};
-pub use metrics::{ErrorTypeCount, JobCounts, MetricsSnapshot, RunStatusCount};
 pub use load::{LoadOptions, Loader};
+pub use metrics::{ErrorTypeCount, JobCounts, MetricsSnapshot, RunStatusCount};
 pub use open::OpenOptions;
 pub use stats::{Stats, StatsHead, StatsPart};
 pub use take::{TakeOptions, TakenItem};

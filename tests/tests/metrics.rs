@@ -76,7 +76,11 @@ fn parse(text: &str, openmetrics: bool) -> Vec<Family> {
     assert!(
         output.status.success(),
         "the {} parser refused the text: {}\n{text}",
-        if openmetrics { "OpenMetrics" } else { "Prometheus" },
+        if openmetrics {
+            "OpenMetrics"
+        } else {
+            "Prometheus"
+        },
         String::from_utf8_lossy(&output.stderr)
     );
     let parsed: Value = serde_json::from_slice(&output.stdout).unwrap();
@@ -185,7 +189,10 @@ fn busy_database(dir: &TempDir) -> PathBuf {
     second["attempt_number"] = 2.into();
     second["timestamp"] = "2025-03-02T00:00:00Z".into();
     second["error_type"] = "Timeout".into();
-    twice["failure_history"].as_array_mut().unwrap().push(second);
+    twice["failure_history"]
+        .as_array_mut()
+        .unwrap()
+        .push(second);
     twice["last_attempt"] = "2025-03-02T00:00:00Z".into();
     twice["failure_count"] = 2.into();
     let mut bare = typed("a5", "2025-03-05T00:00:00Z", "Timeout", false, true);
@@ -229,7 +236,13 @@ fn busy_database(dir: &TempDir) -> PathBuf {
         [
             typed("c1", "2024-01-01T00:00:00Z", "Timeout", true, false),
             typed("c2", "2024-01-02T00:00:00Z", "Timeout", true, false),
-            typed("c3", "2025-12-01T00:00:00Z", "ValidationFailed", true, false),
+            typed(
+                "c3",
+                "2025-12-01T00:00:00Z",
+                "ValidationFailed",
+                true,
+                false,
+            ),
         ],
     );
     ok(dlq(&db).args([
@@ -298,7 +311,8 @@ fn busy_database(dir: &TempDir) -> PathBuf {
 
 /// The last attempt's error type of item `i` ("" without attempts), from
 /// failure_history, and its category from error_categories.
-const LAST_TYPE: &str = "COALESCE((SELECT f.error_type FROM failure_history AS f WHERE f.item_key = i.id
+const LAST_TYPE: &str =
+    "COALESCE((SELECT f.error_type FROM failure_history AS f WHERE f.item_key = i.id
      ORDER BY f.timestamp DESC, f.attempt_number DESC LIMIT 1), '')";
 
 /// Every metric equals SQL over the base tables, in both formats.
@@ -373,7 +387,10 @@ fn assert_matches_sql(db: &Path, families: &[Family]) {
     );
     // Every kind, 0 included.
     for kind in dlqlite::EventKind::ALL {
-        assert!(events.contains_key(&vec![kind.as_str().to_string()]), "{kind}");
+        assert!(
+            events.contains_key(&vec![kind.as_str().to_string()]),
+            "{kind}"
+        );
     }
     let runs = samples(families, "dlq_retry_runs", &["job_id", "status"]);
     assert_eq!(
@@ -407,9 +424,17 @@ fn every_number_equals_sql_in_both_formats() {
     // The database has what the comparison needs to mean something.
     let conn = sql(&db);
     let count = |query: &str| -> i64 { conn.query_row(query, [], |r| r.get(0)).unwrap() };
-    for kind in ["evicted", "purged", "merged", "retried_ok", "retried_failed"] {
+    for kind in [
+        "evicted",
+        "purged",
+        "merged",
+        "retried_ok",
+        "retried_failed",
+    ] {
         assert!(
-            count(&format!("SELECT COUNT(*) FROM events WHERE kind = '{kind}'")) > 0,
+            count(&format!(
+                "SELECT COUNT(*) FROM events WHERE kind = '{kind}'"
+            )) > 0,
             "{kind}"
         );
     }
@@ -424,7 +449,11 @@ fn every_number_equals_sql_in_both_formats() {
         let families = parse(&text, openmetrics);
         assert_matches_sql(&db, &families);
         // The remapped categories show, and the odd labels came back whole.
-        let items = samples(&families, "dlq_items", &["job_id", "error_type", "category"]);
+        let items = samples(
+            &families,
+            "dlq_items",
+            &["job_id", "error_type", "category"],
+        );
         let key = |job: &str, t: &str, c: &str| vec![job.to_string(), t.to_string(), c.to_string()];
         assert_eq!(items.get(&key("a", "Timeout", "permanent")), Some(&2.0));
         assert_eq!(items.get(&key("a", "RateLimited", "transient")), Some(&1.0));
@@ -494,7 +523,11 @@ fn one_job_is_that_jobs_items_events_and_runs() {
     // The same counts for a job as in the whole text.
     let all = parse(&metrics(&db, &[]), false);
     let one = parse(&metrics(&db, &["--job-id", "a"]), false);
-    for name in ["dlq_job_items", "dlq_items_eligible", "dlq_oldest_item_age_seconds"] {
+    for name in [
+        "dlq_job_items",
+        "dlq_items_eligible",
+        "dlq_oldest_item_age_seconds",
+    ] {
         let a = |f: &[Family]| {
             samples(f, name, &["job_id"])
                 .into_iter()
@@ -560,7 +593,11 @@ fn output_is_written_atomically_with_its_mode_and_never_through_a_link() {
         .is_symlink());
     parse(&std::fs::read_to_string(&link).unwrap(), false);
     // A directory that is not there: one line, exit 1.
-    let said = fails(dlq(&db).args(["metrics", "-o"]).arg(dir.join("no/such/dir.prom")));
+    let said = fails(
+        dlq(&db)
+            .args(["metrics", "-o"])
+            .arg(dir.join("no/such/dir.prom")),
+    );
     assert_eq!(said.lines().count(), 1, "{said}");
     assert!(said.contains("no/such/dir.prom"), "{said}");
 }
@@ -580,7 +617,10 @@ fn usage_errors_exit_two_in_one_line() {
         let output = run(dlq(&db).arg("metrics").args(args).current_dir(dir.path()));
         assert_eq!(output.status.code(), Some(2), "{args:?}");
         let said = String::from_utf8_lossy(&output.stderr);
-        assert!(said.starts_with("error:") || said.starts_with("dlq: error:"), "{said}");
+        assert!(
+            said.starts_with("error:") || said.starts_with("dlq: error:"),
+            "{said}"
+        );
         assert!(!dir.join("x.prom").exists());
     }
     // No database: exit 1, none created.
@@ -626,5 +666,35 @@ fn a_read_only_database_is_measured() {
     );
     assert_eq!(String::from_utf8(output.stdout).unwrap(), before);
     let families = parse(&before, false);
-    assert_eq!(samples(&families, "dlq_job_items", &["job_id"])[&vec!["j".to_string()]], 1.0);
+    assert_eq!(
+        samples(&families, "dlq_job_items", &["job_id"])[&vec!["j".to_string()]],
+        1.0
+    );
+}
+
+/// Every family the text has is in the README's table, with its type.
+#[test]
+fn the_readme_documents_every_metric() {
+    let readme =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap();
+    let section = readme
+        .split("### Metrics for Prometheus")
+        .nth(1)
+        .expect("a README section \"Metrics for Prometheus\"");
+    let section = section.split("\n## ").next().unwrap();
+    let dir = TempDir::new("metrics-readme");
+    let db = dir.join("dlq.db");
+    add_lines(&db, "j", [item("a", 1, "2025-01-01T00:00:00Z", "boom")]);
+    let text = metrics(&db, &[]);
+    let mut documented = 0;
+    for line in text.lines().filter(|l| l.starts_with("# TYPE ")) {
+        let mut words = line.split(' ').skip(2);
+        let (name, kind) = (words.next().unwrap(), words.next().unwrap());
+        assert!(
+            section.contains(&format!("| `{name}` | {kind} |")),
+            "{name} ({kind}) is not in the README's table"
+        );
+        documented += 1;
+    }
+    assert_eq!(documented, dlqlite::metrics::FAMILIES.len());
 }
