@@ -29,6 +29,7 @@ pub mod filter;
 pub mod generate;
 pub mod import;
 pub mod legacy;
+pub mod metrics;
 pub mod model;
 pub mod outfile;
 pub mod rank;

@@ -32,6 +32,8 @@ mod hostile;
 mod import;
 #[path = "tests/library.rs"]
 mod library;
+#[path = "tests/metrics.rs"]
+mod metrics;
 #[path = "tests/oracles.rs"]
 mod oracles;
 #[path = "tests/prodigy.rs"]

@@ -17,6 +17,7 @@ mod inspect;
 mod jobs;
 mod list;
 mod mark;
+mod metrics;
 mod output;
 mod progress;
 mod purge;
@@ -102,6 +103,7 @@ enum Command {
     Categories(categories::Args),
     Check(check::Args),
     Retention(retention::Args),
+    Metrics(metrics::Args),
     Events(events::Args),
     Watch(watch::Args),
     Jobs(jobs::Args),
@@ -303,6 +305,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Command::Categories(args) => categories::run(args, &ctx),
         Command::Check(args) => check::run(args, &ctx),
         Command::Retention(args) => retention::run(args, &ctx),
+        Command::Metrics(args) => metrics::run(args, &ctx),
         Command::Events(args) => events::run(args, &ctx),
         Command::Watch(args) => watch::run(args, &ctx),
         Command::Jobs(args) => jobs::run(args, &ctx),

@@ -410,17 +410,39 @@ impl Dlq {
         Ok(runs
             .into_iter()
             .map(|mut run| {
-                if run.status == RunStatus::Running {
-                    let gone = run.host == host && !process_alive(run.pid);
-                    let stale = run.heartbeat_at < now.minus_seconds(stale_after_secs);
-                    if gone || stale {
-                        run.status = RunStatus::Crashed;
-                    }
+                if run.status == RunStatus::Running
+                    && run_crashed(
+                        &run.host,
+                        run.pid,
+                        run.heartbeat_at,
+                        host,
+                        now,
+                        stale_after_secs,
+                    )
+                {
+                    run.status = RunStatus::Crashed;
                 }
                 run
             })
             .collect())
     }
+}
+
+/// Whether a run recorded as running (on `run_host`, as `pid`, last
+/// heartbeat at `heartbeat_at`) has crashed, as seen from `host` at `now`:
+/// its process is gone (same host), or its heartbeat is older than
+/// `stale_after_secs`. The one rule `retry --status` and metrics share.
+pub(super) fn run_crashed(
+    run_host: &str,
+    pid: i64,
+    heartbeat_at: Timestamp,
+    host: &str,
+    now: Timestamp,
+    stale_after_secs: i64,
+) -> bool {
+    let gone = run_host == host && !process_alive(pid);
+    let stale = heartbeat_at < now.minus_seconds(stale_after_secs);
+    gone || stale
 }
 
 /// Whether a process with this id exists on this machine.

@@ -25,6 +25,7 @@
 //! | `filter_sql.rs` | the filter language compiled to SQL |
 //! | `adhoc.rs` | read-only ad-hoc SQL (`dlq sql`) |
 //! | `check.rs` | what thresholds read (`dlq check`, metrics): oldest items, arrivals, new signatures and the checks' state |
+//! | `metrics.rs` | what `dlq metrics` reads: one snapshot of the counters (items by job, type and category; events by kind; runs by status) |
 //!
 //! Every write runs in one IMMEDIATE transaction, so writers wait for each
 //! other instead of failing; docs/architecture.md follows a write through.
@@ -44,6 +45,7 @@ mod jobs;
 mod leases;
 mod load;
 mod message_groups;
+mod metrics;
 mod open;
 mod retention;
 mod rows;
@@ -66,6 +68,7 @@ pub use items::{MarkRequest, Marked};
 pub use jobs::{CapacityInfo, JobInfo, JobOptions, RemovedJob};
 pub use leases::{RunCounts, RunInfo, RunStatus};
 pub use load::{LoadOptions, Loader};
+pub use metrics::{ErrorTypeCount, JobCounts, MetricsSnapshot, RunStatusCount};
 pub use open::OpenOptions;
 pub use retention::{
     scope_text, PolicyOutcome, PolicyStatus, RetentionChange, RetentionPolicy, RetentionReport,
