@@ -53,8 +53,9 @@ pub struct Cli {
           value_parser = clap::value_parser!(u32).range(0..=i32::MAX as i64))]
     busy_timeout_ms: Option<u32>,
 
-    /// Take this RFC 3339 time as "now" for age selection only (purge
-    /// cutoffs and `now` in filters), e.g. to replay a retention run;
+    /// Take this RFC 3339 time as "now" for ages only (purge and retention
+    /// cutoffs, `now` in filters, check and metrics ages), e.g. to replay a
+    /// retention run;
     /// leases, attempt times and events keep the real clock
     #[arg(long, global = true, env = "DLQ_NOW", value_name = "TIME",
           value_parser = parse_now)]
@@ -196,7 +197,8 @@ impl Context {
         );
     }
 
-    /// `dlq` with `--now`: that time is "now" for purge and filters.
+    /// `dlq` with `--now`: that time is "now" for ages (purge, retention,
+    /// filters, check, metrics).
     pub fn with_age_clock(&self, dlq: Dlq) -> Dlq {
         term::load_categories(&dlq);
         match self.now {
@@ -274,7 +276,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
     };
     if let Some(now) = cli.now {
         eprintln!(
-            "dlq: warning: --now/DLQ_NOW: purge and filters take {now} as now \
+            "dlq: warning: --now/DLQ_NOW: ages (purge, retention, filters, check, metrics) take {now} as now \
              (leases, attempt times and events keep the real clock)"
         );
     }

@@ -251,10 +251,7 @@ fn count_items(conn: &Connection, condition: &str, values: Vec<Value>) -> Result
 
 /// Each policy with the conditions of the items it removes at `now`
 /// (`None`: kept forever), all built before anything is removed.
-fn plan(
-    conn: &Connection,
-    now: Timestamp,
-) -> Result<Vec<(RetentionPolicy, Option<Condition>)>> {
+fn plan(conn: &Connection, now: Timestamp) -> Result<Vec<(RetentionPolicy, Option<Condition>)>> {
     let policies = read_policies(conn)?;
     Ok(policies
         .iter()

@@ -308,3 +308,22 @@ fn an_imported_item_answers_the_readme_trail_query() {
     assert_no_drift(&db);
     assert_no_drift(&other);
 }
+
+/// The README's `dlq events` section names every event kind.
+#[test]
+fn the_readme_lists_every_event_kind() {
+    let readme =
+        std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md"))
+            .unwrap();
+    let start = readme.find("### `dlq events").expect("an events section");
+    let section = &readme[start..];
+    let section = &section[..section[4..]
+        .find("\n### ")
+        .map_or(section.len(), |end| end + 4)];
+    for kind in dlqlite::EventKind::ALL {
+        assert!(
+            section.contains(kind.as_str()),
+            "README's events section does not name {kind}"
+        );
+    }
+}
