@@ -312,11 +312,54 @@ fn shape_rows(shape: char, items: usize, runs: usize) {
             rss as f64 / 1024.0
         ),
     );
+    // Two retention policies for `retention list` and `apply --dry-run`
+    // (they remove nothing here: the purges below run on their own).
+    for args in [
+        ["retention", "set", "--max-age", "365d"],
+        ["retention", "set", "--category", "transient"],
+    ] {
+        let mut command = dlq_cmd(&db);
+        command.args(args);
+        if args[3] == "transient" {
+            command.args(["--max-age", "30d"]);
+        }
+        assert!(command.output().expect("retention set").status.success());
+    }
     for (what, args) in [
         ("`dlq stats --json`", vec!["stats", "--json"]),
         ("`dlq stats` (table)", vec!["stats"]),
         ("`dlq list --limit 50`", vec!["list", "--limit", "50"]),
         ("`dlq analyze --json`", vec!["analyze", "--json"]),
+        (
+            "`dlq list --filter 'category == \"transient\"' --limit 50`",
+            vec![
+                "list",
+                "--filter",
+                r#"category == "transient""#,
+                "--limit",
+                "50",
+            ],
+        ),
+        ("`dlq metrics`", vec!["metrics"]),
+        (
+            "`dlq check` (items, oldest age, arrivals in 1d)",
+            vec![
+                "check",
+                "--max-items",
+                "1000000000",
+                "--max-age",
+                "36500d",
+                "--max-new",
+                "1000000000",
+                "--per",
+                "1d",
+            ],
+        ),
+        ("`dlq retention list`", vec!["retention", "list"]),
+        (
+            "`dlq retention apply --dry-run`",
+            vec!["retention", "apply", "--dry-run"],
+        ),
     ] {
         let (median, min, max, peak) = measure(runs, || {
             let mut command = dlq_cmd(&db);
@@ -335,6 +378,11 @@ fn shape_rows(shape: char, items: usize, runs: usize) {
         );
     }
     analyze_adds_up(shape, &db);
+    if std::env::var_os("DLQ_BENCH_READS_ONLY").is_some() {
+        // The reads above without the (much longer) purges and adds.
+        remove_db(&db);
+        return;
+    }
     purge(shape, &db, 1.0 / 30.0, "a 1/30 slice", runs);
     purge(shape, &db, 0.5, "half", runs.min(2));
     // Last: it changes the database (each add evicts one old item).

@@ -224,9 +224,10 @@ INSERT INTO error_categories (error_type, category) VALUES
 
 -- ----------------------------------------------------------------------
 -- Retention policies (`dlq retention`): job_id / category NULL = any; the
--- most specific matching policy applies to an item ((job, category), then
--- (job, any), then (any, category), then (any, any)); max_age_seconds NULL
--- keeps forever. `dlq retention apply` removes items whose last attempt is
+-- most specific matching policy applies to an item ((job, category) over
+-- (job, any) and (any, category), those over (any, any); of a matching
+-- (job, any) and (any, category), the one that keeps longer); max_age_seconds
+-- NULL keeps forever. `dlq retention apply` removes items whose last attempt is
 -- older than their policy's age, with a `purged` event naming the policy.
 
 CREATE TABLE retention_policies (

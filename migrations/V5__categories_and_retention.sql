@@ -24,8 +24,11 @@ INSERT INTO error_categories (error_type, category) VALUES
 
 -- How long items are kept, by job and category (`dlq retention`). NULL in
 -- job_id or category means any. For each item the most specific policy
--- that matches applies: (job, category), then (job, any), then (any,
--- category), then (any, any). max_age_seconds NULL keeps matching items
+-- that matches applies: (job, category) over (job, any) and (any,
+-- category), and those over (any, any); where a (job, any) and an (any,
+-- category) policy both match, the one that keeps longer applies
+-- (keep-forever is longest; equal ages: the job's), so nothing is removed
+-- that a matching policy means to keep. max_age_seconds NULL keeps matching items
 -- forever; otherwise `dlq retention apply` removes items whose last attempt
 -- is older, each with a `purged` event naming the policy. No rows, the
 -- default, removes nothing.

@@ -14,9 +14,11 @@ use std::process::ExitCode;
 /// A policy says how long items are kept after their last attempt, for a
 /// job or any job and a failure category or any (see `dlq categories`):
 /// `--max-age 7d`, or `--keep-forever`. The most specific policy that
-/// matches an item governs it: (job, category), then (job, any), then
-/// (any, category), then (any, any); `list` shows them in that order, so
-/// the first row that matches an item is its policy. With no policy (the
+/// matches an item governs it: (job, category) over (job, any) and (any,
+/// category), and those over (any, any); where a (job, any) and an (any,
+/// category) policy both match, the one that keeps longer governs
+/// (keep-forever longest), so a category kept forever stays kept in every
+/// job. `list` shows what each policy governs. With no policy (the
 /// default) nothing is ever removed.
 ///
 /// `apply` removes, in one transaction, every item older than its policy's

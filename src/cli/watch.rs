@@ -105,6 +105,22 @@ fn non_blank(text: &str) -> std::result::Result<String, String> {
 
 /// How often an idle watcher looks: a new dead letter shows within this.
 const POLL: Duration = Duration::from_millis(250);
+/// The first wait before a failed hook is run again, doubling up to the
+/// second.
+const HOOK_BACKOFF_START: Duration = Duration::from_secs(1);
+const HOOK_BACKOFF_MAX: Duration = Duration::from_secs(60);
+
+/// Sleeps `duration`, or less if a stop is asked for; false when stopped.
+fn sleep_unless_stopped(duration: Duration, stop: &AtomicBool) -> bool {
+    let deadline = std::time::Instant::now() + duration;
+    while std::time::Instant::now() < deadline {
+        if stop.load(Ordering::Relaxed) {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    !stop.load(Ordering::Relaxed)
+}
 
 pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
     let filter = parse_filter(args.filter.as_deref())?;
@@ -167,17 +183,45 @@ pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
         };
         printer.print(&seen)?;
         if let (Some(hook), Some(item)) = (&hook, &seen.item) {
-            match run_hook(hook, &dlq, &seen.event, item, &stop)? {
-                HookOutcome::Succeeded => {}
-                // Not handled: the cursor stays before it.
-                HookOutcome::Stopped => break,
-                HookOutcome::Failed(why) => {
-                    hooks_failed = true;
-                    note(&format!(
-                        "dlq: warning: --exec for item {} of job {} (event {}) {why}",
-                        item.item_id, item.job_id, seen.event.id
-                    ));
+            // With a cursor, delivery is the point: a failing hook (a
+            // webhook that is down) is tried again, with backoff, before
+            // the watch moves on; with --once the watch stops there, the
+            // cursor before it, for the next run. Without a cursor nothing
+            // is remembered anyway: warn and go on.
+            let mut backoff = HOOK_BACKOFF_START;
+            let handled = loop {
+                match run_hook(hook, &dlq, &seen.event, item, &stop)? {
+                    HookOutcome::Succeeded => break true,
+                    HookOutcome::Stopped => break false,
+                    HookOutcome::Failed(why) => {
+                        hooks_failed = true;
+                        let again = cursor.is_some() && !args.once;
+                        note(&format!(
+                            "dlq: warning: --exec for item {} of job {} (event {}) {why}{}",
+                            item.item_id,
+                            item.job_id,
+                            seen.event.id,
+                            if again {
+                                format!("; trying again in {}s", backoff.as_secs())
+                            } else if cursor.is_some() {
+                                "; stopping here: the next run starts with it".to_string()
+                            } else {
+                                String::new()
+                            }
+                        ));
+                        if cursor.is_none() {
+                            break true;
+                        }
+                        if !again || !sleep_unless_stopped(backoff, &stop) {
+                            break false;
+                        }
+                        backoff = (backoff * 2).min(HOOK_BACKOFF_MAX);
+                    }
                 }
+            };
+            // Not handled: the cursor stays before it.
+            if !handled {
+                break;
             }
         }
         if let Some(cursor) = &mut cursor {

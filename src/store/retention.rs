@@ -4,10 +4,14 @@
 //! go, in one transaction, each with a `purged` event naming the policy.
 //!
 //! Which policy governs an item is the V5 rule: the most specific matching
-//! one, (job, category), then (job, any), then (any, category), then (any,
-//! any). Policies are few, so the rule is compiled here into plain
+//! one, (job, category) over (job, any) and (any, category), and those over
+//! (any, any). A (job, any) and an (any, category) policy that both match
+//! are neither more specific than the other: the one that keeps longer
+//! governs (keep-forever longest; equal ages: the job's), so a category
+//! kept forever is not removed by a job's age policy, nor the other way
+//! round. Policies are few, so the rule is compiled here into plain
 //! conditions on `items AS i`: a policy's scope, minus the scopes of the
-//! more specific policies that overlap it. A dry run and an apply at the
+//! policies that win over it where they overlap. A dry run and an apply at the
 //! same "now" build the same conditions and so select the same items.
 
 use super::bulk::delete_items;
@@ -36,10 +40,29 @@ pub struct RetentionPolicy {
 }
 
 impl RetentionPolicy {
-    /// Its place in the precedence rule: the highest matching rank wins.
-    /// Scopes are unique, so two policies matching one item never tie.
-    fn rank(&self) -> u8 {
-        2 * u8::from(self.job_id.is_some()) + u8::from(self.category.is_some())
+    /// Whether this policy governs, instead of `other`, the items both
+    /// match (see the module docs). Exactly one of two distinct overlapping
+    /// policies wins over the other, so every item has one governing policy.
+    fn beats(&self, other: &RetentionPolicy) -> bool {
+        if self.id == other.id || !self.overlaps(other) {
+            return false;
+        }
+        // Fixes everything `other` fixes: the same or a narrower scope.
+        let covers = |a: &RetentionPolicy, b: &RetentionPolicy| {
+            (a.job_id.is_some() || b.job_id.is_none())
+                && (a.category.is_some() || b.category.is_none())
+        };
+        match (covers(self, other), covers(other, self)) {
+            (true, false) => true,
+            (false, true) => false,
+            // (job, any) against (any, category): the longer keep wins.
+            _ => match (self.max_age_seconds, other.max_age_seconds) {
+                (None, Some(_)) => true,
+                (Some(_), None) => false,
+                (Some(a), Some(b)) if a != b => a > b,
+                _ => self.job_id.is_some(),
+            },
+        }
     }
 
     /// Whether some item could match both scopes.
@@ -93,8 +116,8 @@ pub struct RetentionChange {
 pub struct PolicyStatus {
     #[serde(flatten)]
     pub policy: RetentionPolicy,
-    /// Items this policy decides about (no more specific policy matches
-    /// them), whatever their age.
+    /// Items this policy governs (no policy wins over it for them),
+    /// whatever their age.
     pub items: usize,
     /// Of those, the items an apply would remove now.
     pub would_remove: usize,
@@ -173,8 +196,8 @@ fn find_policy(
 }
 
 /// Appends to `sql` (conditions on `items AS i`, each starting with AND)
-/// the items `policy` governs among `all`: its scope, minus each more
-/// specific overlapping scope. Only the qualifiers `policy` does not fix
+/// the items `policy` governs among `all`: its scope, minus the scope of
+/// each policy that wins over it. Only the qualifiers `policy` does not fix
 /// are tested for those (within "job J", a (J, c) policy is "category c").
 fn push_governed(
     policy: &RetentionPolicy,
@@ -184,7 +207,7 @@ fn push_governed(
 ) {
     push_scope(policy.job_id.as_deref(), policy.category, sql, values);
     for other in all {
-        if other.rank() <= policy.rank() || !policy.overlaps(other) {
+        if !other.beats(policy) {
             continue;
         }
         let job = other.job_id.as_deref().filter(|_| policy.job_id.is_none());

@@ -120,20 +120,31 @@ fn set(
     }
 }
 
-/// The oracle: the policy governing an item (the most specific matching:
-/// job and category, job, category, neither).
+/// The oracle: the policy governing an item. (job, category) if there is
+/// one; else of (job, any) and (any, category) the one that keeps longer
+/// (none = forever; a tie goes to the job's), or whichever exists; else
+/// (any, any).
 fn governing<'a>(
     policies: &'a [Policy],
     item: &Fixture,
     categories: &BTreeMap<&str, &str>,
 ) -> Option<&'a Policy> {
     let category = categories[item.error_type];
-    let rank = |p: &Policy| 2 * u8::from(p.job.is_some()) + u8::from(p.category.is_some());
-    policies
-        .iter()
-        .filter(|p| p.job.is_none_or(|j| j == item.job))
-        .filter(|p| p.category.is_none_or(|c| c == category))
-        .max_by_key(|p| rank(p))
+    let find = |job: Option<&str>, cat: Option<&str>| {
+        policies
+            .iter()
+            .find(|p| p.job.as_deref() == job && p.category.as_deref() == cat)
+    };
+    if let Some(p) = find(Some(item.job), Some(category)) {
+        return Some(p);
+    }
+    let keep = |p: &Policy| p.max_age.unwrap_or(i64::MAX);
+    match (find(Some(item.job), None), find(None, Some(category))) {
+        (Some(job), Some(cat)) => Some(if keep(cat) > keep(job) { cat } else { job }),
+        (Some(job), None) => Some(job),
+        (None, Some(cat)) => Some(cat),
+        (None, None) => find(None, None),
+    }
 }
 
 /// The oracle's removals: policy id -> items, and the items left.
@@ -319,6 +330,54 @@ fn keep_forever_protects_until_it_is_unset() {
         stderr.contains("no retention policy for any job, category permanent"),
         "{stderr}"
     );
+}
+
+/// A job's age policy and a category kept forever both match a job's
+/// permanent items: neither is more specific, and the keep wins. Where the
+/// job keeps longer than a category's age, the job's age governs.
+#[test]
+fn a_job_age_does_not_remove_a_category_kept_forever() {
+    let dir = TempDir::new("retention-cross");
+    let (db, fixtures) = setup(&dir);
+    let policies = vec![
+        set(&db, None, Some("permanent"), None),
+        set(&db, None, Some("transient"), Some(("1d", DAY))),
+        set(&db, Some("A"), None, Some(("30d", 30 * DAY))),
+    ];
+    let (removals, survivors) = expected(&policies, &fixtures, &seeded());
+    assert_eq!(apply(&db, true).0, removals);
+    apply(&db, false);
+    assert_eq!(left(&db), survivors);
+    // Every permanent item of A is still there, old ones included.
+    assert_eq!(
+        count(
+            &db,
+            "SELECT COUNT(*) FROM items WHERE job_id = 'A' AND last_error_type = 'PermissionError'"
+        ),
+        5
+    );
+    // A's transient items older than a day but not 30 days stay (A keeps
+    // them longer); B's go after a day.
+    let transient_left = |job: &str| {
+        count(
+            &db,
+            &format!(
+                "SELECT COUNT(*) FROM items WHERE job_id = '{job}'
+                 AND last_error_type IN ('Timeout', 'ResourceExhausted', 'WorktreeError')"
+            ),
+        )
+    };
+    let a_expected = fixtures
+        .iter()
+        .filter(|f| f.job == "A" && seeded()[f.error_type] == "transient" && f.age <= 30 * DAY)
+        .count() as i64;
+    let b_expected = fixtures
+        .iter()
+        .filter(|f| f.job == "B" && seeded()[f.error_type] == "transient" && f.age <= DAY)
+        .count() as i64;
+    assert!(a_expected > b_expected, "the fixture tells the two apart");
+    assert_eq!(transient_left("A"), a_expected);
+    assert_eq!(transient_left("B"), b_expected);
 }
 
 #[test]
