@@ -133,7 +133,7 @@ fn governing<'a>(
     let find = |job: Option<&str>, cat: Option<&str>| {
         policies
             .iter()
-            .find(|p| p.job.as_deref() == job && p.category.as_deref() == cat)
+            .find(|p| p.job == job && p.category == cat)
     };
     if let Some(p) = find(Some(item.job), Some(category)) {
         return Some(p);
