@@ -535,7 +535,10 @@ fn open_read_only_with(path: &Path, busy: Duration) -> Result<(Connection, Optio
         // told that nothing changes it, which holds there (a writer could
         // not make its -wal either). What a WAL left in it holds stays
         // unseen: see unreadable_wal.
-        Err(e) if e.kind() == ErrorKind::Io || e.kind() == ErrorKind::NotFound => {
+        // A user who may not write the directory gets "attempt to write a
+        // readonly database" instead (SQLite would make the -shm): the same
+        // case.
+        Err(e) if matches!(e.kind(), ErrorKind::Io | ErrorKind::NotFound | ErrorKind::ReadOnly) => {
             if dir_writable(&directory_of(path)) {
                 return Err(e);
             }

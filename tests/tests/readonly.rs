@@ -316,3 +316,60 @@ fn a_new_database_is_private_and_alone() {
         "{names:?}"
     );
 }
+
+/// Another user, who may write neither the database nor its directory,
+/// reads a WAL database with no -shm (as `sqlite3` leaves one when it
+/// closes): SQLite says "attempt to write a readonly database" there rather
+/// than "unable to open", and the read commands, check and metrics must
+/// still work. As root the commands run as `nobody` (setpriv); otherwise
+/// as this user with the modes taken away.
+#[test]
+fn another_user_reads_a_database_they_may_not_write() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = TempDir::new("ro-user");
+    let home = dir.join("home");
+    std::fs::create_dir(&home).unwrap();
+    let db = closed_database(&home);
+    assert!(!home.join("dlq.db-shm").exists());
+    // A copy of dlq that the other user can run.
+    let binary = dir.join("dlq");
+    std::fs::copy(env!("CARGO_BIN_EXE_dlq"), &binary).unwrap();
+    let root = unsafe { libc::geteuid() } == 0;
+    let set_mode = |path: &Path, mode: u32| {
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap()
+    };
+    for path in [dir.path(), home.as_path(), binary.as_path()] {
+        set_mode(path, 0o755);
+    }
+    set_mode(&db, 0o644);
+    if !root {
+        set_mode(&home, 0o555);
+        set_mode(&db, 0o444);
+    }
+    let before = snapshot(&home);
+    for args in [
+        &["list"][..],
+        &["stats"],
+        &["check", "--max-items", "5"],
+        &["metrics"],
+        &["watch", "--once", "--from-start"],
+    ] {
+        let mut command = if root {
+            let mut c = std::process::Command::new("setpriv");
+            c.args(["--reuid=nobody", "--regid=nogroup", "--clear-groups"])
+                .arg(&binary);
+            c
+        } else {
+            std::process::Command::new(&binary)
+        };
+        command.env_remove("DLQ_DB").arg("--db").arg(&db).args(args);
+        let output = run(&mut command);
+        assert!(
+            output.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+    assert_eq!(snapshot(&home), before);
+    set_mode(&home, 0o755);
+}
