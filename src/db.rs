@@ -538,7 +538,12 @@ fn open_read_only_with(path: &Path, busy: Duration) -> Result<(Connection, Optio
         // A user who may not write the directory gets "attempt to write a
         // readonly database" instead (SQLite would make the -shm): the same
         // case.
-        Err(e) if matches!(e.kind(), ErrorKind::Io | ErrorKind::NotFound | ErrorKind::ReadOnly) => {
+        Err(e)
+            if matches!(
+                e.kind(),
+                ErrorKind::Io | ErrorKind::NotFound | ErrorKind::ReadOnly
+            ) =>
+        {
             if dir_writable(&directory_of(path)) {
                 return Err(e);
             }

@@ -247,6 +247,16 @@ pub fn spool(dir: &Path) -> Result<File> {
         .custom_flags(libc::O_TMPFILE | libc::O_CLOEXEC);
     match options.open(dir) {
         Ok(file) => Ok(file),
+        // Any other failure (no such directory, no permission, no space)
+        // is the directory's: say so, rather than what the fallback met.
+        Err(e)
+            if !matches!(
+                e.raw_os_error(),
+                Some(libc::EOPNOTSUPP | libc::EISDIR | libc::EINVAL)
+            ) =>
+        {
+            Err(Error::io(dir, e))
+        }
         // Some file systems have no O_TMPFILE: an exclusive new name,
         // removed at once.
         Err(_) => {

@@ -117,7 +117,9 @@ fn spooled(mut stdin: std::io::StdinLock<'static>) -> Result<Box<dyn Read>> {
         return Ok(Box::new(stdin));
     }
     let dir = std::env::temp_dir();
-    let mut spool = dlqlite::outfile::spool(&dir)?;
+    let mut spool = dlqlite::outfile::spool(&dir).with_context(|| {
+        "a scratch file for stdin (in the temporary directory: set TMPDIR to change it)".to_string()
+    })?;
     std::io::copy(&mut stdin, &mut spool)
         .with_context(|| format!("reading stdin into a scratch file in {}", dir.display()))?;
     spool.seek(SeekFrom::Start(0))?;

@@ -103,8 +103,15 @@ fn list(format: Format, ctx: &Context) -> Result<ExitCode> {
 }
 
 fn set(error_type: &str, category: Category, json: bool, ctx: &Context) -> Result<ExitCode> {
-    let dlq = ctx.open()?;
-    let change = dlq.set_category(error_type, category)?;
+    // Not created: a mapping set in a new file at a mistyped --db would
+    // never classify anything.
+    let dlq = ctx.open_existing_to_write()?;
+    let change = match dlq.set_category(error_type, category) {
+        Err(e) if e.kind() == dlqlite::ErrorKind::InvalidInput => {
+            return Err(super::Usage(e.to_string()).into())
+        }
+        other => other?,
+    };
     let before = change.before.unwrap_or(Category::Unclassified);
     let items = plural(change.items, "item");
     if before == category {

@@ -33,7 +33,8 @@ use std::process::ExitCode;
 /// Examples:
 ///   dlq check --max-items 1000
 ///   dlq check --job-id mapreduce-20251123_194253 --max-age 3650d --json
-///   dlq check --max-new 1000 --per 1h --filter 'error_type == "Timeout"'
+///   dlq check --max-new 1000 --per 1h
+///   dlq check --max-items 100 --filter 'error_type == "Timeout"'
 ///   dlq check --new-signature --name nightly
 #[derive(Debug, clap::Args)]
 #[command(verbatim_doc_comment)]
@@ -132,6 +133,14 @@ pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
     }
     if args.name.is_empty() {
         super::usage!("--name is empty: name the check (the default is \"default\")");
+    }
+    if args.name.len() > 200 {
+        super::usage!("--name is {} bytes long (at most 200)", args.name.len());
+    }
+    if args.filter.is_some() && args.max_items.is_none() && args.max_age.is_none() {
+        // Arrivals and new signatures count every item: a filter that
+        // narrows nothing must not look as if it did.
+        super::usage!("--filter narrows --max-items and --max-age only, and neither was given");
     }
     let expression = parse_filter(args.filter.as_deref())?;
     match evaluate(&args, expression, ctx) {

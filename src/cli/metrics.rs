@@ -59,6 +59,9 @@ enum MetricsFormat {
 fn parse_mode(text: &str) -> std::result::Result<u32, String> {
     let digits = text.strip_prefix("0o").unwrap_or(text);
     match u32::from_str_radix(digits, 8) {
+        Ok(mode) if !digits.is_empty() && mode & 0o400 == 0 => Err(format!(
+            "{text:?} leaves the file unreadable even to its owner: give at least 0600"
+        )),
         Ok(mode) if !digits.is_empty() && mode & !0o666 == 0 => Ok(mode),
         Ok(_) => Err(format!(
             "{text:?} sets more than read and write bits: give at most 0666 (e.g. 0644)"
@@ -83,7 +86,16 @@ pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
     match &args.output {
         None => {
             let mut out = std::io::stdout().lock();
-            out.write_all(text.as_bytes())?;
+            if super::term::get().stdout_is_terminal {
+                // For a person: a label value's control characters (the
+                // format keeps all but newlines as they are) are shown, not
+                // acted on. Into a file or a pipe the text stays exact.
+                for line in text.lines() {
+                    writeln!(out, "{}", dlqlite::text::for_terminal(line))?;
+                }
+            } else {
+                out.write_all(text.as_bytes())?;
+            }
             out.flush()?;
         }
         Some(path) => {

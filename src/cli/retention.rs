@@ -104,11 +104,20 @@ enum Action {
 #[derive(Debug, clap::Args)]
 struct Scope {
     /// Only this job (default: any job); it need not exist yet
-    #[arg(long)]
+    #[arg(long, value_parser = not_blank)]
     job_id: Option<String>,
     /// Only items of this failure category (default: any category)
     #[arg(long, value_name = "C", value_parser = super::categories::parse_category)]
     category: Option<Category>,
+}
+
+/// A job id for a policy: a blank one names no job anyone has.
+fn not_blank(text: &str) -> std::result::Result<String, String> {
+    if text.trim().is_empty() {
+        Err("a job id is not blank".to_string())
+    } else {
+        Ok(text.to_string())
+    }
 }
 
 /// A max age in seconds, for clap: a filter duration, more than zero.
@@ -219,7 +228,9 @@ fn list(format: Format, ctx: &Context) -> Result<ExitCode> {
 }
 
 fn set(scope: &Scope, max_age: Option<i64>, json: bool, ctx: &Context) -> Result<ExitCode> {
-    let dlq = ctx.open()?;
+    // Not created: a policy set in a new file at a mistyped --db would
+    // never apply to anything.
+    let dlq = ctx.open_existing_to_write()?;
     let job = scope.job_id.as_deref();
     let change = dlq.set_retention(job, scope.category, max_age)?;
     let Some(after) = &change.after else {

@@ -550,3 +550,54 @@ fn a_capacity_that_evicts_asks_first() {
         ["i3", "i4"]
     );
 }
+
+/// The operations commands refuse, as usage errors, what they would not
+/// act on, and the ones that set something do not create a database at a
+/// mistyped path (where the setting would never apply to anything).
+#[test]
+fn operations_commands_refuse_what_they_would_not_act_on() {
+    let dir = TempDir::new("ops-refusals");
+    let db = items(&dir, 3);
+    for args in [
+        // A filter that would narrow nothing.
+        &[
+            "check",
+            "--max-new",
+            "1",
+            "--per",
+            "1h",
+            "--filter",
+            "failure_count > 1",
+        ][..],
+        &["check", "--max-items", "1", "--name", &"n".repeat(201)],
+        &["retention", "set", "--job-id", " ", "--max-age", "7d"],
+        &["categories", "set", "", "transient"],
+        &["metrics", "--output", "m.prom", "--mode", "0"],
+        &["metrics", "--output", "m.prom", "--mode", "0755"],
+    ] {
+        let output = output(&db, args);
+        assert_eq!(
+            output.status.code(),
+            Some(2),
+            "{args:?}: {}",
+            text(&output.stderr)
+        );
+        assert_eq!(text(&output.stderr).lines().count(), 1, "{args:?}");
+    }
+    let missing = dir.join("typo.db");
+    for args in [
+        &["categories", "set", "QuotaExceeded", "transient"][..],
+        &["retention", "set", "--max-age", "7d"],
+        &["retention", "apply"],
+    ] {
+        let output = output(&missing, args);
+        assert_eq!(
+            output.status.code(),
+            Some(1),
+            "{args:?}: {}",
+            text(&output.stderr)
+        );
+        assert!(text(&output.stderr).contains("no database"), "{args:?}");
+        assert!(!missing.exists(), "{args:?} created {}", missing.display());
+    }
+}
