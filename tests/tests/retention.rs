@@ -131,9 +131,7 @@ fn governing<'a>(
 ) -> Option<&'a Policy> {
     let category = categories[item.error_type];
     let find = |job: Option<&str>, cat: Option<&str>| {
-        policies
-            .iter()
-            .find(|p| p.job == job && p.category == cat)
+        policies.iter().find(|p| p.job == job && p.category == cat)
     };
     if let Some(p) = find(Some(item.job), Some(category)) {
         return Some(p);
