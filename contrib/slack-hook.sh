@@ -1,12 +1,14 @@
 #!/bin/sh
 # A `dlq watch --exec` hook that posts each new dead letter to Slack.
 #
+#   mkdir -p ~/.local/state/dlq
 #   SLACK_WEBHOOK_URL=https://hooks.slack.com/services/... \
-#     dlq watch --since-cursor ~/.prodigy/slack.cursor --exec contrib/slack-hook.sh
+#     dlq watch --since-cursor ~/.local/state/dlq/slack.cursor --exec contrib/slack-hook.sh
 #
 # dlq gives the item in the legacy JSON shape on stdin, and DLQ_JOB_ID,
 # DLQ_ITEM_ID, DLQ_EVENT (added, merged or imported) and DLQ_EVENT_ID in
-# the environment. A non-zero exit makes dlq print a warning and go on.
+# the environment. A non-zero exit makes dlq print a warning and, with a
+# cursor, run it again later (1 s, doubling up to 60 s) until it succeeds.
 # Needs jq and curl.
 set -eu
 : "${SLACK_WEBHOOK_URL:?set SLACK_WEBHOOK_URL to the Slack incoming webhook}"

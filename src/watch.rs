@@ -207,8 +207,11 @@ fn sleep_unless(total: Duration, stop: &AtomicBool) {
 
 /// A shell command run once per dead letter (`dlq watch --exec`): `/bin/sh
 /// -c CMD` in a process group of its own, which the retry guard kills if
-/// this process dies (even by SIGKILL); its stdout goes to this process's
-/// stderr (stdout is the watcher's output), its stderr is left as it is.
+/// this process dies (even by SIGKILL); its stdout and stderr go, through
+/// one pipe, to this process's stderr (stdout is the watcher's output):
+/// line by line and escaped when stderr is a terminal (a hook printing an
+/// item's id must not be able to clear the screen), as they are otherwise
+/// (a log keeps the bytes).
 pub struct Hook {
     command: String,
     timeout: Option<Duration>,
@@ -256,15 +259,15 @@ impl Hook {
         input: &[u8],
         stop: &AtomicBool,
     ) -> std::io::Result<HookOutcome> {
-        use std::os::fd::AsFd;
-        let stdout = std::io::stderr().as_fd().try_clone_to_owned()?;
+        let (output, output_writer) = std::io::pipe()?;
         let mut command = Command::new("/bin/sh");
         command
             .arg("-c")
             .arg(&self.command)
             .envs(env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::piped())
-            .stdout(Stdio::from(stdout))
+            .stdout(output_writer.try_clone()?)
+            .stderr(output_writer)
             .process_group(0);
         // SAFETY: the closure runs in the child between fork and exec and
         // only calls prctl(2), which is async-signal-safe: the shell dies
@@ -275,9 +278,21 @@ impl Hook {
                 Ok(())
             });
         }
-        let mut child = command.spawn()?;
+        let spawned = command.spawn();
+        // Our copies of the write end are gone (dropped with `command`):
+        // the copier sees the end once the hook's group has let go of it.
+        drop(command);
+        let mut child = spawned?;
         let group = i32::try_from(child.id()).unwrap_or(0);
         self.guard.tell(format!("+{group}\n"));
+        // Not a scoped thread: something that left the hook's process group
+        // (setsid) may hold the pipe forever; the copier is waited for only
+        // briefly after the group is gone, and otherwise left to end alone.
+        let (copied, copied_receiver) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            copy_to_stderr(output);
+            let _ = copied.send(());
+        });
         let started = Instant::now();
         let outcome = std::thread::scope(|scope| {
             // A hook that does not read its stdin must not block us: the
@@ -322,7 +337,48 @@ impl Hook {
             ended
         });
         self.guard.tell(format!("-{group}\n"));
+        let _ = copied_receiver.recv_timeout(Duration::from_secs(1));
         outcome
+    }
+}
+
+/// Longest line kept whole when escaping: longer ones are cut into pieces of
+/// this size (memory stays flat whatever a hook prints).
+const HOOK_LINE: usize = 16 * 1024;
+
+/// Copies a hook's output to stderr until its end: escaped line by line
+/// (crate::text::for_terminal) when stderr is a terminal, raw otherwise.
+fn copy_to_stderr(mut output: std::io::PipeReader) {
+    use std::io::{IsTerminal, Read};
+    if !std::io::stderr().is_terminal() {
+        let _ = std::io::copy(&mut output, &mut std::io::stderr());
+        return;
+    }
+    let show = |line: &[u8]| {
+        let text = String::from_utf8_lossy(line);
+        let mut err = std::io::stderr().lock();
+        let _ = writeln!(err, "{}", crate::text::for_terminal(&text));
+    };
+    let mut pending = Vec::new();
+    let mut buffer = [0u8; 8192];
+    loop {
+        match output.read(&mut buffer) {
+            Ok(0) => break,
+            Ok(n) => pending.extend_from_slice(&buffer[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(_) => break,
+        }
+        while let Some(end) = pending.iter().position(|b| *b == b'\n') {
+            show(&pending[..end]);
+            pending.drain(..=end);
+        }
+        while pending.len() >= HOOK_LINE {
+            show(&pending[..HOOK_LINE]);
+            pending.drain(..HOOK_LINE);
+        }
+    }
+    if !pending.is_empty() {
+        show(&pending);
     }
 }
 

@@ -15,14 +15,15 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Follow new dead letters as they come (like tail -f)
 ///
 /// Prints each dead letter as it is added, merged or imported, by any
-/// process (with --events: every audit event), within a second. Idle, it
-/// costs one cheap check of the database a quarter second. Without a
-/// cursor it starts at the end of the log: only what comes next.
+/// process (with --events: every audit event), within a second; it polls
+/// four times a second (one cheap check of the database). Without a cursor
+/// it starts at the end of the log: only what comes next. A database file
+/// removed or replaced while watched ends the watch with an error (exit 1).
 ///
 /// --job-id and --filter select dead letters by the item as it is when its
 /// event is handled (an item removed by then is skipped; with --events its
@@ -31,18 +32,22 @@ use std::time::Duration;
 /// --exec CMD runs `/bin/sh -c CMD` once per dead letter, one at a time in
 /// log order, with the item in the legacy JSON shape (as `dlq inspect`
 /// prints it) on stdin and DLQ_JOB_ID, DLQ_ITEM_ID, DLQ_EVENT (added,
-/// merged or imported) and DLQ_EVENT_ID in its environment; its stdout
-/// goes to stderr. A hook that fails, or runs past --exec-timeout and is
-/// killed, gets a warning on stderr and the watch goes on. Hooks die with
-/// dlq.
+/// merged or imported) and DLQ_EVENT_ID in its environment; its stdout and
+/// stderr go to stderr (escaped on a terminal). A hook that fails, or runs
+/// past --exec-timeout and is killed, gets a warning on stderr; without a
+/// cursor the watch goes on, with one the hook is run again (after 1 s,
+/// doubling up to 60 s) until it succeeds, and with --once as well the
+/// watch stops there (exit 1) so the next run starts with it. Hooks die
+/// with dlq.
 ///
 /// --since-cursor FILE keeps the id of the last event handled (printed and
 /// its hook done), rewritten atomically after each: a watcher restarted
 /// with the same FILE resumes after it, missing nothing and repeating
 /// nothing, except that a watcher killed between a hook ending and the
 /// cursor being written runs that one hook again (at least once). A
-/// missing FILE is created at the starting point; a FILE of another
-/// database is refused.
+/// missing FILE is created at the starting point, an existing one is
+/// rewritten at the start (a FILE that cannot be written stops the watch
+/// before any hook runs); a FILE of another database is refused.
 ///
 /// Ctrl-C or SIGTERM stops it cleanly (exit 0; a running hook is killed and
 /// runs again on the next start). With --once it handles what is there and
@@ -112,8 +117,8 @@ const HOOK_BACKOFF_MAX: Duration = Duration::from_secs(60);
 
 /// Sleeps `duration`, or less if a stop is asked for; false when stopped.
 fn sleep_unless_stopped(duration: Duration, stop: &AtomicBool) -> bool {
-    let deadline = std::time::Instant::now() + duration;
-    while std::time::Instant::now() < deadline {
+    let deadline = Instant::now() + duration;
+    while Instant::now() < deadline {
         if stop.load(Ordering::Relaxed) {
             return false;
         }
@@ -125,11 +130,22 @@ fn sleep_unless_stopped(duration: Duration, stop: &AtomicBool) -> bool {
 pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
     let filter = parse_filter(args.filter.as_deref())?;
     let dlq = ctx.open_existing()?;
+    // The file opened: a watch that went on reading a database removed or
+    // replaced under it would print nothing ever again.
+    let identity = file_identity(ctx.db_path());
     let cursor = args
         .since_cursor
         .as_deref()
         .map(|path| Cursor::open(path, &dlq, ctx.db_path(), args.from_start))
         .transpose()?;
+    if let Some(job_id) = &args.job_id {
+        if !job_has_anything(&dlq, job_id)? {
+            // Not an error (the job may come later), but a typo must show.
+            note(&format!(
+                "dlq: note: job {job_id} has no dead letters yet; waiting for them"
+            ));
+        }
+    }
     let start = match &cursor {
         Some(cursor) => cursor.saved,
         None if args.from_start => 0,
@@ -161,16 +177,12 @@ pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
     };
     let mut cursor = cursor;
     let mut hooks_failed = false;
+    let mut identity_checked = Instant::now();
     loop {
         if stop.load(Ordering::Relaxed) {
             break;
         }
-        let seen = if args.once {
-            watcher.next_pending()?
-        } else {
-            watcher.next(POLL, &stop)?
-        };
-        let Some(seen) = seen else {
+        let Some(seen) = watcher.next_pending()? else {
             // Caught up (or stopped): events passed over still move the
             // cursor, so a restart does not read them again.
             if let Some(cursor) = &mut cursor {
@@ -179,6 +191,18 @@ pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
             if args.once || stop.load(Ordering::Relaxed) {
                 break;
             }
+            // Idle: a stat of the path about once a second (the cursor, as
+            // saved above, is consistent: the next run may use it).
+            if identity_checked.elapsed() >= IDENTITY_CHECK {
+                identity_checked = Instant::now();
+                if file_identity(ctx.db_path()) != identity || identity.is_none() {
+                    anyhow::bail!(
+                        "database {} was removed or replaced while being watched; restart the watch",
+                        ctx.db_path().display()
+                    );
+                }
+            }
+            sleep_unless_stopped(POLL, &stop);
             continue;
         };
         printer.print(&seen)?;
@@ -233,6 +257,29 @@ pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
     } else {
         ExitCode::SUCCESS
     })
+}
+
+/// How often an idle watch checks that its database file is still the one
+/// it opened.
+const IDENTITY_CHECK: Duration = Duration::from_secs(1);
+
+/// The (device, inode) of the file at `path`; `None` when there is none.
+fn file_identity(path: &Path) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(path).ok().map(|m| (m.dev(), m.ino()))
+}
+
+/// Whether the job has a dead letter or an event yet (one indexed lookup
+/// each).
+fn job_has_anything(dlq: &Dlq, job_id: &str) -> Result<bool> {
+    if !dlq.events_after(0, Some(job_id), None, 1)?.is_empty() {
+        return Ok(true);
+    }
+    let filter = dlqlite::ListFilter {
+        job_id: Some(job_id.to_string()),
+        ..dlqlite::ListFilter::default()
+    };
+    Ok(dlq.list(filter).next().transpose()?.is_some())
 }
 
 /// Runs the hook for one dead letter. An item removed since it was
@@ -406,20 +453,29 @@ impl Cursor {
                     .with_context(|| format!("cursor {shown}: no event_id"))?;
                 if id > 0 {
                     let time = value["event_time"].as_str().unwrap_or("");
-                    let event = dlq.event(id)?;
-                    if event.as_ref().map(|e| e.time.to_storage()).as_deref() != Some(time) {
+                    let why = match dlq.event(id)? {
+                        None => "is not in this one",
+                        Some(e) if e.time.to_storage() != time => "has another time here",
+                        Some(_) => "",
+                    };
+                    if !why.is_empty() {
                         anyhow::bail!(
                             "cursor {shown} was kept for another database ({}): its event {id} \
-                             is not in this one; remove the file to start afresh",
+                             {why}; remove the file to start afresh",
                             value["database"].as_str().unwrap_or("unknown")
                         );
                     }
                 }
-                Ok(Cursor {
+                let mut cursor = Cursor {
                     path: path.to_path_buf(),
                     saved: id,
                     database,
-                })
+                };
+                // Written once now, unchanged: a cursor that cannot be
+                // written must stop the watch before a hook runs, not after
+                // (a restarted service would run that hook again and again).
+                cursor.write(dlq, id)?;
+                Ok(cursor)
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 let start = if from_start { 0 } else { dlq.last_event_id()? };
@@ -442,6 +498,12 @@ impl Cursor {
         if id == self.saved {
             return Ok(());
         }
+        self.write(dlq, id)
+    }
+
+    /// Writes `id`, said as a cursor error (the directory missing or not
+    /// writable) when it cannot be.
+    fn write(&mut self, dlq: &Dlq, id: i64) -> Result<()> {
         let time = match id {
             0 => None,
             id => dlq.event(id)?.map(|e| e.time.to_storage()),
@@ -453,19 +515,45 @@ impl Cursor {
         })
         .to_string()
             + "\n";
-        dlqlite::outfile::write_file(&self.path, text.as_bytes())?;
+        if let Err(e) = dlqlite::outfile::write_file(&self.path, text.as_bytes()) {
+            let shown = self.path.display();
+            let dir = match self.path.parent() {
+                Some(dir) if !dir.as_os_str().is_empty() => dir,
+                _ => Path::new("."),
+            };
+            if !dir.is_dir() {
+                anyhow::bail!("cursor {shown}: directory {} does not exist", dir.display());
+            }
+            let why = match &e {
+                dlqlite::Error::Io { source, .. } => io_reason(source),
+                other => other.to_string(),
+            };
+            anyhow::bail!("cursor {shown}: cannot write in {}: {why}", dir.display());
+        }
         self.saved = id;
         Ok(())
     }
 }
 
-/// A file's text, refusing a symbolic link (a cursor is dlq's own file).
+/// An I/O error for people, without "(os error N)".
+fn io_reason(error: &std::io::Error) -> String {
+    let text = error.to_string();
+    match text.find(" (os error") {
+        Some(end) => text[..end].to_string(),
+        None => text,
+    }
+}
+
+/// A file's text, refusing a symbolic link (a cursor is dlq's own file)
+/// and anything but a regular file (opened without blocking: a fifo would
+/// wait for a writer forever).
 fn read_no_follow(path: &Path) -> std::io::Result<String> {
     use std::io::Read;
     use std::os::unix::fs::OpenOptionsExt;
+    // std opens with O_CLOEXEC already.
     let file = std::fs::OpenOptions::new()
         .read(true)
-        .custom_flags(libc::O_NOFOLLOW)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
         .open(path)
         .map_err(|e| {
             if e.raw_os_error() == Some(libc::ELOOP) {
@@ -474,6 +562,9 @@ fn read_no_follow(path: &Path) -> std::io::Result<String> {
                 e
             }
         })?;
+    if !file.metadata()?.is_file() {
+        return Err(std::io::Error::other("not a regular file"));
+    }
     let mut text = String::new();
     file.take(64 * 1024).read_to_string(&mut text)?;
     Ok(text)

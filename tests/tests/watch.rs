@@ -1,7 +1,9 @@
 //! `dlq watch`: new dead letters from other processes, once each, with the
 //! hook once each; a cursor that survives SIGKILL without a gap or a
 //! repeat; job, filter and --events selection; failing hooks; the cursor
-//! of another database; a missing database.
+//! of another database; a missing database; hook retries with a cursor;
+//! a database replaced under the watch; unwritable and fifo cursors; hook
+//! output on a terminal; the note for a job with nothing yet.
 
 use crate::common::*;
 use std::collections::BTreeSet;
@@ -416,4 +418,290 @@ fn a_cursor_of_another_database_or_no_database_is_refused() {
     assert!(!missing.exists());
     let output = run(dlq(&db).args(["watch", "--filter", "nonsense =="]));
     assert_eq!(output.status.code(), Some(2));
+}
+
+/// A hook failing its first `fails` runs (a counter file in `dir`), logging
+/// "ITEM N" per run to ran.log.
+fn flaky_hook(dir: &TempDir, fails: u32) -> String {
+    let d = dir.path().display();
+    format!(
+        "n=$(cat '{d}/count' 2>/dev/null || echo 0); n=$((n+1)); echo $n > '{d}/count'; \
+         echo \"$DLQ_ITEM_ID $n\" >> '{d}/ran.log'; [ $n -gt {fails} ]"
+    )
+}
+
+#[test]
+fn with_a_cursor_a_failing_hook_is_retried_and_once_stops_before_it() {
+    let dir = TempDir::new("watch-hook-retry-once");
+    let db = dir.join("dlq.db");
+    add_lines(&db, "j", [item("x1", 1, TS, "m"), item("x2", 1, TS, "m")]);
+    let cursor = dir.join("c.cursor");
+    let command = flaky_hook(&dir, 2);
+    let watch = || {
+        run(dlq(&db)
+            .args(["watch", "--once", "--from-start", "--format", "jsonl"])
+            .args(["--exec", &command, "--since-cursor"])
+            .arg(&cursor))
+    };
+    for n in 1..=2 {
+        let output = watch();
+        assert_eq!(output.status.code(), Some(1), "{output:?}");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(stderr.contains("stopping here"), "{stderr}");
+        // The cursor stays before x1: the next run starts with it.
+        let x1 = count(
+            &db,
+            "SELECT MIN(id) FROM events WHERE item_id = 'x1' AND kind = 'added'",
+        );
+        assert!(cursor_id(&cursor).unwrap() < x1);
+        assert_eq!(lines(&dir.join("ran.log")).len(), n);
+    }
+    let output = watch();
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+    assert_eq!(
+        lines(&dir.join("ran.log")),
+        ["x1 1", "x1 2", "x1 3", "x2 4"]
+    );
+    assert_eq!(cursor_id(&cursor), Some(last_event_id(&db)));
+}
+
+#[test]
+fn a_running_watch_with_a_cursor_retries_a_failing_hook_until_it_succeeds() {
+    let dir = TempDir::new("watch-hook-retry");
+    let db = dir.join("dlq.db");
+    add_lines(&db, "j", [item("x1", 1, TS, "m"), item("x2", 1, TS, "m")]);
+    let cursor = dir.join("c.cursor");
+    let errors = dir.join("stderr.txt");
+    let mut watcher = dlq(&db)
+        .args(["watch", "--from-start", "--exec", &flaky_hook(&dir, 2)])
+        .arg("--since-cursor")
+        .arg(&cursor)
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&errors).unwrap())
+        .spawn()
+        .unwrap();
+    let log = dir.join("ran.log");
+    wait_until("x1 three times and x2", || lines(&log).len() >= 4);
+    wait_until("the cursor at the end", || {
+        cursor_id(&cursor) == Some(last_event_id(&db))
+    });
+    assert!(watcher.try_wait().unwrap().is_none(), "the watch ended");
+    watcher.kill().unwrap();
+    watcher.wait().unwrap();
+    assert_eq!(lines(&log), ["x1 1", "x1 2", "x1 3", "x2 4"]);
+    let stderr = std::fs::read_to_string(&errors).unwrap();
+    assert_eq!(stderr.matches("trying again").count(), 2, "{stderr}");
+}
+
+#[test]
+fn a_database_removed_or_replaced_under_a_running_watch_ends_it() {
+    for how in ["rm", "mv"] {
+        let dir = TempDir::new("watch-replaced");
+        let db = dir.join("dlq.db");
+        add_lines(&db, "j", [item("x1", 1, TS, "m")]);
+        let other = dir.join("other.db");
+        add_lines(&other, "j", [item("y1", 1, TS, "m")]);
+        let cursor = dir.join("c.cursor");
+        let mut watcher = dlq(&db)
+            .args(["watch", "--format", "jsonl", "--since-cursor"])
+            .arg(&cursor)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        wait_until("the cursor file", || cursor_id(&cursor).is_some());
+        let before = std::fs::read_to_string(&cursor).unwrap();
+        for suffix in ["", "-wal", "-shm"] {
+            let _ = std::fs::remove_file(format!("{}{suffix}", db.display()));
+        }
+        if how == "rm" {
+            add_lines(&db, "j", [item("z1", 1, TS, "m")]);
+        } else {
+            std::fs::rename(&other, &db).unwrap();
+        }
+        wait_until("the watch to end", || watcher.try_wait().unwrap().is_some());
+        let output = watcher.wait_with_output().unwrap();
+        assert_eq!(output.status.code(), Some(1), "{how}: {output:?}");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(stderr.lines().count(), 1, "{stderr}");
+        assert!(stderr.contains("was removed or replaced"), "{stderr}");
+        assert!(output.stdout.is_empty());
+        assert_eq!(std::fs::read_to_string(&cursor).unwrap(), before);
+    }
+}
+
+#[test]
+fn a_cursor_that_cannot_be_written_stops_the_watch_before_any_hook() {
+    let dir = TempDir::new("watch-cursor-unwritable");
+    let db = dir.join("dlq.db");
+    add_lines(&db, "j", [item("x1", 1, TS, "m")]);
+    let log = dir.join("ran.log");
+    let command = format!("echo ran >> '{}'", log.display());
+    let missing = dir.join("nowhere").join("c.cursor");
+    let error = fails(
+        dlq(&db)
+            .args(["watch", "--once", "--from-start", "--exec", &command])
+            .arg("--since-cursor")
+            .arg(&missing),
+    );
+    assert!(
+        error.contains(&format!(
+            "cursor {}: directory {} does not exist",
+            missing.display(),
+            dir.join("nowhere").display()
+        )),
+        "{error}"
+    );
+    assert!(!log.exists());
+
+    // An existing cursor in a directory that is no longer writable (not
+    // testable as root, who can write anyway).
+    use std::os::unix::fs::PermissionsExt;
+    let locked = dir.join("locked");
+    std::fs::create_dir(&locked).unwrap();
+    let cursor = locked.join("c.cursor");
+    ok(dlq(&db)
+        .args(["watch", "--once"])
+        .arg("--since-cursor")
+        .arg(&cursor));
+    add_lines(&db, "j", [item("x2", 1, TS, "m")]);
+    std::fs::set_permissions(&locked, std::fs::Permissions::from_mode(0o500)).unwrap();
+    let root = std::fs::write(locked.join("probe"), "").is_ok();
+    if !root {
+        let error = fails(
+            dlq(&db)
+                .args(["watch", "--once", "--exec", &command])
+                .arg("--since-cursor")
+                .arg(&cursor),
+        );
+        assert!(error.contains("cannot write in"), "{error}");
+        assert!(error.contains("ermission denied"), "{error}");
+        assert!(!log.exists());
+    }
+    std::fs::set_permissions(&locked, std::fs::Permissions::from_mode(0o700)).unwrap();
+}
+
+#[test]
+fn a_cursor_that_is_a_fifo_is_refused_at_once() {
+    let dir = TempDir::new("watch-cursor-fifo");
+    let db = dir.join("dlq.db");
+    add_lines(&db, "j", [item("x1", 1, TS, "m")]);
+    let fifo = dir.join("c.cursor");
+    let status = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let mut watcher = dlq(&db)
+        .args(["watch", "--once", "--since-cursor"])
+        .arg(&fifo)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while watcher.try_wait().unwrap().is_none() {
+        if Instant::now() > deadline {
+            watcher.kill().unwrap();
+            panic!("dlq watch blocked on a fifo cursor");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let output = watcher.wait_with_output().unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("not a regular file"), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+}
+
+#[test]
+fn hook_output_is_escaped_on_a_terminal_and_raw_otherwise() {
+    let dir = TempDir::new("watch-hook-output");
+    let db = dir.join("dlq.db");
+    add_lines(&db, "j", [item("x1", 1, TS, "m")]);
+    let command = r"printf 'out\033[2J\n'; printf 'err\033[2J\n' >&2";
+    // Not a terminal: the bytes as they are (a log keeps them).
+    let output = run(dlq(&db).args([
+        "watch",
+        "--once",
+        "--from-start",
+        "--format",
+        "jsonl",
+        "--exec",
+        command,
+    ]));
+    assert!(output.status.success(), "{output:?}");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("out\x1b[2J\n"), "{stderr:?}");
+    assert!(stderr.contains("err\x1b[2J\n"), "{stderr:?}");
+    assert!(output.stdout.iter().all(|b| *b != 0x1b));
+
+    // On a terminal (script(1) gives it one): escaped.
+    let shell_command = format!(
+        "'{}' --db '{}' watch --once --from-start --format jsonl --exec \"$HOOK\"",
+        env!("CARGO_BIN_EXE_dlq"),
+        db.display()
+    );
+    let output = std::process::Command::new("script")
+        .args(["-qec", &shell_command, "/dev/null"])
+        .env("HOOK", command)
+        .env("NO_COLOR", "1")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{output:?}");
+    let text = String::from_utf8_lossy(&output.stdout);
+    assert!(text.contains(r"out\e[2J"), "{text:?}");
+    assert!(text.contains(r"err\e[2J"), "{text:?}");
+    assert!(!text.contains('\x1b'), "{text:?}");
+}
+
+#[test]
+fn a_hook_leaving_a_process_outside_its_group_does_not_hold_the_watch() {
+    let dir = TempDir::new("watch-hook-setsid");
+    let db = dir.join("dlq.db");
+    add_lines(&db, "j", [item("x1", 1, TS, "m")]);
+    let pid_file = dir.join("escaped.pid");
+    let command = format!("setsid sleep 120 & echo $! > '{}'", pid_file.display());
+    let started = Instant::now();
+    let output = run(dlq(&db).args(["watch", "--once", "--from-start", "--exec", &command]));
+    let took = started.elapsed();
+    if let Ok(pid) = std::fs::read_to_string(&pid_file) {
+        let _ = std::process::Command::new("kill").arg(pid.trim()).status();
+    }
+    assert!(output.status.success(), "{output:?}");
+    assert!(took < Duration::from_secs(60), "{took:?}");
+}
+
+#[test]
+fn a_job_with_nothing_yet_gets_a_note_and_a_cursor_of_another_time_says_so() {
+    let dir = TempDir::new("watch-job-note");
+    let db = dir.join("dlq.db");
+    add_lines(&db, "j", [item("x1", 1, TS, "m")]);
+    let output = run(dlq(&db).args(["watch", "--once", "--job-id", "jj"]));
+    assert!(output.status.success(), "{output:?}");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(
+        stderr.trim_end(),
+        "dlq: note: job jj has no dead letters yet; waiting for them"
+    );
+    let output = run(dlq(&db).args(["watch", "--once", "--job-id", "j"]));
+    assert!(output.stderr.is_empty(), "{output:?}");
+
+    let cursor = dir.join("c.cursor");
+    std::fs::write(
+        &cursor,
+        r#"{"event_id": 1, "event_time": "2001-01-01T00:00:00.000000Z"}"#,
+    )
+    .unwrap();
+    let error = fails(
+        dlq(&db)
+            .args(["watch", "--once"])
+            .arg("--since-cursor")
+            .arg(&cursor),
+    );
+    assert!(
+        error.contains("its event 1 has another time here"),
+        "{error}"
+    );
 }
