@@ -101,6 +101,25 @@ pub(crate) const ITEM_CATEGORY_SQL: &str =
     "COALESCE((SELECT c.category FROM error_categories AS c \
      WHERE c.error_type = i.last_error_type), 'unclassified')";
 
+/// How many items (of one job, or all) are in `category`, from the error
+/// type counters (kept equal to a recount): the count of a listing
+/// filtered by category alone, without a lookup per item.
+pub(crate) fn count_in_category(
+    conn: &rusqlite::Connection,
+    job_id: Option<&str>,
+    category: Category,
+) -> Result<u64> {
+    let n: i64 = conn
+        .prepare_cached(
+            "SELECT COALESCE(SUM(t.item_count), 0) FROM error_type_counts AS t
+             WHERE (?1 IS NULL OR t.job_id = ?1)
+               AND COALESCE((SELECT c.category FROM error_categories AS c
+                             WHERE c.error_type = t.error_type), 'unclassified') = ?2",
+        )?
+        .query_row(params![job_id, category], |row| row.get(0))?;
+    Ok(u64::try_from(n).unwrap_or(0))
+}
+
 /// The longest error type name `categories set` takes: names are short
 /// identifiers; a megabyte of text is a mistake, not a type.
 const MAX_TYPE_LEN: usize = 200;

@@ -352,6 +352,10 @@ impl Dlq {
     /// How many items match `filter` (for skipped and remaining counts).
     pub fn count_matching(&self, filter: &ListFilter) -> Result<u64> {
         let conn = self.conn()?;
+        if let Some(category) = only_a_category(filter) {
+            // From the counters, not a lookup per item.
+            return super::categories::count_in_category(&conn, filter.job_id.as_deref(), category);
+        }
         let mut condition = String::new();
         let mut values = Vec::new();
         filter.push_conditions(self.age_now(), &mut condition, &mut values);
@@ -452,4 +456,27 @@ pub(super) fn process_alive(pid: i64) -> bool {
     } else {
         true
     }
+}
+
+/// The category of a filter that is nothing but `category == "C"` (and a
+/// job), which the counters can count.
+fn only_a_category(filter: &ListFilter) -> Option<super::Category> {
+    use crate::filter::{Column, Expr, Field, Literal, Op};
+    let ListFilter {
+        job_id: _,
+        eligible: None,
+        manual_review: None,
+        since: None,
+        until: None,
+        expression:
+            Some(Expr::Compare {
+                field: Field::Column(Column::Category),
+                op: Op::Eq,
+                value: Literal::Text(name),
+            }),
+    } = filter
+    else {
+        return None;
+    };
+    name.parse().ok()
 }
