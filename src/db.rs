@@ -352,7 +352,9 @@ fn immutable_uri(path: &Path) -> String {
 /// Opens the database at `path` as `setup` says: created if missing (when
 /// allowed), migrated to the current schema (read-write only), behind a
 /// connection pool.
-pub(crate) fn open_pool(path: &Path, setup: Setup) -> Result<DbPool> {
+/// The pool, and whether it reads the file `immutable` (see
+/// [`open_read_only_with`]): such a handle sees nothing committed later.
+pub(crate) fn open_pool(path: &Path, setup: Setup) -> Result<(DbPool, bool)> {
     configure_sqlite_once();
     if path.is_dir() {
         return Err(Error::Open {
@@ -455,16 +457,18 @@ pub(crate) fn open_pool(path: &Path, setup: Setup) -> Result<DbPool> {
         (conn, target)
     };
     drop(conn);
+    let immutable = target.flags.contains(OpenFlags::SQLITE_OPEN_URI);
     let manager = SqliteConnectionManager::file(&target.name)
         .with_flags(target.flags)
         .with_init(move |conn| configure(conn, read_only, busy));
-    Ok(Pool::builder()
+    let pool = Pool::builder()
         .max_size(setup.pool_size.max(1))
         .min_idle(Some(0))
         // Past 2^31-1 ms r2d2's wait for a connection never ends (measured:
         // a busy timeout of Duration::MAX hung the first add).
         .connection_timeout(clamp_timeout(busy.saturating_add(Duration::from_secs(5))))
-        .build_unchecked(manager))
+        .build_unchecked(manager);
+    Ok((pool, immutable))
 }
 
 /// What SQLite is asked to open: the file's name (or an `immutable` URI)

@@ -60,7 +60,7 @@ fn parse_mode(text: &str) -> std::result::Result<u32, String> {
     let digits = text.strip_prefix("0o").unwrap_or(text);
     match u32::from_str_radix(digits, 8) {
         Ok(mode) if !digits.is_empty() && mode & 0o400 == 0 => Err(format!(
-            "{text:?} leaves the file unreadable even to its owner: give at least 0600"
+            "{text:?} leaves the file unreadable even to its owner: keep the owner's read bit (0400)"
         )),
         Ok(mode) if !digits.is_empty() && mode & !0o666 == 0 => Ok(mode),
         Ok(_) => Err(format!(

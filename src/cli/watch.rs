@@ -130,6 +130,15 @@ fn sleep_unless_stopped(duration: Duration, stop: &AtomicBool) -> bool {
 pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
     let filter = parse_filter(args.filter.as_deref())?;
     let dlq = ctx.open_existing()?;
+    if dlq.is_snapshot() && !args.once {
+        // It would print nothing ever again, without a word.
+        anyhow::bail!(
+            "cannot follow {}: it can only be read as it is now (read-only, in a directory \
+             where SQLite cannot make its shared-memory file), so nothing added later would \
+             show; run the watch as a user who can write that directory, or --once from cron",
+            ctx.db_path().display()
+        );
+    }
     // The file opened: a watch that went on reading a database removed or
     // replaced under it would print nothing ever again.
     let identity = file_identity(ctx.db_path());
@@ -195,12 +204,7 @@ pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
             // saved above, is consistent: the next run may use it).
             if identity_checked.elapsed() >= IDENTITY_CHECK {
                 identity_checked = Instant::now();
-                if file_identity(ctx.db_path()) != identity || identity.is_none() {
-                    anyhow::bail!(
-                        "database {} was removed or replaced while being watched; restart the watch",
-                        ctx.db_path().display()
-                    );
-                }
+                still_the_database(ctx.db_path(), identity)?;
             }
             sleep_unless_stopped(POLL, &stop);
             continue;
@@ -239,6 +243,9 @@ pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
                         if !again || !sleep_unless_stopped(backoff, &stop) {
                             break false;
                         }
+                        // A hook retried for a database that is gone would
+                        // go on for ever.
+                        still_the_database(ctx.db_path(), identity)?;
                         backoff = (backoff * 2).min(HOOK_BACKOFF_MAX);
                     }
                 }
@@ -262,6 +269,18 @@ pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
 /// How often an idle watch checks that its database file is still the one
 /// it opened.
 const IDENTITY_CHECK: Duration = Duration::from_secs(1);
+
+/// An error when the file at `path` is no longer the one watched (removed,
+/// or another file moved over it).
+fn still_the_database(path: &Path, identity: Option<(u64, u64)>) -> Result<()> {
+    if identity.is_none() || file_identity(path) != identity {
+        anyhow::bail!(
+            "database {} was removed or replaced while being watched; restart the watch",
+            path.display()
+        );
+    }
+    Ok(())
+}
 
 /// The (device, inode) of the file at `path`; `None` when there is none.
 fn file_identity(path: &Path) -> Option<(u64, u64)> {

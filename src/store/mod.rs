@@ -107,6 +107,8 @@ pub struct Dlq {
     busy: std::time::Duration,
     /// Checkpoints the WAL off the write path while any clone lives.
     checkpointer: Option<Arc<db::Checkpointer>>,
+    /// Read as an unchanging file (see [`Dlq::is_snapshot`]).
+    immutable: bool,
 }
 
 impl std::fmt::Debug for Dlq {
@@ -167,7 +169,18 @@ impl Dlq {
             committer: Arc::default(),
             busy: db::DEFAULT_BUSY_TIMEOUT,
             checkpointer: None,
+            immutable: false,
         }
+    }
+
+    /// Whether this handle reads the database as a file nothing changes: a
+    /// read-only database in a directory where SQLite cannot make its
+    /// shared-memory file is opened `immutable`, and then sees what the
+    /// file held when it was opened, but nothing committed later (nor what
+    /// a WAL beside it holds). Fine for one query; a follower (`dlq watch`)
+    /// cannot work on it.
+    pub fn is_snapshot(&self) -> bool {
+        self.immutable
     }
 
     /// The same handle with another "now" for age selection: purge

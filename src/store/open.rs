@@ -110,7 +110,7 @@ impl OpenOptions {
                 ));
             }
         }
-        let pool = db::open_pool(path, self.setup)?;
+        let (pool, immutable) = db::open_pool(path, self.setup)?;
         let write_turn: Arc<db::WriteTurn> = Arc::default();
         let checkpointer = if self.setup.read_only {
             None
@@ -132,6 +132,7 @@ impl OpenOptions {
             committer: Arc::default(),
             busy: self.setup.busy_timeout,
             checkpointer,
+            immutable,
         };
         if let Some(n) = self.default_capacity {
             if dlq.capacity(None)?.default_max_items != n {

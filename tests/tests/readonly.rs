@@ -346,14 +346,8 @@ fn another_user_reads_a_database_they_may_not_write() {
         set_mode(&home, 0o555);
         set_mode(&db, 0o444);
     }
-    let before = snapshot(&home);
-    for args in [
-        &["list"][..],
-        &["stats"],
-        &["check", "--max-items", "5"],
-        &["metrics"],
-        &["watch", "--once", "--from-start"],
-    ] {
+    // dlq --db DB, as the other user.
+    let other_user = || {
         let mut command = if root {
             let mut c = std::process::Command::new("setpriv");
             c.args(["--reuid=nobody", "--regid=nogroup", "--clear-groups"])
@@ -362,7 +356,19 @@ fn another_user_reads_a_database_they_may_not_write() {
         } else {
             std::process::Command::new(&binary)
         };
-        command.env_remove("DLQ_DB").arg("--db").arg(&db).args(args);
+        command.env_remove("DLQ_DB").arg("--db").arg(&db);
+        command
+    };
+    let before = snapshot(&home);
+    for args in [
+        &["list"][..],
+        &["stats"],
+        &["check", "--max-items", "5"],
+        &["metrics"],
+        &["watch", "--once", "--from-start"],
+    ] {
+        let mut command = other_user();
+        command.args(args);
         let output = run(&mut command);
         assert!(
             output.status.success(),
@@ -370,6 +376,13 @@ fn another_user_reads_a_database_they_may_not_write() {
             String::from_utf8_lossy(&output.stderr)
         );
     }
+    // A long-running watch could never see what comes later there: it
+    // says so and stops, instead of printing nothing for ever.
+    let mut command = other_user();
+    command.arg("watch");
+    let output = run(&mut command);
+    assert_eq!(output.status.code(), Some(1));
+    assert!(one_line(&output.stderr).contains("cannot follow"));
     assert_eq!(snapshot(&home), before);
     set_mode(&home, 0o755);
 }

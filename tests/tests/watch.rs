@@ -530,6 +530,49 @@ fn a_database_removed_or_replaced_under_a_running_watch_ends_it() {
     }
 }
 
+/// A hook retried (its webhook down) for a database that is then removed
+/// ends the watch as an idle one does, instead of retrying for ever.
+#[test]
+fn a_database_removed_while_a_hook_is_retried_ends_the_watch() {
+    let dir = TempDir::new("watch-retry-removed");
+    let db = dir.join("dlq.db");
+    add_lines(&db, "j", [item("x1", 1, TS, "m")]);
+    let cursor = dir.join("c.cursor");
+    let errors = dir.join("stderr.txt");
+    let mut watcher = dlq(&db)
+        .args([
+            "watch",
+            "--from-start",
+            "--exec",
+            "exit 7",
+            "--since-cursor",
+        ])
+        .arg(&cursor)
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&errors).unwrap())
+        .spawn()
+        .unwrap();
+    wait_until("a retry", || {
+        std::fs::read_to_string(&errors)
+            .unwrap_or_default()
+            .contains("trying again")
+    });
+    for suffix in ["", "-wal", "-shm"] {
+        let _ = std::fs::remove_file(format!("{}{suffix}", db.display()));
+    }
+    wait_until("the watch to end", || watcher.try_wait().unwrap().is_some());
+    assert_eq!(watcher.wait().unwrap().code(), Some(1));
+    let stderr = std::fs::read_to_string(&errors).unwrap();
+    assert!(
+        stderr
+            .lines()
+            .last()
+            .unwrap()
+            .contains("was removed or replaced"),
+        "{stderr}"
+    );
+}
+
 #[test]
 fn a_cursor_that_cannot_be_written_stops_the_watch_before_any_hook() {
     let dir = TempDir::new("watch-cursor-unwritable");
