@@ -263,6 +263,20 @@ mod tests {
     use super::*;
 
     #[test]
+    fn every_name_is_listed_for_help_and_errors() {
+        assert_eq!(
+            Category::names(),
+            "transient, conditionally_recoverable, permanent, unclassified"
+        );
+    }
+
+    #[test]
+    fn a_type_name_may_be_200_bytes_long() {
+        assert!(check_type_name(&"T".repeat(MAX_TYPE_LEN)).is_ok());
+        assert!(check_type_name(&"T".repeat(MAX_TYPE_LEN + 1)).is_err());
+    }
+
+    #[test]
     fn names_round_trip() {
         for c in Category::ALL {
             assert_eq!(c.as_str().parse::<Category>().unwrap(), c);
