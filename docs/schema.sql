@@ -1,5 +1,5 @@
 -- The schema of a dlqlite database, as the migrations in migrations/ leave
--- it (V1 to V6), in one file: what you can query with `sqlite3 dlq.db`.
+-- it (V1 to V7), in one file: what you can query with `sqlite3 dlq.db`.
 -- tests/tests/schema.rs checks that it matches a freshly migrated database,
 -- so it cannot drift. Comments outside the statements are this file's own;
 -- comments inside them are the migrations' (SQLite keeps them), except
@@ -88,6 +88,11 @@ CREATE INDEX items_signature ON items (error_signature, job_id, first_attempt, l
 CREATE INDEX items_job_first_attempt ON items (job_id, first_attempt);
 
 CREATE INDEX items_lease_owner ON items (lease_owner) WHERE lease_owner IS NOT NULL;
+
+-- The dashboard's sort by failure count, of one job and of all (V7).
+CREATE INDEX items_job_failure_count ON items (job_id, failure_count);
+
+CREATE INDEX items_failure_count ON items (failure_count);
 
 CREATE TRIGGER items_counters_update
 AFTER UPDATE OF job_id, reprocess_eligible, manual_review_required, failure_count, error_signature, last_error_type ON items
@@ -261,6 +266,9 @@ CREATE TABLE events (
 CREATE INDEX events_job ON events (job_id, id);
 
 CREATE INDEX events_kind ON events (kind, id);
+
+-- One item's events (V7).
+CREATE INDEX events_item ON events (item_id, id);
 
 -- ----------------------------------------------------------------------
 -- One row per `dlq retry` run (and per library retry): who ran it, its

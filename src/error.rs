@@ -38,6 +38,9 @@ pub enum ErrorKind {
     InvalidInput,
     /// Reading or writing a file failed otherwise.
     Io,
+    /// The items an action was confirmed for changed before it ran
+    /// ([`Error::SelectionChanged`]): count again and confirm again.
+    Conflict,
     /// Anything else (a bug, or an error SQLite does not classify).
     Other,
 }
@@ -157,6 +160,13 @@ pub enum Error {
     #[error("no retention policy for {scope}")]
     RetentionPolicyNotFound { scope: String },
 
+    /// The items of a counted selection changed before the action on them
+    /// ran (added, removed or merged into or out of the search).
+    #[error(
+        "the selection changed since it was counted ({counted} items then, {now} now): count again"
+    )]
+    SelectionChanged { counted: u64, now: u64 },
+
     /// A JSON value could not be produced or read.
     #[error("json error: {0}")]
     Json(#[from] serde_json::Error),
@@ -248,6 +258,7 @@ impl Error {
             Error::ItemNotFound { .. }
             | Error::JobNotFound(_)
             | Error::RetentionPolicyNotFound { .. } => ErrorKind::NotFound,
+            Error::SelectionChanged { .. } => ErrorKind::Conflict,
             Error::Json(e) => match e.io_error_kind() {
                 Some(io) => io_kind(&std::io::Error::from(io)),
                 None => ErrorKind::InvalidInput,

@@ -28,6 +28,9 @@ mod engine;
 mod examples;
 #[path = "tests/hostile.rs"]
 mod hostile;
+#[cfg(feature = "serve")]
+#[path = "tests/http.rs"]
+mod http;
 #[path = "tests/import.rs"]
 mod import;
 #[path = "tests/library.rs"]
@@ -52,6 +55,9 @@ mod retry;
 mod robustness;
 #[path = "tests/schema.rs"]
 mod schema;
+#[cfg(feature = "serve")]
+#[path = "tests/serve.rs"]
+mod serve;
 #[path = "tests/terminal.rs"]
 mod terminal;
 #[path = "tests/watch.rs"]

@@ -25,6 +25,8 @@ mod report;
 mod requeue;
 mod retention;
 mod retry;
+#[cfg(feature = "serve")]
+mod serve;
 mod show;
 mod sql;
 mod stats;
@@ -110,6 +112,8 @@ enum Command {
     Jobs(jobs::Args),
     Sql(sql::Args),
     Report(report::Args),
+    #[cfg(feature = "serve")]
+    Serve(serve::Args),
     Db(db::Args),
     Completions(completions::Args),
 }
@@ -313,6 +317,8 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Command::Jobs(args) => jobs::run(args, &ctx),
         Command::Sql(args) => sql::run(args, &ctx),
         Command::Report(args) => report::run(args, &ctx),
+        #[cfg(feature = "serve")]
+        Command::Serve(args) => serve::run(args, &ctx),
         Command::Db(args) => db::run(args, &ctx),
         Command::Completions(args) => completions::run(args),
     };

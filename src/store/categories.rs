@@ -166,6 +166,23 @@ impl Dlq {
         Ok(found.unwrap_or(Category::Unclassified))
     }
 
+    /// Items per error type of their last attempt, with its category, of
+    /// one job or all, from the counters, most items first.
+    pub fn error_type_counts(&self, job_id: Option<&str>) -> Result<Vec<(String, Category, i64)>> {
+        let conn = self.conn()?;
+        let mut stmt = conn.prepare_cached(
+            "SELECT t.error_type,
+                 COALESCE((SELECT c.category FROM error_categories AS c WHERE c.error_type = t.error_type), 'unclassified'),
+                 SUM(t.item_count) AS n
+             FROM error_type_counts AS t WHERE ?1 IS NULL OR t.job_id = ?1
+             GROUP BY t.error_type HAVING n > 0 ORDER BY n DESC, t.error_type",
+        )?;
+        let counts = stmt
+            .query_map([job_id], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)))?
+            .collect::<rusqlite::Result<Vec<_>>>()?;
+        Ok(counts)
+    }
+
     /// Every row of `error_categories`, by category then type, with the
     /// items each classifies now; then, as `Unclassified`, the error types
     /// that items have but the table does not name.

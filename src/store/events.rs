@@ -147,6 +147,14 @@ impl rusqlite::ToSql for EventKind {
     }
 }
 
+/// Which events [`Dlq::events_page`] lists (empty: all).
+#[derive(Clone, Debug, Default)]
+pub struct EventQuery {
+    pub job_id: Option<String>,
+    pub kind: Option<EventKind>,
+    pub item_id: Option<String>,
+}
+
 /// One row of `events`.
 #[derive(Clone, Debug, Serialize)]
 pub struct Event {
@@ -176,6 +184,45 @@ impl Dlq {
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         let events = stmt
             .query_map(params![job_id, kind, limit], event_of_row)?
+            .collect::<rusqlite::Result<Vec<_>>>()?;
+        Ok(events)
+    }
+
+    /// One page of the log, newest first: events before the one with id
+    /// `before` (from the newest when `None`), optionally of one job, one
+    /// kind and one item. The conditions are fixed SQL, so the planner
+    /// seeks the item's, the job's or the kind's index; every value is bound.
+    pub fn events_page(
+        &self,
+        query: &EventQuery,
+        before: Option<i64>,
+        limit: usize,
+    ) -> Result<Vec<Event>> {
+        let mut sql =
+            String::from("SELECT id, time, kind, job_id, item_id, detail FROM events WHERE 1 = 1");
+        let mut values: Vec<rusqlite::types::Value> = Vec::new();
+        if let Some(item) = &query.item_id {
+            sql.push_str(" AND item_id = ?");
+            values.push(item.clone().into());
+        }
+        if let Some(job) = &query.job_id {
+            sql.push_str(" AND job_id = ?");
+            values.push(job.clone().into());
+        }
+        if let Some(kind) = query.kind {
+            sql.push_str(" AND kind = ?");
+            values.push(kind.as_str().to_string().into());
+        }
+        if let Some(before) = before {
+            sql.push_str(" AND id < ?");
+            values.push(before.into());
+        }
+        sql.push_str(" ORDER BY id DESC LIMIT ?");
+        values.push(i64::try_from(limit).unwrap_or(i64::MAX).into());
+        let conn = self.conn()?;
+        let mut stmt = conn.prepare_cached(&sql)?;
+        let events = stmt
+            .query_map(rusqlite::params_from_iter(values), event_of_row)?
             .collect::<rusqlite::Result<Vec<_>>>()?;
         Ok(events)
     }

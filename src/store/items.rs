@@ -161,6 +161,18 @@ enum Order {
     /// by row key. A walk sees every item that exists from its start to its
     /// end exactly once.
     Stable,
+    /// Most failures first (then newest row).
+    MostFailures,
+}
+
+/// How a screen's page of items is sorted ([`Dlq::list_page_sorted`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum SortBy {
+    /// Newest last_attempt first.
+    #[default]
+    LastAttempt,
+    /// Most failures first.
+    FailureCount,
 }
 
 /// A page of `select` (a SELECT from `items i`, without WHERE) by
@@ -184,6 +196,13 @@ fn page_query(
             values.push(Value::Text(cursor.sort_key.clone()));
             values.push(Value::Integer(cursor.key));
         }
+        (Order::MostFailures, Some(cursor)) => {
+            let count: i64 = cursor.sort_key.parse().unwrap_or(i64::MAX);
+            sql.push_str(" AND (i.failure_count < ? OR (i.failure_count = ? AND i.id < ?))");
+            values.push(Value::Integer(count));
+            values.push(Value::Integer(count));
+            values.push(Value::Integer(cursor.key));
+        }
         (Order::Stable, Some(cursor)) if by_item_id => {
             sql.push_str(" AND i.item_id > ?");
             values.push(Value::Text(cursor.sort_key.clone()));
@@ -196,6 +215,7 @@ fn page_query(
     }
     sql.push_str(match order {
         Order::Newest => " ORDER BY i.last_attempt DESC, i.id DESC LIMIT ?",
+        Order::MostFailures => " ORDER BY i.failure_count DESC, i.id DESC LIMIT ?",
         Order::Stable if by_item_id => " ORDER BY i.item_id LIMIT ?",
         Order::Stable => " ORDER BY i.id LIMIT ?",
     });
@@ -211,7 +231,7 @@ fn cursor_of(last_attempt: &Timestamp, key: i64) -> PageCursor {
 }
 
 /// What `mark` should change; `None` leaves a flag as it is.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct MarkRequest {
     pub reprocess_eligible: Option<bool>,
     pub manual_review_required: Option<bool>,
@@ -254,6 +274,22 @@ impl Dlq {
         self.summary_page(filter, after, limit, Order::Newest)
     }
 
+    /// One page of summaries in a screen's chosen order (see
+    /// [`Dlq::list_page`]).
+    pub fn list_page_sorted(
+        &self,
+        filter: &ListFilter,
+        sort: SortBy,
+        after: Option<&PageCursor>,
+        limit: usize,
+    ) -> Result<Page<ItemSummary>> {
+        let order = match sort {
+            SortBy::LastAttempt => Order::Newest,
+            SortBy::FailureCount => Order::MostFailures,
+        };
+        self.summary_page(filter, after, limit, order)
+    }
+
     fn summary_page(
         &self,
         filter: &ListFilter,
@@ -290,6 +326,10 @@ impl Dlq {
         let next = match (items.last(), keys.last()) {
             (Some(last), Some(&key)) if items.len() == limit => Some(match order {
                 Order::Newest => cursor_of(&last.last_attempt, key),
+                Order::MostFailures => PageCursor {
+                    sort_key: last.failure_count.to_string(),
+                    key,
+                },
                 Order::Stable => PageCursor {
                     sort_key: last.item_id.clone(),
                     key,

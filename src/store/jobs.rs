@@ -26,6 +26,16 @@ pub struct JobInfo {
     pub manual_review_count: i64,
 }
 
+/// When a job's items failed: [`Dlq::job_spans`].
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct JobSpan {
+    pub job_id: String,
+    /// The earliest first_attempt of its items.
+    pub oldest: Option<Timestamp>,
+    /// The latest last_attempt of its items.
+    pub newest: Option<Timestamp>,
+}
+
 /// The capacity settings in force.
 #[derive(Clone, Debug, Serialize, PartialEq, Eq)]
 pub struct CapacityInfo {
@@ -81,6 +91,28 @@ impl Dlq {
             })?
             .collect::<rusqlite::Result<Vec<_>>>()?;
         Ok(jobs)
+    }
+
+    /// Each job's oldest first failure and newest last failure (`None`
+    /// for an empty job), by job_id: two index seeks per job.
+    pub fn job_spans(&self) -> Result<Vec<JobSpan>> {
+        let conn = self.conn()?;
+        let mut stmt = conn.prepare_cached(
+            "SELECT j.job_id,
+                 (SELECT MIN(i.first_attempt) FROM items i WHERE i.job_id = j.job_id),
+                 (SELECT MAX(i.last_attempt) FROM items i WHERE i.job_id = j.job_id)
+             FROM jobs j ORDER BY j.job_id",
+        )?;
+        let spans = stmt
+            .query_map([], |row| {
+                Ok(JobSpan {
+                    job_id: row.get(0)?,
+                    oldest: row.get(1)?,
+                    newest: row.get(2)?,
+                })
+            })?
+            .collect::<rusqlite::Result<Vec<_>>>()?;
+        Ok(spans)
     }
 
     /// Whether a job exists (it does from its first add or capacity set).
@@ -402,4 +434,28 @@ fn set_job_capacity(tx: &mut WriteTx<'_>, job: &str, max_items: Option<i64>) -> 
         .prepare_cached("UPDATE jobs SET max_items = ?2 WHERE job_id = ?1")?
         .execute(params![job, max_items])?;
     Ok(changed > 0)
+}
+
+/// The count of a filter that asks only for a job and the flags the jobs
+/// table counts (no times, no expression), from those counters; `None`
+/// when the filter needs the items.
+pub(super) fn count_from_counters(
+    conn: &rusqlite::Connection,
+    filter: &super::ListFilter,
+) -> Result<Option<u64>> {
+    if filter.since.is_some() || filter.until.is_some() || filter.expression.is_some() {
+        return Ok(None);
+    }
+    let column = match (filter.eligible, filter.manual_review) {
+        (None, None) => "item_count",
+        (Some(true), None) => "eligible_count",
+        (None, Some(true)) => "manual_review_count",
+        _ => return Ok(None),
+    };
+    let sql =
+        format!("SELECT COALESCE(SUM({column}), 0) FROM jobs WHERE ?1 IS NULL OR job_id = ?1");
+    let n: i64 = conn
+        .prepare_cached(&sql)?
+        .query_row([filter.job_id.as_deref()], |row| row.get(0))?;
+    Ok(Some(u64::try_from(n).unwrap_or(0)))
 }

@@ -356,6 +356,9 @@ impl Dlq {
             // From the counters, not a lookup per item.
             return super::categories::count_in_category(&conn, filter.job_id.as_deref(), category);
         }
+        if let Some(n) = super::jobs::count_from_counters(&conn, filter)? {
+            return Ok(n);
+        }
         let mut condition = String::new();
         let mut values = Vec::new();
         filter.push_conditions(self.age_now(), &mut condition, &mut values);

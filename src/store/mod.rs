@@ -49,6 +49,7 @@ mod metrics;
 mod open;
 mod retention;
 mod rows;
+mod selection;
 mod stats;
 mod take;
 mod write;
@@ -61,11 +62,11 @@ pub use bulk::{DeleteStep, PurgeProgress, PurgeReport};
 pub use categories::{Category, CategoryChange, CategoryRule};
 pub use check::{NewSignature, OldestItem, SignatureNews};
 use counters::last_attempt_select;
-pub use events::{ChangeProbe, Event, EventKind};
+pub use events::{ChangeProbe, Event, EventKind, EventQuery};
 pub use filter_sql::Condition;
 pub use items::{ItemIter, ItemSummary, JobItem, ListFilter, Page, PageCursor, SummaryIter};
-pub use items::{MarkRequest, Marked};
-pub use jobs::{CapacityInfo, JobInfo, JobOptions, RemovedJob};
+pub use items::{MarkRequest, Marked, SortBy};
+pub use jobs::{CapacityInfo, JobInfo, JobOptions, JobSpan, RemovedJob};
 pub use leases::{RunCounts, RunInfo, RunStatus};
 pub use load::{LoadOptions, Loader};
 pub use metrics::{ErrorTypeCount, JobCounts, MetricsSnapshot, RunStatusCount};
@@ -73,6 +74,7 @@ pub use open::OpenOptions;
 pub use retention::{
     scope_text, PolicyOutcome, PolicyStatus, RetentionChange, RetentionPolicy, RetentionReport,
 };
+pub use selection::{ActionReport, Selection, Target, MAX_NAMED_ITEMS};
 pub use stats::{Stats, StatsHead, StatsPart};
 pub use take::{TakeOptions, TakenItem};
 pub use write::{AddOutcome, AddReport, CapacityRaised, EvictedItem, WriteTx};
@@ -181,6 +183,12 @@ impl Dlq {
     /// cannot work on it.
     pub fn is_snapshot(&self) -> bool {
         self.immutable
+    }
+
+    /// Whether this handle can only read (opened read-only, or a file or
+    /// directory this process cannot write).
+    pub fn is_read_only(&self) -> Result<bool> {
+        Ok(self.immutable || self.conn()?.is_readonly(rusqlite::MAIN_DB)?)
     }
 
     /// The same handle with another "now" for age selection: purge

@@ -226,6 +226,25 @@ impl Dlq {
         f(StatsPart::Close)
     }
 
+    /// Items per day of their first failure (`YYYY-MM-DD`, oldest first),
+    /// of one job or all: how many dead letters arrived each day and are
+    /// still here. One pass over a covering index.
+    pub fn items_per_day(&self, job_id: Option<&str>) -> Result<Vec<(String, i64)>> {
+        let conn = self.conn()?;
+        let sql = if job_id.is_some() {
+            "SELECT substr(first_attempt, 1, 10) AS day, COUNT(*) FROM items
+             WHERE job_id = ?1 GROUP BY day ORDER BY day"
+        } else {
+            "SELECT substr(first_attempt, 1, 10) AS day, COUNT(*) FROM items
+             WHERE ?1 IS NULL GROUP BY day ORDER BY day"
+        };
+        let mut stmt = conn.prepare_cached(sql)?;
+        let days = stmt
+            .query_map([job_id], |row| Ok((row.get(0)?, row.get(1)?)))?
+            .collect::<rusqlite::Result<Vec<_>>>()?;
+        Ok(days)
+    }
+
     /// Statistics of one job (an error if it does not exist), collected.
     pub fn job_stats(&self, job_id: &str) -> Result<Stats> {
         let mut stats = Stats::default();

@@ -1,0 +1,390 @@
+//! The server's shared state, its routes, and what every request passes
+//! through: the access token (URL once, then a cookie; or a bearer header),
+//! the CSRF check on changing requests, the security headers, and the one
+//! way a failure becomes a 4xx/5xx with a one-line reason. The store runs
+//! on tokio's blocking pool ([`blocking`]); no handler holds a connection
+//! across an await.
+
+use super::{actions, api, insight, log, pages};
+use axum::body::Body;
+use axum::extract::{DefaultBodyLimit, FromRequestParts, Request, State};
+use axum::http::{header, HeaderValue, Method, StatusCode};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::Router;
+use dlqlite::{Dlq, ErrorKind};
+use std::sync::{Arc, Mutex};
+
+/// Request bodies larger than this are refused (413): the biggest is a
+/// selection of [`dlqlite::store::MAX_NAMED_ITEMS`] named items.
+pub const MAX_BODY: usize = 4 << 20;
+
+/// The Content-Security-Policy of every response: the server's own scripts,
+/// styles and images only; nothing inline, nothing from elsewhere, no
+/// framing, forms post only here.
+const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; \
+                   connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
+
+/// What every handler shares.
+pub struct App {
+    pub dlq: Dlq,
+    /// The access token every request must carry.
+    pub token: String,
+    /// The token changing requests made with the cookie must also carry.
+    pub csrf: String,
+    /// The cookie's name: per port, so two servers on one host keep theirs.
+    pub cookie: String,
+    /// No actions (`--read-only`, or a database this process cannot write).
+    pub read_only: bool,
+    /// `--exec CMD`: what a retry runs; without it retries are off.
+    pub exec: Option<actions::Exec>,
+    /// Retry runs this server started.
+    pub runs: Mutex<Vec<actions::LiveRun>>,
+    /// Analyses and arrival charts, computed in the background.
+    pub insight: insight::Cache,
+    /// The database path, for the page footer.
+    pub db_label: String,
+}
+
+pub type Shared = Arc<App>;
+
+/// Every route. Pages and `/static` are GET; changes are POST.
+pub fn router(app: Shared) -> Router {
+    Router::new()
+        .route("/", get(pages::overview))
+        .route("/items", get(pages::items))
+        .route("/item", get(pages::item))
+        .route("/patterns", get(insight::patterns))
+        .route("/events", get(log::events))
+        .route("/runs", get(log::runs))
+        .route("/action", post(actions::form))
+        .route("/static/dlq.css", get(pages::css))
+        .route("/static/dlq.js", get(pages::js))
+        .route("/api/jobs", get(api::jobs))
+        .route("/api/items", get(api::items))
+        .route("/api/item", get(api::item))
+        .route("/api/stats", get(api::stats))
+        .route("/api/analyze", get(api::analyze))
+        .route("/api/events", get(api::events))
+        .route("/api/runs", get(api::runs))
+        .route("/api/live", get(api::live))
+        .route("/api/actions", post(actions::api))
+        .fallback(not_found)
+        .layer(middleware::from_fn_with_state(app.clone(), guard))
+        .layer(DefaultBodyLimit::max(MAX_BODY))
+        .with_state(app)
+}
+
+async fn not_found(request: Request) -> Response {
+    let failure = Failure::new(
+        StatusCode::NOT_FOUND,
+        format!("no page {}", request.uri().path()),
+    );
+    if is_api(request.uri().path()) {
+        ApiError(failure).into_response()
+    } else {
+        PageError(failure).into_response()
+    }
+}
+
+fn is_api(path: &str) -> bool {
+    path.starts_with("/api/")
+}
+
+/// Equal strings, compared in time that does not depend on where they
+/// differ.
+fn same(a: &str, b: &str) -> bool {
+    a.len() == b.len() && a.bytes().zip(b.bytes()).fold(0u8, |d, (x, y)| d | (x ^ y)) == 0
+}
+
+/// The request's cookie `name`, if any.
+fn cookie<'a>(request: &'a Request, name: &str) -> Option<&'a str> {
+    request
+        .headers()
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|value| value.to_str().ok())
+        .flat_map(|value| value.split(';'))
+        .filter_map(|pair| pair.trim().split_once('='))
+        .find(|(key, _)| *key == name)
+        .map(|(_, value)| value)
+}
+
+/// How a request proved it may be served.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Proof {
+    /// `Authorization: Bearer`: a script's, which a browser never sends
+    /// on its own, so no CSRF token is needed.
+    Bearer,
+    /// The cookie: a browser's, sent with any request to this host.
+    Cookie,
+}
+
+/// Checks the token (and, for changes made with the cookie, where the
+/// request came from), trades a `?token=` for the cookie, and puts the
+/// security headers on every response, refusals included.
+async fn guard(State(app): State<Shared>, request: Request, next: Next) -> Response {
+    let mut response = check(&app, request, next).await;
+    let headers = response.headers_mut();
+    headers.insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static(CSP),
+    );
+    headers.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    headers.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
+    // The token can be in a URL: never send it to another site.
+    headers.insert(
+        header::REFERRER_POLICY,
+        HeaderValue::from_static("no-referrer"),
+    );
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    response
+}
+
+async fn check(app: &App, request: Request, next: Next) -> Response {
+    let path = request.uri().path().to_string();
+    let refuse = |status: StatusCode, message: &str| {
+        let failure = Failure::new(status, message.to_string());
+        if is_api(&path) {
+            ApiError(failure).into_response()
+        } else {
+            PageError(failure).into_response()
+        }
+    };
+    let params = Params::parse(request.uri().query());
+    if let Some(given) = params.get("token") {
+        if !same(given, &app.token) {
+            return refuse(StatusCode::UNAUTHORIZED, "wrong access token");
+        }
+        if request.method() != Method::GET {
+            return refuse(
+                StatusCode::BAD_REQUEST,
+                "the token goes in the URL of a GET only",
+            );
+        }
+        // Trade the URL's token for the cookie, and drop it from the
+        // address bar (and history) with a redirect to the same page.
+        let rest = params.without("token");
+        let location = if rest.is_empty() {
+            path.clone()
+        } else {
+            format!("{path}?{rest}")
+        };
+        let cookie = format!(
+            "{}={}; HttpOnly; SameSite=Strict; Path=/",
+            app.cookie, app.token
+        );
+        return Response::builder()
+            .status(StatusCode::SEE_OTHER)
+            .header(header::LOCATION, location)
+            .header(header::SET_COOKIE, cookie)
+            .body(Body::empty())
+            .unwrap_or_else(|_| StatusCode::INTERNAL_SERVER_ERROR.into_response());
+    }
+    let bearer = request
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "));
+    let proof = match (bearer, cookie(&request, &app.cookie)) {
+        (Some(token), _) if same(token.trim(), &app.token) => Proof::Bearer,
+        (Some(_), _) => return refuse(StatusCode::UNAUTHORIZED, "wrong access token"),
+        (None, Some(token)) if same(token, &app.token) => Proof::Cookie,
+        _ => {
+            return refuse(
+                StatusCode::UNAUTHORIZED,
+                "an access token is needed: open the URL `dlq serve` printed (with ?token=), \
+                 or send Authorization: Bearer TOKEN",
+            )
+        }
+    };
+    if request.method() != Method::GET && request.method() != Method::HEAD && proof == Proof::Cookie
+    {
+        // A browser says where a request came from; a change must come
+        // from this server's own pages.
+        let site = request
+            .headers()
+            .get("sec-fetch-site")
+            .and_then(|v| v.to_str().ok());
+        if matches!(site, Some(s) if s != "same-origin" && s != "none") {
+            return refuse(
+                StatusCode::FORBIDDEN,
+                "a change must come from the dashboard's own pages",
+            );
+        }
+        // Forms carry the CSRF token in their body (checked by the form
+        // handler); scripts in a header.
+        if is_api(&path) {
+            let given = request
+                .headers()
+                .get("x-csrf-token")
+                .and_then(|v| v.to_str().ok());
+            if !given.is_some_and(|g| same(g, &app.csrf)) {
+                return refuse(
+                    StatusCode::FORBIDDEN,
+                    "missing or wrong CSRF token (X-CSRF-Token)",
+                );
+            }
+        }
+    }
+    next.run(request).await
+}
+
+/// A request failed: its status and a one-line reason.
+#[derive(Debug)]
+pub struct Failure {
+    pub status: StatusCode,
+    pub message: String,
+}
+
+impl Failure {
+    pub fn new(status: StatusCode, message: impl Into<String>) -> Self {
+        // One line, whatever the cause said.
+        let message = message.into().replace(['\n', '\r'], " ");
+        Failure { status, message }
+    }
+
+    pub fn bad_request(message: impl Into<String>) -> Self {
+        Failure::new(StatusCode::BAD_REQUEST, message)
+    }
+
+    pub fn forbidden(message: impl Into<String>) -> Self {
+        Failure::new(StatusCode::FORBIDDEN, message)
+    }
+}
+
+impl From<dlqlite::Error> for Failure {
+    fn from(error: dlqlite::Error) -> Self {
+        let status = match error.kind() {
+            ErrorKind::InvalidInput => StatusCode::BAD_REQUEST,
+            ErrorKind::NotFound => StatusCode::NOT_FOUND,
+            ErrorKind::Conflict => StatusCode::CONFLICT,
+            ErrorKind::Busy => StatusCode::SERVICE_UNAVAILABLE,
+            ErrorKind::ReadOnly => StatusCode::FORBIDDEN,
+            _ => StatusCode::INTERNAL_SERVER_ERROR,
+        };
+        Failure::new(status, error.to_string())
+    }
+}
+
+/// A failure answered as JSON: `{"error": "..."}`.
+pub struct ApiError(pub Failure);
+
+impl<E: Into<Failure>> From<E> for ApiError {
+    fn from(error: E) -> Self {
+        ApiError(error.into())
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let body = serde_json::json!({ "error": self.0.message }).to_string();
+        (
+            self.0.status,
+            [(header::CONTENT_TYPE, "application/json")],
+            body,
+        )
+            .into_response()
+    }
+}
+
+/// A failure answered as a page that says what.
+pub struct PageError(pub Failure);
+
+impl<E: Into<Failure>> From<E> for PageError {
+    fn from(error: E) -> Self {
+        PageError(error.into())
+    }
+}
+
+impl IntoResponse for PageError {
+    fn into_response(self) -> Response {
+        (self.0.status, pages::error_page(&self.0)).into_response()
+    }
+}
+
+/// Runs `f` with the store on tokio's blocking pool (SQLite calls block).
+pub async fn blocking<T: Send + 'static>(
+    app: &Shared,
+    f: impl FnOnce(&App) -> Result<T, Failure> + Send + 'static,
+) -> Result<T, Failure> {
+    let app = Arc::clone(app);
+    match tokio::task::spawn_blocking(move || f(&app)).await {
+        Ok(result) => result,
+        Err(e) => Err(Failure::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("internal error: {e}"),
+        )),
+    }
+}
+
+/// The query string's (or a form body's) name=value pairs, in order, a
+/// name possibly repeated.
+#[derive(Clone, Debug, Default)]
+pub struct Params(Vec<(String, String)>);
+
+impl Params {
+    pub fn parse(text: Option<&str>) -> Self {
+        Params(
+            text.map(|t| form_urlencoded::parse(t.as_bytes()).into_owned().collect())
+                .unwrap_or_default(),
+        )
+    }
+
+    /// The first value of `name`; an empty value counts as absent.
+    pub fn get(&self, name: &str) -> Option<&str> {
+        self.0
+            .iter()
+            .find(|(key, _)| key == name)
+            .map(|(_, value)| value.as_str())
+            .filter(|value| !value.is_empty())
+    }
+
+    /// Every value of `name`.
+    pub fn all<'a>(&'a self, name: &'a str) -> impl Iterator<Item = &'a str> + 'a {
+        self.0
+            .iter()
+            .filter(move |(key, _)| key == name)
+            .map(|(_, value)| value.as_str())
+    }
+
+    /// The pairs other than `name`'s, encoded again.
+    pub fn without(&self, name: &str) -> String {
+        let mut out = form_urlencoded::Serializer::new(String::new());
+        for (key, value) in self.0.iter().filter(|(key, _)| key != name) {
+            out.append_pair(key, value);
+        }
+        out.finish()
+    }
+}
+
+impl<S: Send + Sync> FromRequestParts<S> for Params {
+    type Rejection = std::convert::Infallible;
+
+    async fn from_request_parts(
+        parts: &mut axum::http::request::Parts,
+        _: &S,
+    ) -> Result<Self, Self::Rejection> {
+        Ok(Params::parse(parts.uri.query()))
+    }
+}
+
+/// `?name=a&...` from pairs, leaving out empty values.
+pub fn query(pairs: &[(&str, Option<&str>)]) -> String {
+    let mut out = form_urlencoded::Serializer::new(String::new());
+    for (key, value) in pairs {
+        if let Some(value) = value.filter(|v| !v.is_empty()) {
+            out.append_pair(key, value);
+        }
+    }
+    let text = out.finish();
+    if text.is_empty() {
+        text
+    } else {
+        format!("?{text}")
+    }
+}

@@ -1,0 +1,295 @@
+//! What takes the whole database to compute (pattern analysis, items per
+//! day) is computed off the request path and kept per scope (a job or all)
+//! until the audit log moves on: a page answers at once with the newest
+//! figures and says how old they are, while a thread computes the next.
+//! Owns the Patterns page and the arrivals chart of the Overview.
+
+use super::app::{blocking, App, PageError, Params, Shared};
+use super::pages::{day_chart, layout, plural, quoted, search_link, t, time, Tab};
+use axum::extract::State;
+use axum::response::Html;
+use dlqlite::store::Analysis;
+use dlqlite::Timestamp;
+use maud::{html, Markup};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// Scopes kept at once (each holds one analysis: top groups, bounded).
+const SCOPES: usize = 32;
+
+/// How long a request waits for a first computation before answering
+/// "computing" (small databases finish within it).
+const FIRST_WAIT: Duration = Duration::from_millis(60);
+
+/// One scope's figures.
+#[derive(Clone)]
+pub struct Figures {
+    pub analysis: Arc<Analysis>,
+    pub per_day: Arc<Vec<(String, i64)>>,
+    /// The newest event when they were computed.
+    pub version: i64,
+    pub computed_at: Timestamp,
+}
+
+#[derive(Default)]
+struct Entry {
+    figures: Option<Figures>,
+    computing: bool,
+    error: Option<String>,
+    used: Option<Instant>,
+}
+
+/// The figures of each scope, and which are being computed.
+#[derive(Default)]
+pub struct Cache {
+    entries: Mutex<HashMap<Option<String>, Entry>>,
+}
+
+/// What a page gets: the newest figures, whether they are behind the
+/// database, and a computation's failure.
+pub struct Snapshot {
+    pub figures: Option<Figures>,
+    pub stale: bool,
+    pub error: Option<String>,
+}
+
+/// The figures of `scope`, starting a computation when they are missing
+/// or behind the audit log.
+pub fn figures(app: &Shared, scope: Option<&str>) -> Snapshot {
+    let version = app.dlq.last_event_id().unwrap_or(-1);
+    let key = scope.map(str::to_string);
+    let start = {
+        let Ok(mut entries) = app.insight.entries.lock() else {
+            return Snapshot {
+                figures: None,
+                stale: true,
+                error: Some("internal error".into()),
+            };
+        };
+        if entries.len() >= SCOPES && !entries.contains_key(&key) {
+            // Forget the scope used longest ago (not one being computed).
+            if let Some(oldest) = entries
+                .iter()
+                .filter(|(_, e)| !e.computing)
+                .min_by_key(|(_, e)| e.used)
+                .map(|(k, _)| k.clone())
+            {
+                entries.remove(&oldest);
+            }
+        }
+        let entry = entries.entry(key.clone()).or_default();
+        entry.used = Some(Instant::now());
+        let behind = entry.figures.as_ref().is_none_or(|f| f.version != version);
+        let start = behind && !entry.computing;
+        if start {
+            entry.computing = true;
+        }
+        start
+    };
+    if start {
+        let app = Arc::clone(app);
+        let key = key.clone();
+        std::thread::spawn(move || compute(&app, key, version));
+    }
+    let deadline = Instant::now() + FIRST_WAIT;
+    loop {
+        let snapshot = {
+            let Ok(entries) = app.insight.entries.lock() else {
+                return Snapshot {
+                    figures: None,
+                    stale: true,
+                    error: Some("internal error".into()),
+                };
+            };
+            let entry = entries.get(&key);
+            Snapshot {
+                figures: entry.and_then(|e| e.figures.clone()),
+                stale: entry
+                    .is_none_or(|e| e.figures.as_ref().is_none_or(|f| f.version != version)),
+                error: entry.and_then(|e| e.error.clone()),
+            }
+        };
+        if !snapshot.stale || snapshot.error.is_some() || Instant::now() >= deadline {
+            return snapshot;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+fn compute(app: &App, key: Option<String>, version: i64) {
+    let scope = key.as_deref();
+    let result = app
+        .dlq
+        .analyze(scope)
+        .and_then(|analysis| Ok((analysis, app.dlq.items_per_day(scope)?)));
+    if let Ok(mut entries) = app.insight.entries.lock() {
+        let entry = entries.entry(key).or_default();
+        entry.computing = false;
+        match result {
+            Ok((analysis, per_day)) => {
+                entry.error = None;
+                entry.figures = Some(Figures {
+                    analysis: Arc::new(analysis),
+                    per_day: Arc::new(per_day),
+                    version,
+                    computed_at: app.dlq.now(),
+                });
+            }
+            Err(e) => entry.error = Some(e.to_string()),
+        }
+    }
+}
+
+/// "as of 12:00:03, updating" when the figures are behind.
+fn freshness(snapshot: &Snapshot) -> Markup {
+    html! {
+        @if let Some(error) = &snapshot.error {
+            p.error { "could not compute: " (t(error)) }
+        }
+        @match (&snapshot.figures, snapshot.stale) {
+            (None, _) => p.hint #computing { "Computing… this page fills in when it is done." },
+            (Some(f), true) => p.hint { "As of " (time(&f.computed_at)) "; newer figures are being computed." },
+            (Some(_), false) => {},
+        }
+    }
+}
+
+/// The Overview's chart: items per day of first failure, the last 90 days
+/// that have any.
+pub fn arrivals(app: &Shared, scope: Option<&str>) -> Markup {
+    let snapshot = figures(app, scope);
+    let days: Vec<(String, i64)> = snapshot
+        .figures
+        .as_ref()
+        .map(|f| {
+            let skip = f.per_day.len().saturating_sub(90);
+            f.per_day[skip..].to_vec()
+        })
+        .unwrap_or_default();
+    html! {
+        (freshness(&snapshot))
+        @if snapshot.figures.is_some() { (day_chart(&days)) }
+    }
+}
+
+/// `GET /patterns?job=J`: the analysis, each group linking to its items.
+pub async fn patterns(
+    State(app): State<Shared>,
+    params: Params,
+) -> Result<Html<String>, PageError> {
+    let job = params.get("job").map(str::to_string);
+    let shared = app.clone();
+    let content = blocking(&app, move |app| {
+        if let Some(job) = &job {
+            app.dlq.require_job(job)?;
+        }
+        let jobs = app.dlq.jobs()?;
+        let snapshot = figures(&shared, job.as_deref());
+        let scope = job.as_deref();
+        Ok(html! {
+            h1 { "Patterns" @if let Some(job) = scope { " of " (t(job)) } }
+            form.search method="get" action="/patterns" {
+                label { "job "
+                    select name="job" {
+                        option value="" { "all jobs" }
+                        @for j in jobs.iter().take(2000) {
+                            option value=(j.job_id) selected[scope == Some(j.job_id.as_str())] { (t(&j.job_id)) }
+                        }
+                    }
+                }
+                button type="submit" { "Show" }
+            }
+            (freshness(&snapshot))
+            @if let Some(figures) = &snapshot.figures { (analysis(scope, &figures.analysis)) }
+        })
+    })
+    .await?;
+    Ok(layout(&app, "Patterns", Tab::Patterns, None, content))
+}
+
+fn analysis(scope: Option<&str>, a: &Analysis) -> Markup {
+    let link = |filter: String| search_link(scope, &filter);
+    html! {
+        p { (plural(u64::try_from(a.total_items).unwrap_or(0), "item")) ", " (plural(u64::try_from(a.total_attempts).unwrap_or(0), "attempt")) }
+        h2 { "Pattern groups (by error signature)" }
+        table {
+            thead { tr { th.num { "items" } th { "error type" } th { "representative message" } th { "first" } th { "last" } th { "signature" } } }
+            tbody {
+                @for group in &a.pattern_groups {
+                    tr {
+                        td.num { a href=(link(format!("error_signature == {}", quoted(&group.error_signature)))) { (group.count) } }
+                        td { (t(group.error_type.as_deref().unwrap_or("-"))) }
+                        td.msg { (t(dlqlite::text::headline(group.representative_message.as_deref().unwrap_or("")))) }
+                        td.time { (group.first_occurrence.map(|x| time(&x)).unwrap_or_default()) }
+                        td.time { (group.last_occurrence.map(|x| time(&x)).unwrap_or_default()) }
+                        td { code { (t(&group.error_signature)) } }
+                    }
+                }
+            }
+        }
+        @if a.pattern_groups_omitted.groups > 0 {
+            p.hint { (a.pattern_groups_omitted.groups) " more signatures with " (a.pattern_groups_omitted.items) " items" }
+        }
+        h2 { "Message groups" }
+        table {
+            thead { tr { th.num { "items" } th.num { "signatures" } th { "pattern" } th { "sample" } } }
+            tbody {
+                @for group in &a.message_groups {
+                    @let filter = group.sample_signatures.iter().map(|s| format!("error_signature == {}", quoted(s))).collect::<Vec<_>>().join(" || ");
+                    tr {
+                        td.num {
+                            @if filter.is_empty() { (group.count) } @else { a href=(link(filter.clone())) { (group.count) } }
+                            @if group.signatures > group.sample_signatures.len() { span.hint { " (link: " (group.sample_signatures.len()) " of " (group.signatures) " signatures)" } }
+                        }
+                        td.num { (group.signatures) }
+                        td.msg { code { (t(&group.pattern)) } }
+                        td.msg { (t(dlqlite::text::headline(&group.sample_message))) }
+                    }
+                }
+            }
+        }
+        @if a.message_groups_omitted.groups > 0 {
+            p.hint { (a.message_groups_omitted.groups) " more groups with " (a.message_groups_omitted.items) " items" }
+        }
+        h2 { "Error types" }
+        table.compact {
+            thead { tr { th { "error type" } th { "category" } th.num { "items (last attempt)" } th.num { "attempts" } } }
+            tbody {
+                @for (name, n) in &a.error_distribution.all_attempts {
+                    @let category = a.error_distribution.categories.get(name).map(|c| c.as_str()).unwrap_or("unclassified");
+                    tr {
+                        td { span class=(format!("cat {category}")) { (t(name)) } }
+                        td { (category) }
+                        td.num { a href=(link(format!("last.error_type == {}", quoted(name)))) { (a.error_distribution.last_attempts.get(name).copied().unwrap_or(0)) } }
+                        td.num { a href=(link(format!("error_type == {}", quoted(name)))) { (n) } }
+                    }
+                }
+            }
+        }
+        h2 { "Failure categories" }
+        table.compact {
+            tbody {
+                @for (category, n) in &a.failure_categories {
+                    tr { td { a class=(format!("cat {category}")) href=(link(format!("category == {}", quoted(category)))) { (t(category)) } } td.num { (n) } }
+                }
+            }
+        }
+        h2 { "Failures over time (attempts per " (t(&a.temporal_distribution.bucket)) ")" }
+        (day_chart(&a.temporal_distribution.counts))
+        div.two {
+            div {
+                h2 { "Top agents" }
+                table.compact { tbody { @for r in &a.top_agents {
+                    tr { td { a href=(link(format!("agent_id == {}", quoted(&r.name)))) { (t(&r.name)) } } td.num { (r.failures) } }
+                } } }
+            }
+            div {
+                h2 { "Top failing steps" }
+                table.compact { tbody { @for r in &a.top_failing_steps {
+                    tr { td { a href=(link(format!("step_failed == {}", quoted(&r.name)))) { (t(&r.name)) } } td.num { (r.failures) } }
+                } } }
+            }
+        }
+    }
+}

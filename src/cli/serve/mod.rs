@@ -1,0 +1,242 @@
+//! `dlq serve`: the web dashboard. Parses the options, decides the token
+//! and the address (loopback by default; anything else only with a token
+//! given explicitly), opens the database, prints the URL to open, and runs
+//! the HTTP server on a current-thread tokio runtime with the store on the
+//! blocking pool until Ctrl-C or SIGTERM. The pages, the API and the
+//! actions are in this directory's other files; none of them holds SQL.
+
+mod actions;
+mod api;
+mod app;
+mod insight;
+mod log;
+mod pages;
+
+use super::Context;
+use anyhow::{Context as _, Result};
+use std::io::{Read as _, Write as _};
+use std::net::{IpAddr, SocketAddr};
+use std::process::ExitCode;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// Serve a live web dashboard: search, inspect and act on dead letters
+///
+/// Pages: Overview, Items (search with the filter language), Item,
+/// Patterns, Events, Retry runs; a JSON API under /api/. Every request
+/// needs the access token: printed in the URL to open (a new one each
+/// start) or given with --token / DLQ_TOKEN. Binds to 127.0.0.1; another
+/// address needs an explicit token. Ctrl-C stops it.
+///
+/// Examples:
+///   dlq serve
+///   dlq serve --bind 127.0.0.1:0 --read-only
+///   dlq serve --exec './replay.sh'
+///   DLQ_TOKEN=$(openssl rand -hex 24) dlq serve --bind 0.0.0.0:8420
+#[derive(Debug, clap::Args)]
+#[command(verbatim_doc_comment)]
+pub struct Args {
+    /// Address and port to listen on (port 0: any free port)
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8420")]
+    bind: String,
+    /// Show only: no marking, deleting or retrying
+    #[arg(long)]
+    read_only: bool,
+    /// Let the dashboard retry: the command `dlq retry --exec` would run for
+    /// each item (the item's JSON on stdin)
+    #[arg(long, value_name = "CMD")]
+    exec: Option<String>,
+    /// With --exec: seconds before a retry command is killed
+    #[arg(long, value_name = "SECONDS", requires = "exec")]
+    timeout: Option<f64>,
+    /// With --exec: commands a retry runs at once
+    #[arg(long, value_name = "N", default_value_t = 4, requires = "exec",
+          value_parser = clap::value_parser!(u16).range(1..=1024))]
+    parallel: u16,
+    /// The access token (16 to 256 of A-Z a-z 0-9 - . _ ~) instead of a
+    /// generated one; needed to bind to anything but loopback
+    #[arg(long, env = "DLQ_TOKEN", hide_env_values = true, value_name = "TOKEN")]
+    token: Option<String>,
+    /// Open the dashboard in a browser (xdg-open)
+    #[arg(long)]
+    open: bool,
+}
+
+/// A token from /dev/urandom: 24 bytes, hex.
+fn new_token() -> Result<String> {
+    let mut bytes = [0u8; 24];
+    std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(&mut bytes))
+        .context("cannot read /dev/urandom for an access token")?;
+    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+}
+
+fn check_token(token: &str) -> Result<()> {
+    let ok = (16..=256).contains(&token.len())
+        && token
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~'));
+    if !ok {
+        super::usage!(
+            "invalid --token/DLQ_TOKEN: use 16 to 256 of A-Z a-z 0-9 - . _ ~ (e.g. `openssl rand -hex 24`)"
+        );
+    }
+    Ok(())
+}
+
+fn parse_bind(text: &str) -> Result<SocketAddr> {
+    if let Ok(address) = text.parse::<SocketAddr>() {
+        return Ok(address);
+    }
+    if let Some(port) = text
+        .strip_prefix("localhost:")
+        .and_then(|p| p.parse::<u16>().ok())
+    {
+        return Ok(SocketAddr::from(([127, 0, 0, 1], port)));
+    }
+    super::usage!("invalid --bind {text:?}: give ADDRESS:PORT, e.g. 127.0.0.1:8420 or [::1]:8420");
+}
+
+/// The CSRF token: derived from the access token, so a page rendered before
+/// a restart with the same `--token` still posts.
+fn csrf_of(token: &str) -> String {
+    use sha2::{Digest, Sha256};
+    let digest = Sha256::digest(format!("dlq-csrf:{token}").as_bytes());
+    digest.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
+    let address = parse_bind(&args.bind)?;
+    let explicit = args.token.is_some();
+    if let Some(token) = &args.token {
+        check_token(token)?;
+    }
+    if !address.ip().is_loopback() && !explicit {
+        super::usage!(
+            "will not serve on {} without a token given explicitly (anyone who can reach it would \
+             see every item): pass --token or set DLQ_TOKEN, or bind to 127.0.0.1",
+            address.ip()
+        );
+    }
+    if let Some(command) = &args.exec {
+        if command.trim().is_empty() {
+            super::usage!("--exec is empty: give the command a retry runs");
+        }
+    }
+    if let Some(timeout) = args.timeout {
+        if !(timeout.is_finite() && timeout > 0.0 && timeout <= 86_400.0 * 30.0) {
+            super::usage!("invalid --timeout {timeout}: seconds, more than 0 and at most 30 days");
+        }
+    }
+    let token = match args.token {
+        Some(token) => token,
+        None => new_token()?,
+    };
+    let dlq = ctx.open_existing()?;
+    let read_only = args.read_only || dlq.is_read_only()?;
+    if read_only && args.exec.is_some() {
+        super::usage!(
+            "--exec retries, which change the database; it cannot go with a read-only dashboard"
+        );
+    }
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_io()
+        .enable_time()
+        .max_blocking_threads(16)
+        .build()
+        .context("cannot start the server's runtime")?;
+    let listener = runtime
+        .block_on(tokio::net::TcpListener::bind(address))
+        .with_context(|| format!("cannot listen on {address}"))?;
+    let bound = listener
+        .local_addr()
+        .context("cannot read the bound address")?;
+    let app = Arc::new(app::App {
+        dlq,
+        csrf: csrf_of(&token),
+        cookie: format!("dlq_token_{}", bound.port()),
+        token,
+        read_only,
+        exec: args.exec.map(|command| actions::Exec {
+            command,
+            timeout: args.timeout.map(Duration::from_secs_f64),
+            parallel: usize::from(args.parallel),
+        }),
+        runs: Mutex::new(Vec::new()),
+        insight: insight::Cache::default(),
+        db_label: ctx.db_path.display().to_string(),
+    });
+    let host = match bound.ip() {
+        IpAddr::V4(ip) if ip.is_unspecified() => "127.0.0.1".to_string(),
+        IpAddr::V6(ip) if ip.is_unspecified() => "[::1]".to_string(),
+        IpAddr::V6(ip) => format!("[{ip}]"),
+        IpAddr::V4(ip) => ip.to_string(),
+    };
+    let url = format!("http://{host}:{}/?token={}", bound.port(), app.token);
+    {
+        // The URL is the one line on stdout (scripts read it); the rest
+        // goes to stderr.
+        let mut out = std::io::stdout().lock();
+        writeln!(out, "{url}")?;
+        out.flush()?;
+    }
+    eprintln!(
+        "dlq serve: {} on http://{}:{}/{}{}; Ctrl-C stops",
+        dlqlite::text::for_terminal(&app.db_label),
+        host,
+        bound.port(),
+        if read_only { " (read-only)" } else { "" },
+        if app.exec.is_some() {
+            " (retries on)"
+        } else {
+            ""
+        },
+    );
+    if args.open {
+        open_browser(&url);
+    }
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let stop_tx = Mutex::new(Some(stop_tx));
+    let _ = ctrlc::set_handler(move || {
+        if let Some(tx) = stop_tx.lock().ok().and_then(|mut s| s.take()) {
+            let _ = tx.send(());
+        }
+    });
+    let router = app::router(app.clone());
+    runtime
+        .block_on(async move {
+            axum::serve(listener, router)
+                .with_graceful_shutdown(async move {
+                    let _ = stop_rx.await;
+                })
+                .await
+        })
+        .context("the server failed")?;
+    eprintln!("dlq serve: stopping");
+    actions::stop_runs(&app);
+    // Requests still on the blocking pool finish; their answers are not
+    // awaited.
+    runtime.shutdown_timeout(Duration::from_secs(5));
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `xdg-open URL` (macOS: `open`), reaped by a thread; a failure is a note.
+fn open_browser(url: &str) {
+    let opener = if cfg!(target_os = "macos") {
+        "open"
+    } else {
+        "xdg-open"
+    };
+    match std::process::Command::new(opener)
+        .arg(url)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+    {
+        Ok(mut child) => {
+            std::thread::spawn(move || child.wait());
+        }
+        Err(e) => eprintln!("dlq serve: could not start {opener} ({e}); open the URL above"),
+    }
+}

@@ -1,0 +1,221 @@
+//! Selections: the items an action applies to, chosen by a filter or named
+//! one by one, counted first and then acted on exactly (the dashboard's "all
+//! N items matching this search"). Counting takes a [`Selection`]: the
+//! count, a fingerprint of the row keys and the `now` the filter was read
+//! at. An action given that selection takes it again inside its own write
+//! transaction and refuses ([`Error::SelectionChanged`]) when it differs, so
+//! it never touches a row the person did not see counted, and a search such
+//! as `last_attempt > now - 1d` means the same rows at both steps.
+
+use super::bulk;
+use super::items::{ListFilter, MarkRequest};
+use super::write::WriteTx;
+use super::{Dlq, EventKind};
+use crate::error::{Error, Result};
+use crate::time::Timestamp;
+use rusqlite::params_from_iter;
+use rusqlite::types::Value;
+use serde::Serialize;
+
+/// The most items a [`Target::Items`] may name (two bound values each).
+pub const MAX_NAMED_ITEMS: usize = 10_000;
+
+/// Which items an action takes.
+#[derive(Clone, Debug)]
+pub enum Target {
+    /// Every item the filter matches.
+    Filter(ListFilter),
+    /// These (job_id, item_id) pairs; names that do not exist are ignored.
+    Items(Vec<(String, String)>),
+}
+
+/// A counted selection: how many items, and a fingerprint of which.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Selection {
+    pub count: u64,
+    /// The count, a hash-sum and the largest of the row keys, and `now`:
+    /// opaque, to hand back to an action.
+    pub token: String,
+}
+
+/// What an action did: the items it changed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct ActionReport {
+    pub count: u64,
+}
+
+impl Target {
+    /// This target's conditions on `items AS i` (fixed SQL text, each
+    /// starting with " AND ") and their bound values.
+    fn condition(&self, now: Timestamp) -> Result<(String, Vec<Value>)> {
+        let mut sql = String::new();
+        let mut values = Vec::new();
+        match self {
+            Target::Filter(filter) => filter.push_conditions(now, &mut sql, &mut values),
+            Target::Items(pairs) => {
+                if pairs.len() > MAX_NAMED_ITEMS {
+                    return Err(Error::invalid_argument(
+                        "items",
+                        format!(
+                            "{} items named; at most {MAX_NAMED_ITEMS} (use a filter)",
+                            pairs.len()
+                        ),
+                    ));
+                }
+                if pairs.is_empty() {
+                    sql.push_str(" AND 0");
+                } else {
+                    sql.push_str(" AND (i.job_id, i.item_id) IN (VALUES ");
+                    for (n, (job, item)) in pairs.iter().enumerate() {
+                        sql.push_str(if n == 0 { "(?, ?)" } else { ", (?, ?)" });
+                        values.push(Value::Text(job.clone()));
+                        values.push(Value::Text(item.clone()));
+                    }
+                    sql.push(')');
+                }
+            }
+        }
+        Ok((sql, values))
+    }
+}
+
+/// (count, hash-sum, max) of the row keys matching `condition`. The hash
+/// spreads the keys so that swapping one matching row for another (a merge
+/// moving one item out of the search and another in) changes the sum.
+fn fingerprint(
+    conn: &rusqlite::Connection,
+    condition: &str,
+    values: &[Value],
+) -> Result<(u64, i64, i64)> {
+    let sql = format!(
+        "SELECT COUNT(*), COALESCE(SUM((i.id * 2654435761) % 4294967291), 0), COALESCE(MAX(i.id), 0)
+         FROM items i WHERE 1 = 1{condition}"
+    );
+    let (count, sum, max): (i64, i64, i64) = conn
+        .prepare(&sql)?
+        .query_row(params_from_iter(values.iter()), |row| {
+            Ok((row.get(0)?, row.get(1)?, row.get(2)?))
+        })?;
+    Ok((u64::try_from(count).unwrap_or(0), sum, max))
+}
+
+fn token(now: Timestamp, (count, sum, max): (u64, i64, i64)) -> String {
+    format!("{count}.{sum}.{max}.{}", now.to_storage())
+}
+
+/// The `now` a selection token was counted at, and the token's count.
+fn parse_token(token: &str) -> Result<(Timestamp, u64)> {
+    let bad = || Error::invalid_argument("selection", "not a selection token from a count");
+    let mut parts = token.splitn(4, '.');
+    let count = parts.next().and_then(|c| c.parse().ok()).ok_or_else(bad)?;
+    let (_, _) = (parts.next().ok_or_else(bad)?, parts.next().ok_or_else(bad)?);
+    let now = parts
+        .next()
+        .and_then(|t| Timestamp::parse(t).ok())
+        .ok_or_else(bad)?;
+    Ok((now, count))
+}
+
+impl Dlq {
+    /// Counts the target's items now, for an action to apply to exactly
+    /// them later.
+    pub fn select(&self, target: &Target) -> Result<Selection> {
+        let now = self.age_now();
+        let (condition, values) = target.condition(now)?;
+        let conn = self.conn()?;
+        let print = fingerprint(&conn, &condition, &values)?;
+        Ok(Selection {
+            count: print.0,
+            token: token(now, print),
+        })
+    }
+
+    /// Sets flags on the target's items, with a `marked` event each, in one
+    /// transaction. With `expect`, only if the target still holds exactly
+    /// the items counted then.
+    pub fn mark_selection(
+        &self,
+        target: &Target,
+        expect: Option<&str>,
+        request: &MarkRequest,
+    ) -> Result<ActionReport> {
+        if request.reprocess_eligible.is_none() && request.manual_review_required.is_none() {
+            return Err(Error::invalid_argument("mark", "nothing to change"));
+        }
+        self.act(target, expect, |tx, condition, values| {
+            let conn = tx.conn();
+            conn.execute_batch(
+                "CREATE TEMP TABLE IF NOT EXISTS selected_ids (id INTEGER PRIMARY KEY);
+                 DELETE FROM temp.selected_ids;",
+            )?;
+            let n = conn.execute(
+                &format!("INSERT INTO temp.selected_ids (id) SELECT i.id FROM items i WHERE 1 = 1{condition}"),
+                params_from_iter(values.iter()),
+            )?;
+            let detail = serde_json::json!({
+                "reprocess_eligible": request.reprocess_eligible,
+                "manual_review_required": request.manual_review_required,
+            });
+            conn.execute(
+                "INSERT INTO events (time, kind, job_id, item_id, detail)
+                 SELECT ?1, ?2, i.job_id, i.item_id, ?3
+                 FROM temp.selected_ids s CROSS JOIN items i ON i.id = s.id ORDER BY s.id",
+                rusqlite::params![tx.now(), EventKind::Marked, detail.to_string()],
+            )?;
+            conn.execute(
+                "UPDATE items SET
+                     reprocess_eligible = COALESCE(?1, reprocess_eligible),
+                     reprocess_eligible_marked = CASE WHEN ?1 IS NULL THEN reprocess_eligible_marked ELSE 1 END,
+                     manual_review_required = COALESCE(?2, manual_review_required),
+                     manual_review_required_marked = CASE WHEN ?2 IS NULL THEN manual_review_required_marked ELSE 1 END
+                 WHERE id IN (SELECT id FROM temp.selected_ids)",
+                rusqlite::params![request.reprocess_eligible, request.manual_review_required],
+            )?;
+            conn.execute("DELETE FROM temp.selected_ids", [])?;
+            Ok(n)
+        })
+    }
+
+    /// Removes the target's items, with a `removed` event each (as
+    /// [`Dlq::remove`]), in one transaction. With `expect`, only if the
+    /// target still holds exactly the items counted then.
+    pub fn remove_selection(&self, target: &Target, expect: Option<&str>) -> Result<ActionReport> {
+        self.act(target, expect, |tx, condition, values| {
+            bulk::delete_items(
+                tx,
+                condition,
+                values,
+                EventKind::Removed,
+                serde_json::json!({}),
+            )
+        })
+    }
+
+    /// Runs `change` on the target in one write transaction, after checking
+    /// `expect` against the target as it is inside that transaction.
+    fn act(
+        &self,
+        target: &Target,
+        expect: Option<&str>,
+        change: impl FnOnce(&mut WriteTx<'_>, &str, &[Value]) -> Result<usize>,
+    ) -> Result<ActionReport> {
+        let expected = expect.map(parse_token).transpose()?;
+        let now = expected.map_or_else(|| self.age_now(), |(now, _)| now);
+        let (condition, values) = target.condition(now)?;
+        self.write(|tx| {
+            if let (Some(token_given), Some((_, counted))) = (expect, expected) {
+                let print = fingerprint(tx.conn(), &condition, &values)?;
+                if token(now, print) != token_given {
+                    return Err(Error::SelectionChanged {
+                        counted,
+                        now: print.0,
+                    });
+                }
+            }
+            let n = change(tx, &condition, &values)?;
+            Ok(ActionReport {
+                count: u64::try_from(n).unwrap_or(0),
+            })
+        })
+    }
+}
