@@ -108,6 +108,16 @@ fn concrete(line: &str) -> String {
         .join(" ")
 }
 
+/// Examples that run until stopped: each passes when it is still running
+/// (it started, and found nothing wrong with its options) after
+/// [`RUNNING_FOR`] seconds, when `timeout` sends SIGINT to its process
+/// group, as Ctrl-C would, and answers 124.
+const LONG_RUNNING: &[&str] = &["dlq serve"];
+const RUNNING_FOR: &str = "3";
+/// One long-running example at a time: the README's and the help's
+/// `dlq serve` both want the default port.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 /// Runs one example in a sandbox of its own; returns what went wrong.
 fn run_example(dir: &TempDir, index: usize, source: &str, line: &str) -> Option<String> {
     let root = sandbox(dir, &format!("example-{index}"));
@@ -118,8 +128,16 @@ fn run_example(dir: &TempDir, index: usize, source: &str, line: &str) -> Option<
         std::env::var("PATH").unwrap_or_default()
     );
     let command = concrete(line);
+    let long_running = LONG_RUNNING.iter().any(|part| command.contains(part));
+    let limit: &[&str] = if long_running {
+        &["-s", "INT", "-k", "10", RUNNING_FOR]
+    } else {
+        &["60"]
+    };
+    let _turn = long_running.then(|| ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner()));
     let output = Command::new("timeout")
-        .args(["60", "sh", "-c", &command])
+        .args(limit)
+        .args(["sh", "-c", &command])
         .current_dir(&root)
         .env("PATH", path)
         .env("HOME", root.join("home"))
@@ -132,6 +150,8 @@ fn run_example(dir: &TempDir, index: usize, source: &str, line: &str) -> Option<
         .unwrap();
     let expected = if EXIT_ONE.iter().any(|(part, _)| command.contains(part)) {
         1
+    } else if long_running {
+        124
     } else {
         0
     };

@@ -88,9 +88,11 @@ impl Action {
             "ineligible" => mark(Some(false), None),
             "review" => mark(None, Some(true)),
             "unreview" => mark(None, Some(false)),
-            other => return Err(Failure::bad_request(format!(
+            other => {
+                return Err(Failure::bad_request(format!(
                 "unknown action {other:?}: delete, retry, eligible, ineligible, review or unreview"
-            ))),
+            )))
+            }
         })
     }
 }

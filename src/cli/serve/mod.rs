@@ -31,8 +31,8 @@ use std::time::Duration;
 /// Examples:
 ///   dlq serve
 ///   dlq serve --bind 127.0.0.1:0 --read-only
-///   dlq serve --exec './replay.sh'
-///   DLQ_TOKEN=$(openssl rand -hex 24) dlq serve --bind 0.0.0.0:8420
+///   dlq serve --bind 127.0.0.1:0 --exec ./process-item.sh --parallel 2
+///   DLQ_TOKEN=$(openssl rand -hex 24) dlq serve --bind 0.0.0.0:8421
 #[derive(Debug, clap::Args)]
 #[command(verbatim_doc_comment)]
 pub struct Args {
