@@ -262,6 +262,13 @@ impl Dlq {
             })
     }
 
+    /// The job holding `item_id`: [`Error::ItemNotFound`] when none does,
+    /// [`Error::AmbiguousItem`] when several do.
+    pub fn job_of(&self, item_id: &str) -> Result<String> {
+        let conn = self.conn()?;
+        resolve_job(&conn, item_id)
+    }
+
     /// One page of summaries, newest last_attempt first (for screens: an
     /// item merged between two pages can move behind the cursor; a walk
     /// that must see every item is [`Dlq::list`]).

@@ -6,7 +6,8 @@
 //! |---|---|
 //! | `mod.rs` | the handle: opening, the clock, write transactions, database facts |
 //! | `open.rs` | [`OpenOptions`]: create or open-existing, read-only, timeouts, pool size |
-//! | `items.rs` | reading items (get, list, paging) and changing one by hand (remove, mark) |
+//! | `items.rs` | reading items (get, list, paging, sorting) and changing one by hand (remove, mark) |
+//! | `selection.rs` | the items an action takes (a filter or named ones): counted with a fingerprint, then marked or removed exactly as counted |
 //! | `columns.rs` | the `columns!` macro: a SELECT's column list and its indexes from one definition |
 //! | `rows.rs` | one item's rows in `items`, `failure_history`, `worktree_artifacts`: writing and reading them whole |
 //! | `write.rs` | [`WriteTx`]: the add path (insert or merge), capacity eviction, the events an add leaves |

@@ -130,8 +130,12 @@ pub async fn item(State(app): State<Shared>, params: Params) -> Result<Response,
         let id = params
             .get("id")
             .ok_or_else(|| Failure::bad_request("which item? ?job=JOB&id=ITEM"))?;
-        let item = app.dlq.get(params.get("job"), id)?;
-        Ok(json!({ "job_id": params.get("job"), "item": item.to_json_value()? }))
+        let job_id = match params.get("job") {
+            Some(job) => job.to_string(),
+            None => app.dlq.job_of(id)?,
+        };
+        let item = app.dlq.get(Some(&job_id), id)?;
+        Ok(json!({ "job_id": job_id, "item": item.to_json_value()? }))
     })
     .await?;
     Ok(answer(&value))

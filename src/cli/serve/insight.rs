@@ -5,7 +5,7 @@
 //! Owns the Patterns page and the arrivals chart of the Overview.
 
 use super::app::{blocking, App, PageError, Params, Shared};
-use super::pages::{day_chart, layout, plural, quoted, search_link, t, time, Tab};
+use super::pages::{calendar, day_chart, layout, plural, quoted, search_link, t, time, Tab};
 use axum::extract::State;
 use axum::response::Html;
 use dlqlite::store::Analysis;
@@ -155,21 +155,24 @@ fn freshness(snapshot: &Snapshot) -> Markup {
     }
 }
 
-/// The Overview's chart: items per day of first failure, the last 90 days
-/// that have any.
+/// Days the Overview's chart shows.
+const CHART_DAYS: i64 = 60;
+
+/// The Overview's chart: items per day of first failure over the 60 days
+/// up to the newest, and how many items are older.
 pub fn arrivals(app: &Shared, scope: Option<&str>) -> Markup {
     let snapshot = figures(app, scope);
-    let days: Vec<(String, i64)> = snapshot
+    let (days, earlier) = snapshot
         .figures
         .as_ref()
-        .map(|f| {
-            let skip = f.per_day.len().saturating_sub(90);
-            f.per_day[skip..].to_vec()
-        })
+        .map(|f| calendar(&f.per_day, CHART_DAYS))
         .unwrap_or_default();
     html! {
         (freshness(&snapshot))
-        @if snapshot.figures.is_some() { (day_chart(&days)) }
+        @if snapshot.figures.is_some() {
+            (day_chart(&days))
+            @if earlier > 0 { p.hint { (earlier) " items first failed before " (t(days.first().map(|d| d.0.as_str()).unwrap_or(""))) "." } }
+        }
     }
 }
 

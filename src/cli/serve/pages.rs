@@ -123,32 +123,64 @@ pub fn error_page(failure: &Failure) -> Html<String> {
     )
 }
 
-/// A small per-day bar chart (SVG drawn here; no script), each bar titled
-/// with its day and count.
+/// A small bar chart (SVG drawn here; no script), each bar titled with
+/// its bucket and count.
 pub fn day_chart(days: &[(String, i64)]) -> Markup {
     let max = days.iter().map(|(_, n)| *n).max().unwrap_or(0).max(1);
-    let (width, height) = (720.0_f64, 120.0_f64);
+    let (width, height, top) = (720.0_f64, 110.0_f64, 14.0_f64);
     let bar = if days.is_empty() {
         width
     } else {
         width / days.len() as f64
     };
     html! {
-        svg.chart viewBox=(format!("0 0 {width} {}", height + 18.0)) role="img" aria-label="items per day" {
+        svg.chart viewBox=(format!("0 0 {width} {}", top + height + 16.0)) role="img" aria-label="items per day" {
             @for (n, (day, count)) in days.iter().enumerate() {
                 @let h = (*count as f64 / max as f64) * height;
-                rect x=(format!("{:.1}", n as f64 * bar + 1.0)) y=(format!("{:.1}", height - h))
+                rect x=(format!("{:.1}", n as f64 * bar + 1.0)) y=(format!("{:.1}", top + height - h))
                     width=(format!("{:.1}", (bar - 2.0).max(1.0))) height=(format!("{h:.1}")) {
                     title { (t(day)) ": " (count) }
                 }
             }
             @if let (Some((first, _)), Some((last, _))) = (days.first(), days.last()) {
-                text x="0" y=(height + 14.0) { (t(first)) }
-                text x=(width) y=(height + 14.0) text-anchor="end" { (t(last)) }
+                text x="2" y=(top + height + 13.0) { (t(first)) }
+                text x=(width - 2.0) y=(top + height + 13.0) text-anchor="end" { (t(last)) }
             }
-            text x=(width) y="10" text-anchor="end" { "max " (max) }
+            text x=(width - 2.0) y="10" text-anchor="end" { "max " (max) " a day" }
         }
     }
+}
+
+/// The last `span` calendar days up to the newest day in `per_day`
+/// (`YYYY-MM-DD`, ascending), days without items as 0; and the items of
+/// earlier days left out.
+pub fn calendar(per_day: &[(String, i64)], span: i64) -> (Vec<(String, i64)>, i64) {
+    use chrono::NaiveDate;
+    let parse = |d: &str| NaiveDate::parse_from_str(d, "%Y-%m-%d").ok();
+    let Some(end) = per_day.iter().rev().find_map(|(d, _)| parse(d)) else {
+        return (Vec::new(), 0);
+    };
+    let start = end - chrono::Duration::days(span - 1);
+    let counts: std::collections::HashMap<NaiveDate, i64> = per_day
+        .iter()
+        .filter_map(|(d, n)| parse(d).map(|d| (d, *n)))
+        .collect();
+    let earlier = counts
+        .iter()
+        .filter(|(d, _)| **d < start)
+        .map(|(_, n)| n)
+        .sum();
+    let days = start
+        .iter_days()
+        .take_while(|d| *d <= end)
+        .map(|d| {
+            (
+                d.format("%Y-%m-%d").to_string(),
+                counts.get(&d).copied().unwrap_or(0),
+            )
+        })
+        .collect();
+    (days, earlier)
 }
 
 /// A link to the items a filter matches.
@@ -479,12 +511,11 @@ pub async fn item(State(app): State<Shared>, params: Params) -> Result<Html<Stri
     let note = params.get("note").map(str::to_string);
     let shared = app.clone();
     let content = blocking(&app, move |app| {
-        let item = app.dlq.get(job.as_deref(), &id)?;
         let job_id = match job {
             Some(job) => job,
-            None => app.dlq.list_page(&ListFilter { expression: dlqlite::filter::parse(&format!("item_id == {}", quoted(&id))).ok(), ..ListFilter::default() }, None, 1)?
-                .items.first().map(|s| s.job_id.clone()).unwrap_or_default(),
+            None => app.dlq.job_of(&id)?,
         };
+        let item = app.dlq.get(Some(&job_id), &id)?;
         let events = app.dlq.events_page(
             &EventQuery { job_id: Some(job_id.clone()), item_id: Some(id.clone()), kind: None },
             None,
