@@ -331,6 +331,17 @@ fn start_retry(
         job_id: job_id.clone(),
     };
     if let Ok(mut runs) = app.runs.lock() {
+        // Runs that have ended are in retry_runs with their counts; only
+        // the ones under way need following here.
+        runs.retain_mut(|run| {
+            let ended = run.ended.lock().map(|e| e.is_some()).unwrap_or(true);
+            if ended {
+                if let Some(thread) = run.thread.take() {
+                    let _ = thread.join();
+                }
+            }
+            !ended
+        });
         runs.push(LiveRun {
             run_id,
             control,
@@ -357,6 +368,27 @@ pub fn stop_runs(app: &super::app::App) {
     };
     for thread in threads {
         let _ = thread.join();
+    }
+}
+
+/// How many runs this server started are still under way.
+pub fn running(app: &super::app::App) -> usize {
+    app.runs
+        .lock()
+        .map(|runs| {
+            runs.iter()
+                .filter(|r| r.ended.lock().map(|e| e.is_none()).unwrap_or(false))
+                .count()
+        })
+        .unwrap_or(0)
+}
+
+/// Kills the running commands of every run this server started.
+pub fn kill_runs(app: &super::app::App) {
+    if let Ok(runs) = app.runs.lock() {
+        for run in runs.iter() {
+            run.control.kill();
+        }
     }
 }
 

@@ -270,15 +270,7 @@ pub async fn runs(State(app): State<Shared>, params: Params) -> Result<Response,
 pub async fn live(State(app): State<Shared>) -> Result<Response, ApiError> {
     let value = blocking(&app, |app| {
         let jobs = app.dlq.jobs()?;
-        let running = app
-            .runs
-            .lock()
-            .map(|runs| {
-                runs.iter()
-                    .filter(|r| r.ended.lock().map(|e| e.is_none()).unwrap_or(false))
-                    .count()
-            })
-            .unwrap_or(0);
+        let running = super::actions::running(app);
         Ok(json!({
             "last_event_id": app.dlq.last_event_id()?,
             "items": jobs.iter().map(|j| j.item_count).sum::<i64>(),

@@ -5,7 +5,7 @@
 //! on tokio's blocking pool ([`blocking`]); no handler holds a connection
 //! across an await.
 
-use super::{actions, api, insight, log, pages};
+use super::{actions, api, insight, log, metrics, pages};
 use axum::body::Body;
 use axum::extract::{DefaultBodyLimit, FromRequestParts, Request, State};
 use axum::http::{header, HeaderValue, Method, StatusCode};
@@ -70,6 +70,7 @@ pub fn router(app: Shared) -> Router {
         .route("/api/runs", get(api::runs))
         .route("/api/live", get(api::live))
         .route("/api/actions", post(actions::api))
+        .route("/metrics", get(metrics::metrics))
         .fallback(not_found)
         .layer(middleware::from_fn_with_state(app.clone(), guard))
         .layer(DefaultBodyLimit::max(MAX_BODY))

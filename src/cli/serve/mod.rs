@@ -10,6 +10,7 @@ mod api;
 mod app;
 mod insight;
 mod log;
+mod metrics;
 mod pages;
 
 use super::Context;
@@ -17,6 +18,7 @@ use anyhow::{Context as _, Result};
 use std::io::{Read as _, Write as _};
 use std::net::{IpAddr, SocketAddr};
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -195,11 +197,21 @@ pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
     if args.open {
         open_browser(&url);
     }
+    // First Ctrl-C (or SIGTERM): stop serving; retries this server started
+    // take no new items and their running commands finish. A second kills
+    // those commands (their process groups) too.
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
     let stop_tx = Mutex::new(Some(stop_tx));
+    let presses = AtomicUsize::new(0);
+    let handler_app = app.clone();
     let _ = ctrlc::set_handler(move || {
-        if let Some(tx) = stop_tx.lock().ok().and_then(|mut s| s.take()) {
-            let _ = tx.send(());
+        if presses.fetch_add(1, Ordering::SeqCst) == 0 {
+            if let Some(tx) = stop_tx.lock().ok().and_then(|mut s| s.take()) {
+                let _ = tx.send(());
+            }
+        } else {
+            eprintln!("dlq serve: killing running retry commands");
+            actions::kill_runs(&handler_app);
         }
     });
     let router = app::router(app.clone());
@@ -212,7 +224,15 @@ pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
                 .await
         })
         .context("the server failed")?;
-    eprintln!("dlq serve: stopping");
+    let running = actions::running(&app);
+    eprintln!(
+        "dlq serve: stopping{}",
+        if running > 0 {
+            "; waiting for running retry commands (Ctrl-C again kills them)"
+        } else {
+            ""
+        }
+    );
     actions::stop_runs(&app);
     // Requests still on the blocking pool finish; their answers are not
     // awaited.
