@@ -487,7 +487,12 @@ pub async fn api(State(app): State<Shared>, body: Bytes) -> Result<Response, Api
 /// becomes the overview.
 pub fn local(back: Option<&str>) -> String {
     match back {
-        Some(path) if path.starts_with('/') && !path.starts_with("//") && !path.contains('\\') => {
+        Some(path)
+            if path.starts_with('/')
+                && !path.starts_with("//")
+                && !path.contains('\\')
+                && !path.chars().any(char::is_control) =>
+        {
             path.to_string()
         }
         _ => "/".to_string(),

@@ -486,7 +486,10 @@ fn action_bar(app: &App, count: u64) -> Markup {
         div.actions {
             span { "Ticked rows: " }
             @for (code, label) in actions {
-                button type="submit" name="do" value=(format!("{code}:selected")) class=[(code == "delete").then_some("danger")] { (label) }
+                // Delete and retry ask first ("…"); marks apply at once.
+                button type="submit" name="do" value=(format!("{code}:selected")) class=[(code == "delete").then_some("danger")] {
+                    (label) @if code == "delete" || code == "retry" { "…" }
+                }
             }
         }
         div.actions {
@@ -605,7 +608,9 @@ pub fn event_table(events: &[Event], with_item: bool) -> Markup {
                             td.time { (time(&event.time)) }
                             td { span.kind { (t(&event.kind)) } }
                             @if with_item {
-                                td { @if let Some(job) = &event.job_id { (t(job)) } }
+                                td { @if let Some(job) = &event.job_id {
+                                    a href=(format!("/events{}", query(&[("job", Some(job))]))) { (t(job)) }
+                                } }
                                 td { @if let (Some(job), Some(item)) = (&event.job_id, &event.item_id) {
                                     a href=(format!("/item{}", query(&[("job", Some(job)), ("id", Some(item))]))) { (t(item)) }
                                 } @else if let Some(item) = &event.item_id { (t(item)) } }
