@@ -54,9 +54,15 @@ pub fn request(
     }
     head.push_str("\r\n");
     stream.write_all(head.as_bytes()).unwrap();
-    stream.write_all(body).unwrap();
+    // A server may answer (413) and close before a large body is all sent:
+    // the answer is still there to read.
+    let sent = stream.write_all(body);
     let mut raw = Vec::new();
-    stream.read_to_end(&mut raw).unwrap();
+    let read = stream.read_to_end(&mut raw);
+    if raw.is_empty() {
+        sent.unwrap_or_else(|e| panic!("send {method} {path}: {e}"));
+        read.unwrap_or_else(|e| panic!("read {method} {path}: {e}"));
+    }
     parse(&raw)
 }
 

@@ -682,7 +682,6 @@ fn bad_requests_get_a_4xx_with_a_one_line_reason() {
     let db = dir.path().join("dlq.db");
     mixed(&db);
     let server = Server::start(&db, &[]);
-    let before = dump(&db);
     let check = |answer: Response, status: u16, says: &str| {
         assert_eq!(answer.status, status, "{says}: {}", answer.body);
         let error = answer.json()["error"]
@@ -718,6 +717,14 @@ fn bad_requests_get_a_4xx_with_a_one_line_reason() {
     check(server.get("/api/stats?job=nosuch"), 404, "nosuch");
     check(server.get("/api/analyze?job=nosuch"), 404, "nosuch");
     check(server.get("/api/events?before=yesterday"), 400, "before");
+    check(server.get("/api/events?kind=exploded"), 400, "exploded");
+    check(server.get("/api/runs?limit=1001"), 400, "limit");
+    add_lines(
+        &db,
+        "beta",
+        [item("alpha-001", 1, "2025-01-01T00:00:00Z", "twin")],
+    );
+    check(server.get("/api/item?id=alpha-001"), 400, "several jobs");
     check(server.get("/api/nosuch"), 404, "/api/nosuch");
     let post = |body: &str| {
         server.send(
@@ -775,6 +782,12 @@ fn bad_requests_get_a_4xx_with_a_one_line_reason() {
         400,
         "one job",
     );
+    let named: Vec<(String, String)> = (0..10_001)
+        .map(|n| ("alpha".to_string(), n.to_string()))
+        .collect();
+    let too_many =
+        serde_json::json!({"action": "delete", "items": named, "dry_run": true}).to_string();
+    check(post(&too_many), 400, "at most 10000");
     // Oversized: more than the body limit.
     let huge = format!(
         r#"{{"action": "delete", "filter": "{}"}}"#,
@@ -804,7 +817,14 @@ fn bad_requests_get_a_4xx_with_a_one_line_reason() {
             "{path}"
         );
     }
-    assert_eq!(dump(&db), before);
+    assert_eq!(
+        count(
+            &db,
+            "SELECT COUNT(*) FROM events WHERE kind NOT IN ('added', 'job_created')"
+        ),
+        0,
+        "a bad request changed something"
+    );
 }
 
 // ---------------------------------------------------------------------------
@@ -1228,14 +1248,9 @@ fn hostile_ids_and_messages_come_back_escaped_in_pages_and_exact_in_json() {
         "--manual-review",
     ]));
     // A retry run of the hostile job, for the Runs page.
-    let _ = run(dlq(&db).args([
-        "retry",
-        &job,
-        "--exec",
-        "exit 1",
-        "--filter",
-        "item_id == \"nothing\"",
-    ]));
+    let output = run(dlq(&db).args(["retry", &job, "--exec", "exit 1", "--max-retries", "1"]));
+    assert_eq!(output.status.code(), Some(1), "{output:?}");
+    assert_eq!(count(&db, "SELECT COUNT(*) FROM retry_runs"), 1);
     let server = Server::start(&db, &[]);
 
     let mut paths = vec![
@@ -1287,6 +1302,14 @@ fn hostile_ids_and_messages_come_back_escaped_in_pages_and_exact_in_json() {
     ));
     assert!(
         page.body.contains("&lt;script&gt;alert(1)&lt;/script&gt;"),
+        "{}",
+        page.body
+    );
+
+    // So does the Runs page, with the run of the hostile job.
+    let page = server.get("/runs");
+    assert!(
+        page.body.contains("job&lt;script&gt;alert(1)"),
         "{}",
         page.body
     );
