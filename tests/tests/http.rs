@@ -54,9 +54,15 @@ pub fn request(
     }
     head.push_str("\r\n");
     stream.write_all(head.as_bytes()).unwrap();
-    stream.write_all(body).unwrap();
+    // A server may answer (413) and close before a large body is all sent:
+    // the answer is still there to read.
+    let sent = stream.write_all(body);
     let mut raw = Vec::new();
-    stream.read_to_end(&mut raw).unwrap();
+    let read = stream.read_to_end(&mut raw);
+    if raw.is_empty() {
+        sent.unwrap_or_else(|e| panic!("send {method} {path}: {e}"));
+        read.unwrap_or_else(|e| panic!("read {method} {path}: {e}"));
+    }
     parse(&raw)
 }
 
@@ -166,6 +172,60 @@ impl Server {
         request(&self.address, "GET", path, &[], b"")
     }
 
+    /// A request with the bearer token and more headers.
+    pub fn send(
+        &self,
+        method: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: &[u8],
+    ) -> Response {
+        let auth = format!("Bearer {}", self.token);
+        let mut all = vec![("Authorization", auth.as_str())];
+        all.extend_from_slice(headers);
+        request(&self.address, method, path, &all, body)
+    }
+
+    /// What a browser does with the printed URL: GET `/?token=T`, which
+    /// answers a redirect setting the cookie; returns the `Set-Cookie`
+    /// header (attributes included).
+    pub fn login(&self) -> String {
+        let answer = self.get_anonymous(&format!("/?token={}", self.token));
+        assert_eq!(answer.status, 303, "{answer:?}");
+        answer
+            .header("set-cookie")
+            .unwrap_or_else(|| panic!("no cookie: {answer:?}"))
+            .to_string()
+    }
+
+    /// `name=value` of the login cookie, as a browser sends it back.
+    pub fn cookie(&self) -> String {
+        self.login().split(';').next().unwrap().trim().to_string()
+    }
+
+    /// GET with the cookie only (as a browser).
+    pub fn get_cookie(&self, path: &str) -> Response {
+        let cookie = self.cookie();
+        request(&self.address, "GET", path, &[("Cookie", &cookie)], b"")
+    }
+
+    /// POST a form (`name=value` pairs, encoded here) with the cookie only,
+    /// as a browser posts the dashboard's forms.
+    pub fn post_form(&self, path: &str, pairs: &[(&str, &str)]) -> Response {
+        let cookie = self.cookie();
+        let body = form(pairs);
+        request(
+            &self.address,
+            "POST",
+            path,
+            &[
+                ("Cookie", &cookie),
+                ("Content-Type", "application/x-www-form-urlencoded"),
+            ],
+            body.as_bytes(),
+        )
+    }
+
     /// POST a JSON body with the bearer token.
     pub fn post_json(&self, path: &str, body: &serde_json::Value) -> Response {
         let auth = format!("Bearer {}", self.token);
@@ -180,6 +240,20 @@ impl Server {
             body.to_string().as_bytes(),
         )
     }
+}
+
+/// `pairs` form-encoded (also a query string).
+pub fn form(pairs: &[(&str, &str)]) -> String {
+    pairs
+        .iter()
+        .map(|(k, v)| format!("{}={}", enc(k), enc(v)))
+        .collect::<Vec<_>>()
+        .join("&")
+}
+
+/// `text` percent-encoded for a query string or form body.
+pub fn enc(text: &str) -> String {
+    form_urlencoded::byte_serialize(text.as_bytes()).collect()
 }
 
 impl Drop for Server {

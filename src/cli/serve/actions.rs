@@ -513,6 +513,12 @@ pub async fn form(State(app): State<Shared>, body: Bytes) -> Result<Response, Pa
         )
         .into());
     }
+    // A read-only dashboard shows no buttons; a form posted anyway (an old
+    // page, a hand-made request) is refused at once rather than answered
+    // with a confirmation whose button can only fail.
+    if app.read_only {
+        return Err(Failure::forbidden("the dashboard is read-only: no changes").into());
+    }
     let (code, scope) = form
         .get("do")
         .and_then(|d| d.split_once(':'))
