@@ -31,6 +31,7 @@ pub struct Exec {
     pub command: String,
     pub timeout: Option<Duration>,
     pub parallel: usize,
+    pub max_retries: u32,
 }
 
 /// A retry run this server started, followed for its progress.
@@ -295,7 +296,13 @@ fn start_retry(
     let mut options = RetryOptions::new(job_id.clone())
         .run_id(run_id.clone())
         .parallel(exec.parallel)
-        .parameters(serde_json::json!({ "started_by": "dlq serve", "command": exec.command }));
+        .max_retries(exec.max_retries)
+        .parameters(serde_json::json!({
+            "started_by": "dlq serve",
+            "exec": exec.command,
+            "parallel": exec.parallel,
+            "max_retries": exec.max_retries,
+        }));
     if let Some(expression) = filter.expression {
         options = options.filter(expression);
     }

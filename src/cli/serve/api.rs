@@ -68,17 +68,36 @@ pub async fn jobs(State(app): State<Shared>) -> Result<Response, ApiError> {
 }
 
 /// The cursor of the next page as one string: `KEY:SORTKEY`.
-fn cursor_text(cursor: &PageCursor) -> String {
+pub fn cursor_text(cursor: &PageCursor) -> String {
     format!("{}:{}", cursor.key, cursor.sort_key)
 }
 
-fn parse_cursor(text: &str) -> Result<PageCursor, Failure> {
-    let bad = || Failure::bad_request("cursor is not one this API gave (KEY:SORTKEY)");
+/// A cursor [`cursor_text`] made for a listing in `sort` order.
+pub fn parse_cursor(text: &str, sort: SortBy) -> Result<PageCursor, Failure> {
+    let bad = || Failure::bad_request("cursor is not one this listing gave (KEY:SORTKEY)");
     let (key, sort_key) = text.split_once(':').ok_or_else(bad)?;
+    let fits = match sort {
+        SortBy::LastAttempt => dlqlite::Timestamp::parse(sort_key).is_ok(),
+        SortBy::FailureCount => sort_key.parse::<u32>().is_ok(),
+    };
+    if !fits {
+        return Err(bad());
+    }
     Ok(PageCursor {
         key: key.parse().map_err(|_| bad())?,
         sort_key: sort_key.to_string(),
     })
+}
+
+/// `sort=`: last_attempt (the default) or failure_count.
+pub fn parse_sort(params: &Params) -> Result<SortBy, Failure> {
+    match params.get("sort") {
+        None | Some("last_attempt") => Ok(SortBy::LastAttempt),
+        Some("failure_count") => Ok(SortBy::FailureCount),
+        Some(other) => Err(Failure::bad_request(format!(
+            "unknown sort {other:?}: last_attempt or failure_count"
+        ))),
+    }
 }
 
 /// `GET /api/items?job=&filter=&sort=&limit=&cursor=`: a page of
@@ -94,16 +113,11 @@ pub async fn items(State(app): State<Shared>, params: Params) -> Result<Response
                     .map_err(|e| Failure::bad_request(format!("invalid filter: {e}")))?,
             ),
         };
-        let sort = match params.get("sort") {
-            None | Some("last_attempt") => SortBy::LastAttempt,
-            Some("failure_count") => SortBy::FailureCount,
-            Some(other) => {
-                return Err(Failure::bad_request(format!(
-                    "unknown sort {other:?}: last_attempt or failure_count"
-                )))
-            }
-        };
-        let after = params.get("cursor").map(parse_cursor).transpose()?;
+        let sort = parse_sort(&params)?;
+        let after = params
+            .get("cursor")
+            .map(|text| parse_cursor(text, sort))
+            .transpose()?;
         let limit = limit(&params, 50)?;
         let filter = ListFilter {
             job_id,

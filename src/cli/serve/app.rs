@@ -266,6 +266,13 @@ impl Failure {
 
 impl From<dlqlite::Error> for Failure {
     fn from(error: dlqlite::Error) -> Self {
+        if let dlqlite::Error::AmbiguousItem { item_id, jobs } = &error {
+            // The library's wording names the CLI's --job-id.
+            return Failure::bad_request(format!(
+                "item {item_id:?} exists in several jobs ({}): give the job (job=)",
+                jobs.join(", ")
+            ));
+        }
         let status = match error.kind() {
             ErrorKind::InvalidInput => StatusCode::BAD_REQUEST,
             ErrorKind::NotFound => StatusCode::NOT_FOUND,

@@ -55,6 +55,11 @@ pub struct Args {
     #[arg(long, value_name = "N", default_value_t = 4, requires = "exec",
           value_parser = clap::value_parser!(u16).range(1..=1024))]
     parallel: u16,
+    /// With --exec: attempts per item in a run (1 to 1000), as `dlq retry
+    /// --max-retries`
+    #[arg(long, value_name = "N", default_value_t = 3, requires = "exec",
+          value_parser = clap::value_parser!(u32).range(1..=i64::from(dlqlite::retry::MAX_RETRIES)))]
+    max_retries: u32,
     /// The access token (16 to 256 of A-Z a-z 0-9 - . _ ~) instead of a
     /// generated one; needed to bind to anything but loopback
     #[arg(long, env = "DLQ_TOKEN", hide_env_values = true, value_name = "TOKEN")]
@@ -163,6 +168,7 @@ pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
             command,
             timeout: args.timeout.map(Duration::from_secs_f64),
             parallel: usize::from(args.parallel),
+            max_retries: args.max_retries,
         }),
         runs: Mutex::new(Vec::new()),
         insight: insight::Cache::default(),

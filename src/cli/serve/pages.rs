@@ -423,8 +423,7 @@ fn item_table(
                 ("job", job),
                 ("q", Some(q)),
                 ("sort", Some(sort_name)),
-                ("after", Some(&cursor.sort_key)),
-                ("after_key", Some(&cursor.key.to_string())),
+                ("cursor", Some(&super::api::cursor_text(cursor))),
             ])
         )
     });
