@@ -55,8 +55,28 @@ pub fn request(
     head.push_str("\r\n");
     stream.write_all(head.as_bytes()).unwrap();
     stream.write_all(body).unwrap();
+    // Read to the end of the body its Content-Length gives, not to the end
+    // of the stream: chromedriver answers `Connection: close` and keeps the
+    // connection open all the same.
     let mut raw = Vec::new();
-    stream.read_to_end(&mut raw).unwrap();
+    let mut buffer = [0u8; 64 * 1024];
+    loop {
+        let n = stream.read(&mut buffer).unwrap();
+        if n == 0 {
+            break;
+        }
+        raw.extend_from_slice(&buffer[..n]);
+        if let Some(end) = raw.windows(4).position(|w| w == b"\r\n\r\n") {
+            let length = String::from_utf8_lossy(&raw[..end])
+                .split("\r\n")
+                .filter_map(|l| l.split_once(':'))
+                .find(|(k, _)| k.trim().eq_ignore_ascii_case("content-length"))
+                .and_then(|(_, v)| v.trim().parse::<usize>().ok());
+            if length.is_some_and(|length| raw.len() >= end + 4 + length) {
+                break;
+            }
+        }
+    }
     parse(&raw)
 }
 
