@@ -455,6 +455,9 @@ fn a_person_searches_marks_and_deletes_in_a_real_browser() {
     assert!(!browser.url().contains("token="), "{}", browser.url());
     assert_eq!(browser.text("#total-items"), total.to_string());
     browser.wait("the arrivals chart", |b| b.all("#computing").is_empty());
+    // The page's script runs (the Content-Security-Policy lets it) and its
+    // poll of /api/live gets through with the cookie: the light turns on.
+    browser.wait("the live light", |b| !b.all("#live.on").is_empty());
     browser.screenshot("overview");
 
     // Items: a search typed into the box, its count checked against SQL.
