@@ -354,7 +354,7 @@ fn sample_item(n: usize, now: chrono::DateTime<chrono::Utc>) -> serde_json::Valu
                 "error_context": [format!("Processing work item 'item-{n}'"), "Executing agent command"],
                 "stack_trace": null,
                 "agent_id": format!("agent-{n}-{attempt}"),
-                "step_failed": if n % 4 == 0 { "shell: cargo test" } else { "claude: /refactor" },
+                "step_failed": if n.is_multiple_of(4) { "shell: cargo test" } else { "claude: /refactor" },
                 "duration_ms": 1000 + (n * 7919) % 600_000,
                 "json_log_location": format!("/home/ci/.claude/projects/cook/{n:08x}.jsonl")
             })
@@ -372,11 +372,11 @@ fn sample_item(n: usize, now: chrono::DateTime<chrono::Utc>) -> serde_json::Valu
         "worktree_artifacts": {
             "worktree_path": format!("/home/ci/.prodigy/worktrees/cook/agent-{n}"),
             "branch_name": format!("agent-{n}"),
-            "uncommitted_changes": if n % 5 == 0 { serde_json::json!(" M src/lib.rs\n?? notes.md") } else { serde_json::Value::Null },
+            "uncommitted_changes": if n.is_multiple_of(5) { serde_json::json!(" M src/lib.rs\n?? notes.md") } else { serde_json::Value::Null },
             "error_logs": null
         },
         "reprocess_eligible": n % 6 != 3,
-        "manual_review_required": n % 11 == 0
+        "manual_review_required": n.is_multiple_of(11)
     })
 }
 
