@@ -8,6 +8,9 @@
 mod asynchronous;
 #[path = "tests/audit.rs"]
 mod audit;
+#[cfg(feature = "serve")]
+#[path = "tests/browser.rs"]
+mod browser;
 #[path = "tests/categories.rs"]
 mod categories;
 #[path = "tests/check.rs"]

@@ -57,11 +57,37 @@ pub fn request(
     // A server may answer (413) and close before a large body is all sent:
     // the answer is still there to read.
     let sent = stream.write_all(body);
+    // Read to the end of the body its Content-Length gives, not to the end
+    // of the stream: chromedriver answers `Connection: close` and keeps the
+    // connection open all the same.
     let mut raw = Vec::new();
-    let read = stream.read_to_end(&mut raw);
+    let mut buffer = [0u8; 64 * 1024];
+    loop {
+        let n = match stream.read(&mut buffer) {
+            Ok(n) => n,
+            Err(e) if raw.is_empty() => {
+                sent.unwrap_or_else(|e| panic!("send {method} {path}: {e}"));
+                panic!("read {method} {path}: {e}");
+            }
+            Err(_) => 0,
+        };
+        if n == 0 {
+            break;
+        }
+        raw.extend_from_slice(&buffer[..n]);
+        if let Some(end) = raw.windows(4).position(|w| w == b"\r\n\r\n") {
+            let length = String::from_utf8_lossy(&raw[..end])
+                .split("\r\n")
+                .filter_map(|l| l.split_once(':'))
+                .find(|(k, _)| k.trim().eq_ignore_ascii_case("content-length"))
+                .and_then(|(_, v)| v.trim().parse::<usize>().ok());
+            if length.is_some_and(|length| raw.len() >= end + 4 + length) {
+                break;
+            }
+        }
+    }
     if raw.is_empty() {
         sent.unwrap_or_else(|e| panic!("send {method} {path}: {e}"));
-        read.unwrap_or_else(|e| panic!("read {method} {path}: {e}"));
     }
     parse(&raw)
 }
