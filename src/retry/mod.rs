@@ -41,6 +41,9 @@ pub struct RetryOptions {
     pub job_id: String,
     /// Only items matching this expression.
     pub filter: Option<Expr>,
+    /// Only items whose row key is at most this (a counted selection:
+    /// nothing stored after it was counted).
+    pub max_key: Option<i64>,
     /// Also take items that are not eligible for reprocessing.
     pub force: bool,
     /// Worker threads (1 to [`MAX_PARALLEL`]).
@@ -76,6 +79,7 @@ impl RetryOptions {
         RetryOptions {
             job_id: job_id.into(),
             filter: None,
+            max_key: None,
             force: false,
             parallel: 10,
             max_retries: 3,
@@ -90,6 +94,13 @@ impl RetryOptions {
     /// Only items matching this filter expression.
     pub fn filter(mut self, filter: Expr) -> Self {
         self.filter = Some(filter);
+        self
+    }
+
+    /// Only items whose row key is at most `key`
+    /// ([`crate::store::Selection::max_key`]).
+    pub fn max_key(mut self, key: i64) -> Self {
+        self.max_key = Some(key);
         self
     }
 
@@ -383,6 +394,7 @@ fn selection(options: &RetryOptions, eligible: Option<bool>) -> ListFilter {
         job_id: Some(options.job_id.clone()),
         eligible,
         expression: options.filter.clone(),
+        max_key: options.max_key,
         ..ListFilter::default()
     }
 }

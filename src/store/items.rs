@@ -32,6 +32,10 @@ pub struct ListFilter {
     /// A filter-language expression (see [`crate::filter`]): error types,
     /// signatures, messages, item_data fields and anything else.
     pub expression: Option<crate::filter::Expr>,
+    /// Only items whose row key is at most this: a selection frozen when
+    /// it was counted ([`crate::store::Selection::max_key`]), so items
+    /// stored later are not taken.
+    pub max_key: Option<i64>,
 }
 
 /// Where the next page starts: after this (last_attempt, row key).
@@ -100,6 +104,10 @@ impl ListFilter {
         if let Some(until) = self.until {
             sql.push_str(" AND i.last_attempt < ?");
             values.push(Value::Text(until.to_storage()));
+        }
+        if let Some(max_key) = self.max_key {
+            sql.push_str(" AND i.id <= ?");
+            values.push(Value::Integer(max_key));
         }
         if let Some(expression) = &self.expression {
             let condition = expression.to_sql(now);

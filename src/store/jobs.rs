@@ -443,7 +443,11 @@ pub(super) fn count_from_counters(
     conn: &rusqlite::Connection,
     filter: &super::ListFilter,
 ) -> Result<Option<u64>> {
-    if filter.since.is_some() || filter.until.is_some() || filter.expression.is_some() {
+    if filter.since.is_some()
+        || filter.until.is_some()
+        || filter.expression.is_some()
+        || filter.max_key.is_some()
+    {
         return Ok(None);
     }
     let column = match (filter.eligible, filter.manual_review) {

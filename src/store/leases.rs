@@ -471,6 +471,7 @@ fn only_a_category(filter: &ListFilter) -> Option<super::Category> {
         manual_review: None,
         since: None,
         until: None,
+        max_key: None,
         expression:
             Some(Expr::Compare {
                 field: Field::Column(Column::Category),
