@@ -150,7 +150,8 @@ impl Server {
             .env("DLQ_NOW", NOW)
             .env_remove("DLQ_TOKEN")
             .stdout(Stdio::piped())
-            .stderr(Stdio::null())
+            // Its warnings and any failure show in the benchmark's output.
+            .stderr(Stdio::inherit())
             .spawn()
             .expect("start dlq serve");
         let mut line = String::new();
