@@ -129,8 +129,7 @@ struct Answer {
 
 impl Answer {
     fn json(&self) -> Value {
-        serde_json::from_str(&self.body)
-            .unwrap_or_else(|e| panic!("not JSON ({e}): {}", self.body))
+        serde_json::from_str(&self.body).unwrap_or_else(|e| panic!("not JSON ({e}): {}", self.body))
     }
 }
 
@@ -172,8 +171,8 @@ impl Server {
 
     /// The server's peak RSS so far, MB.
     fn peak_rss_mb(&self) -> f64 {
-        let status =
-            std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).unwrap_or_default();
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))
+            .unwrap_or_default();
         status
             .lines()
             .find(|l| l.starts_with("VmHWM:"))
@@ -372,7 +371,11 @@ fn shape_figures(shape: char, items: usize, runs: usize) -> ShapeResult {
     // figures (nothing else is timed meanwhile: it takes a core).
     let first = server.get("/patterns");
     assert!(first.status < 400, "/patterns: HTTP {}", first.status);
-    figures.push(once("`/patterns` (first: starts the analysis)", &first, "1 run"));
+    figures.push(once(
+        "`/patterns` (first: starts the analysis)",
+        &first,
+        "1 run",
+    ));
     let started = Instant::now();
     let first_api = server.get("/api/analyze");
     figures.push(once(
@@ -438,7 +441,10 @@ fn shape_figures(shape: char, items: usize, runs: usize) -> ShapeResult {
             "`/items?sort=failure_count`".into(),
             "/items?sort=failure_count".into(),
         ),
-        ("`/items` page 2 (next link)".into(), format!("/items?{next}")),
+        (
+            "`/items` page 2 (next link)".into(),
+            format!("/items?{next}"),
+        ),
         (
             "`/item?job=&id=`".into(),
             format!("/item?job={eij}&id={eii}"),
@@ -446,7 +452,10 @@ fn shape_figures(shape: char, items: usize, runs: usize) -> ShapeResult {
         ("`/patterns` (computed)".into(), "/patterns".into()),
         ("`/events`".into(), "/events".into()),
         ("`/events?job=`".into(), format!("/events?job={ej}")),
-        ("`/events?kind=imported`".into(), "/events?kind=imported".into()),
+        (
+            "`/events?kind=imported`".into(),
+            "/events?kind=imported".into(),
+        ),
         ("`/events?item=`".into(), format!("/events?item={eii}")),
         ("`/runs`".into(), "/runs".into()),
         ("`/api/jobs`".into(), "/api/jobs".into()),
@@ -481,7 +490,10 @@ fn shape_figures(shape: char, items: usize, runs: usize) -> ShapeResult {
             "`/api/events?kind=imported`".into(),
             "/api/events?kind=imported".into(),
         ),
-        ("`/api/events?item=`".into(), format!("/api/events?item={eii}")),
+        (
+            "`/api/events?item=`".into(),
+            format!("/api/events?item={eii}"),
+        ),
         ("`/api/runs`".into(), "/api/runs".into()),
         ("`/api/live`".into(), "/api/live".into()),
     ];
@@ -577,7 +589,10 @@ fn main() {
             .collect();
         let _ = writeln!(md, "| {} | {} |", figure.what, cells.join(" | "));
     }
-    let rss: Vec<String> = results.iter().map(|r| format!("{:.0} MB", r.rss_mb)).collect();
+    let rss: Vec<String> = results
+        .iter()
+        .map(|r| format!("{:.0} MB", r.rss_mb))
+        .collect();
     let _ = writeln!(md, "| server peak RSS (VmHWM) | {} |", rss.join(" | "));
     let analysis: Vec<String> = results
         .iter()

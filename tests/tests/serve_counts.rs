@@ -52,13 +52,18 @@ fn encode(text: &str) -> String {
 fn error_type_counts_match_the_filter_item_by_item() {
     let dir = TempDir::new("serve-type-counts");
     let db = dir.path().join("dlq.db");
-    let mut big: Vec<serde_json::Value> =
-        (0..4).map(|n| attempts(&format!("t{n}"), &["Timeout"])).collect();
+    let mut big: Vec<serde_json::Value> = (0..4)
+        .map(|n| attempts(&format!("t{n}"), &["Timeout"]))
+        .collect();
     big.push(attempts("tc", &["Timeout", "CommandFailed"]));
     big.push(attempts("c", &["CommandFailed"]));
     big.push(attempts("vt", &["ValidationFailed", "Timeout"]));
     add_lines(&db, "big", big);
-    add_lines(&db, "small", [attempts("ct", &["CommandFailed", "Timeout"])]);
+    add_lines(
+        &db,
+        "small",
+        [attempts("ct", &["CommandFailed", "Timeout"])],
+    );
     add_lines(
         &db,
         "other",
@@ -102,7 +107,16 @@ fn an_error_type_count_in_the_only_job_is_every_match() {
         ],
     );
     let server = Server::start(&db, &[]);
-    assert_eq!(count(&server, Some("solo"), r#"error_type == "Timeout""#), 2);
-    assert_eq!(count(&server, Some("solo"), r#"error_type == "CommandFailed""#), 2);
-    assert_eq!(count(&server, None, r#"last.error_type == "CommandFailed""#), 1);
+    assert_eq!(
+        count(&server, Some("solo"), r#"error_type == "Timeout""#),
+        2
+    );
+    assert_eq!(
+        count(&server, Some("solo"), r#"error_type == "CommandFailed""#),
+        2
+    );
+    assert_eq!(
+        count(&server, None, r#"last.error_type == "CommandFailed""#),
+        1
+    );
 }
