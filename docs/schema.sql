@@ -174,6 +174,9 @@ CREATE TABLE failure_history (
 
 CREATE INDEX failure_history_last ON failure_history (item_key, timestamp, attempt_number);
 
+-- Counting the items with any attempt of an error type (V8).
+CREATE INDEX failure_history_error_type ON failure_history (error_type, item_key);
+
 -- ----------------------------------------------------------------------
 -- The agent's worktree left behind by the item's last failure, if any.
 

@@ -61,6 +61,9 @@ mod schema;
 #[cfg(feature = "serve")]
 #[path = "tests/serve.rs"]
 mod serve;
+#[cfg(feature = "serve")]
+#[path = "tests/serve_counts.rs"]
+mod serve_counts;
 #[path = "tests/terminal.rs"]
 mod terminal;
 #[path = "tests/watch.rs"]

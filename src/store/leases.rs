@@ -359,6 +359,14 @@ impl Dlq {
         if let Some(n) = super::jobs::count_from_counters(&conn, filter)? {
             return Ok(n);
         }
+        if let Some((error_type, last)) = only_an_error_type(filter) {
+            let job = filter.job_id.as_deref();
+            return if last {
+                super::categories::count_last_error_type(&conn, job, error_type)
+            } else {
+                super::categories::count_any_error_type(&conn, job, error_type)
+            };
+        }
         let mut condition = String::new();
         let mut values = Vec::new();
         filter.push_conditions(self.age_now(), &mut condition, &mut values);
@@ -463,6 +471,35 @@ pub(super) fn process_alive(pid: i64) -> bool {
 
 /// The category of a filter that is nothing but `category == "C"` (and a
 /// job), which the counters can count.
+/// `error_type == "X"` (any attempt: false) or `last.error_type == "X"`
+/// (true) alone, perhaps in one job: what the dashboard's Patterns page
+/// links, counted from an index or the counters. Not `""`: the counters
+/// keep `''` for an item without attempts, which neither test matches.
+fn only_an_error_type(filter: &ListFilter) -> Option<(&str, bool)> {
+    use crate::filter::{AttemptColumn, Expr, Field, Literal, Op};
+    let ListFilter {
+        job_id: _,
+        eligible: None,
+        manual_review: None,
+        since: None,
+        until: None,
+        expression:
+            Some(Expr::Compare {
+                field:
+                    Field::Attempt {
+                        column: AttemptColumn::ErrorType,
+                        last,
+                    },
+                op: Op::Eq,
+                value: Literal::Text(name),
+            }),
+    } = filter
+    else {
+        return None;
+    };
+    (!name.is_empty()).then_some((name.as_str(), *last))
+}
+
 fn only_a_category(filter: &ListFilter) -> Option<super::Category> {
     use crate::filter::{Column, Expr, Field, Literal, Op};
     let ListFilter {

@@ -336,7 +336,7 @@ fn the_v4_upgrade_recomputes_the_last_attempt_of_stored_items() {
     );
     // Put the database back as V3 left it: the old rule's last error type
     // (the trigger moves the counts), the old view, no new index, and none
-    // of V5's and V6's tables nor V7's indexes.
+    // of V5's and V6's tables nor V7's and V8's indexes.
     let conn = sql(&db);
     conn.execute_batch(
         "UPDATE items SET last_error_type = 'Timeout' WHERE item_id = 'a';
@@ -353,6 +353,7 @@ fn the_v4_upgrade_recomputes_the_last_attempt_of_stored_items() {
          DROP INDEX events_item;
          DROP INDEX items_job_failure_count;
          DROP INDEX items_failure_count;
+         DROP INDEX failure_history_error_type;
          DELETE FROM refinery_schema_history WHERE version >= 4;",
     )
     .unwrap();
