@@ -469,8 +469,6 @@ pub(super) fn process_alive(pid: i64) -> bool {
     }
 }
 
-/// The category of a filter that is nothing but `category == "C"` (and a
-/// job), which the counters can count.
 /// `error_type == "X"` (any attempt: false) or `last.error_type == "X"`
 /// (true) alone, perhaps in one job: what the dashboard's Patterns page
 /// links, counted from an index or the counters. Not `""`: the counters
@@ -483,6 +481,7 @@ fn only_an_error_type(filter: &ListFilter) -> Option<(&str, bool)> {
         manual_review: None,
         since: None,
         until: None,
+        max_key: None,
         expression:
             Some(Expr::Compare {
                 field:
@@ -500,6 +499,8 @@ fn only_an_error_type(filter: &ListFilter) -> Option<(&str, bool)> {
     (!name.is_empty()).then_some((name.as_str(), *last))
 }
 
+/// The category of a filter that is nothing but `category == "C"` (and a
+/// job), which the counters can count.
 fn only_a_category(filter: &ListFilter) -> Option<super::Category> {
     use crate::filter::{Column, Expr, Field, Literal, Op};
     let ListFilter {
