@@ -33,6 +33,10 @@ pub enum Target {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Selection {
     pub count: u64,
+    /// The largest row key counted: items stored later have larger keys,
+    /// so a filter bounded by it ([`ListFilter::max_key`]) takes none of
+    /// them (a retry of a counted selection).
+    pub max_key: i64,
     /// The count, a hash-sum and the largest of the row keys, and `now`:
     /// opaque, to hand back to an action.
     pub token: String,
@@ -126,7 +130,30 @@ impl Dlq {
         let print = fingerprint(&conn, &condition, &values)?;
         Ok(Selection {
             count: print.0,
+            max_key: print.2,
             token: token(now, print),
+        })
+    }
+
+    /// The selection `token` counted, if the target still holds exactly
+    /// those items ([`Error::SelectionChanged`] otherwise): for an action
+    /// that cannot run in one transaction (a retry), checked before it
+    /// starts.
+    pub fn check_selection(&self, target: &Target, token_given: &str) -> Result<Selection> {
+        let (now, counted) = parse_token(token_given)?;
+        let (condition, values) = target.condition(now)?;
+        let conn = self.conn()?;
+        let print = fingerprint(&conn, &condition, &values)?;
+        if token(now, print) != token_given {
+            return Err(Error::SelectionChanged {
+                counted,
+                now: print.0,
+            });
+        }
+        Ok(Selection {
+            count: print.0,
+            max_key: print.2,
+            token: token_given.to_string(),
         })
     }
 

@@ -241,13 +241,22 @@ pub fn perform(
     };
     match plan.action {
         Action::Retry => {
+            // One run per job, each on the eligible items of its job. A dry
+            // run counts each job's selection; the tokens (one per job,
+            // comma-separated) make the runs take exactly those items: each
+            // is checked before any run starts, and each run is bounded by
+            // its selection's largest row key, so nothing stored later is
+            // taken.
             let filters = plan.retry_filters()?;
             if dry_run {
                 let mut count = 0;
-                for filter in &filters {
-                    count += app.dlq.count_matching(filter)?;
+                let mut tokens = Vec::new();
+                for filter in filters {
+                    let counted = app.dlq.select(&Target::Filter(filter))?;
+                    count += counted.count;
+                    tokens.push(counted.token);
                 }
-                return Ok(outcome(count, None, Vec::new()));
+                return Ok(outcome(count, Some(tokens.join(",")), Vec::new()));
             }
             let Some(exec) = &app.exec else {
                 return Err(Failure::forbidden(
@@ -255,11 +264,26 @@ pub fn perform(
                      `dlq retry --exec` would run) to retry from the dashboard",
                 ));
             };
+            let given: Option<Vec<&str>> = selection.map(|s| s.split(',').collect());
+            if given.as_ref().is_some_and(|tokens| tokens.len() != filters.len()) {
+                return Err(Failure::bad_request("the selection is not one this retry counted"));
+            }
+            let mut planned = Vec::new();
+            for (n, filter) in filters.into_iter().enumerate() {
+                let target = Target::Filter(filter.clone());
+                let counted = match &given {
+                    Some(tokens) => app.dlq.check_selection(&target, tokens[n])?,
+                    None => app.dlq.select(&target)?,
+                };
+                if counted.count > 0 {
+                    planned.push((filter, counted));
+                }
+            }
             let mut count = 0;
             let mut runs = Vec::new();
-            for filter in filters {
-                count += app.dlq.count_matching(&filter)?;
-                runs.push(start_retry(app, exec, filter)?);
+            for (filter, counted) in planned {
+                count += counted.count;
+                runs.push(start_retry(app, exec, filter, counted.max_key)?);
             }
             Ok(outcome(count, None, runs))
         }
@@ -290,6 +314,7 @@ fn start_retry(
     app: &super::app::App,
     exec: &Exec,
     filter: ListFilter,
+    max_key: i64,
 ) -> Result<StartedRun, Failure> {
     let job_id = filter.job_id.clone().unwrap_or_default();
     let run_id = new_run_id();
@@ -297,6 +322,7 @@ fn start_retry(
         .run_id(run_id.clone())
         .parallel(exec.parallel)
         .max_retries(exec.max_retries)
+        .max_key(max_key)
         .parameters(serde_json::json!({
             "started_by": "dlq serve",
             "exec": exec.command,
