@@ -81,11 +81,38 @@ fn configure_sqlite_once() {
     });
 }
 
+/// The SQL functions dlqlite's own queries use (not part of the schema: a
+/// `sqlite3` session does not have them, and nothing stored needs them).
+/// `dlq_key_hash(job_id, item_id)`: FNV-1a of the item's identity, 32
+/// bits, for the fingerprint of a counted selection (store/selection.rs):
+/// row keys alone can come back (a deleted last row's key is given to the
+/// next item), an item's identity cannot be mistaken for another's.
+fn register_functions(conn: &Connection) -> rusqlite::Result<()> {
+    use rusqlite::functions::FunctionFlags;
+    conn.create_scalar_function(
+        "dlq_key_hash",
+        2,
+        FunctionFlags::SQLITE_UTF8 | FunctionFlags::SQLITE_DETERMINISTIC,
+        |ctx| {
+            let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+            for n in 0..2 {
+                let text = ctx.get_raw(n).as_str().unwrap_or("");
+                for byte in text.bytes().chain(std::iter::once(0xff)) {
+                    hash ^= u64::from(byte);
+                    hash = hash.wrapping_mul(0x0100_0000_01b3);
+                }
+            }
+            Ok(i64::try_from(hash >> 32).unwrap_or(0))
+        },
+    )
+}
+
 /// PRAGMAs every connection needs. They are per connection (foreign_keys,
 /// busy_timeout) or must run outside a transaction (journal_mode), which is
 /// why they live here and not in a migration.
 fn configure(conn: &mut Connection, read_only: bool, busy: Duration) -> rusqlite::Result<()> {
     conn.busy_timeout(clamp_timeout(busy))?;
+    register_functions(conn)?;
     if !read_only {
         // Only takes effect on a new, empty database (before WAL is set).
         // 4 KiB: a WAL frame is a whole page, and an add touches about 11

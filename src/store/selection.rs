@@ -83,16 +83,23 @@ impl Target {
     }
 }
 
-/// (count, hash-sum, max) of the row keys matching `condition`. The hash
-/// spreads the keys so that swapping one matching row for another (a merge
-/// moving one item out of the search and another in) changes the sum.
+/// (count, hash-sum, max) of the rows matching `condition`. Each row's
+/// term takes in its identity (`dlq_key_hash(job_id, item_id)`, see
+/// db.rs: a row key alone can be given again to a new item once the last
+/// row is deleted), its row key, and its failure_count, which every merge
+/// that brings a new attempt raises: an item that failed again after it
+/// was counted is not the item that was confirmed. Swapping one matching
+/// row for another changes the sum.
 fn fingerprint(
     conn: &rusqlite::Connection,
     condition: &str,
     values: &[Value],
 ) -> Result<(u64, i64, i64)> {
     let sql = format!(
-        "SELECT COUNT(*), COALESCE(SUM((i.id * 2654435761) % 4294967291), 0), COALESCE(MAX(i.id), 0)
+        "SELECT COUNT(*),
+             COALESCE(SUM((dlq_key_hash(i.job_id, i.item_id) + i.id * 2654435761
+                           + i.failure_count * 40503) % 4294967291), 0),
+             COALESCE(MAX(i.id), 0)
          FROM items i WHERE 1 = 1{condition}"
     );
     let (count, sum, max): (i64, i64, i64) = conn

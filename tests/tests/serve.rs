@@ -1687,3 +1687,76 @@ fn a_broken_database_gives_a_500_that_says_what() {
     assert_eq!(server.get("/api/jobs").status, 200);
     assert_eq!(server.get("/items").status, 200);
 }
+
+#[test]
+fn a_confirmation_is_refused_for_a_reused_row_key_a_merge_or_a_grown_retry() {
+    let dir = TempDir::new("serve-exact");
+    let db = dir.path().join("dlq.db");
+    add_lines(
+        &db,
+        "J",
+        ["a", "b", "c"].map(|id| item(id, 1, "2025-01-01T00:00:00Z", "boom")),
+    );
+    let script = dir.join("ok.sh");
+    std::fs::write(&script, "#!/bin/sh\ncat > /dev/null\nexit 0\n").unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let server = Server::start(&db, &["--exec", script.to_str().unwrap()]);
+    let everything = serde_json::json!({"action": "delete", "job_id": "J", "filter": ""});
+    let dry_run = |body: &serde_json::Value| {
+        let mut body = body.clone();
+        body["dry_run"] = true.into();
+        post_action(&server, body).json()
+    };
+    let confirm = |body: &serde_json::Value, selection: &serde_json::Value| {
+        let mut body = body.clone();
+        body["selection"] = selection.clone();
+        post_action(&server, body)
+    };
+
+    // The last row goes and a new item is stored: it gets the freed row key,
+    // so keys, count and largest key are all as counted. Still refused.
+    let counted = dry_run(&everything);
+    assert_eq!(counted["count"], 3);
+    post_action(&server, serde_json::json!({"action": "delete", "items": [["J", "c"]]}));
+    add_lines(&db, "J", [item("d", 1, "2025-01-01T00:00:00Z", "boom")]);
+    assert_eq!(count(&db, "SELECT MAX(id) FROM items"), 3, "the key came back");
+    let before = dump(&db);
+    let refused = confirm(&everything, &counted["selection"]);
+    assert_eq!(refused.status, 409, "{}", refused.body);
+    assert_eq!(dump(&db), before);
+
+    // An item that failed again after it was counted (a merge) is not the
+    // item that was confirmed.
+    let mark = serde_json::json!({"action": "mark", "job_id": "J", "filter": "", "manual_review_required": true});
+    let counted = dry_run(&mark);
+    assert_eq!(counted["count"], 3);
+    add_lines(&db, "J", [item("a", 2, "2025-03-01T00:00:00Z", "boom again")]);
+    assert_eq!(count(&db, "SELECT failure_count FROM items WHERE item_id = 'a'"), 2);
+    let before = dump(&db);
+    let refused = confirm(&mark, &counted["selection"]);
+    assert_eq!(refused.status, 409, "{}", refused.body);
+    assert_eq!(dump(&db), before);
+
+    // A retry counted for three is refused once a fourth eligible item
+    // arrived; counted again, it retries exactly the four it counted.
+    let retry = serde_json::json!({"action": "retry", "job_id": "J", "filter": ""});
+    let counted = dry_run(&retry);
+    assert_eq!(counted["count"], 3);
+    add_lines(&db, "J", [item("e", 1, "2025-01-01T00:00:00Z", "boom")]);
+    let refused = confirm(&retry, &counted["selection"]);
+    assert_eq!(refused.status, 409, "{}", refused.body);
+    assert_eq!(count(&db, "SELECT COUNT(*) FROM retry_runs"), 0, "no run started");
+    let counted = dry_run(&retry);
+    assert_eq!(counted["count"], 4);
+    let started = confirm(&retry, &counted["selection"]);
+    assert_eq!(started.status, 200, "{}", started.body);
+    assert_eq!(started.json()["count"], 4);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    while count(&db, "SELECT COUNT(*) FROM retry_runs WHERE status != 'running'") == 0 {
+        assert!(std::time::Instant::now() < deadline, "the run did not end");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert_eq!(count(&db, "SELECT COUNT(*) FROM events WHERE kind = 'retried_ok'"), 4);
+    assert_eq!(count(&db, "SELECT COUNT(*) FROM items"), 0);
+}
