@@ -178,11 +178,21 @@ impl Server {
         }
         let url = line.trim().to_string();
         let rest = url.strip_prefix("http://").expect("http URL");
-        let (address, query) = rest.split_once("/?token=").expect("URL with a token");
+        // A generated token is in the URL; one given with --token is not
+        // printed.
+        let given = args
+            .iter()
+            .position(|a| *a == "--token")
+            .map(|i| args[i + 1].to_string());
+        let (address, token) = match (rest.split_once("/?token="), given) {
+            (Some((address, query)), None) => (address.to_string(), query.to_string()),
+            (None, Some(token)) => (rest.trim_end_matches('/').to_string(), token),
+            _ => panic!("a printed token is not the given one, or none at all: {url}"),
+        };
         Server {
             child,
-            address: address.to_string(),
-            token: query.to_string(),
+            address,
+            token,
             url,
         }
     }

@@ -265,8 +265,13 @@ pub fn perform(
                 ));
             };
             let given: Option<Vec<&str>> = selection.map(|s| s.split(',').collect());
-            if given.as_ref().is_some_and(|tokens| tokens.len() != filters.len()) {
-                return Err(Failure::bad_request("the selection is not one this retry counted"));
+            if given
+                .as_ref()
+                .is_some_and(|tokens| tokens.len() != filters.len())
+            {
+                return Err(Failure::bad_request(
+                    "the selection is not one this retry counted",
+                ));
             }
             let mut planned = Vec::new();
             for (n, filter) in filters.into_iter().enumerate() {
@@ -590,18 +595,20 @@ pub async fn form(State(app): State<Shared>, body: Bytes) -> Result<Response, Pa
                     // The search changed under the confirmation: count
                     // again and ask again.
                     let again = perform(app, &plan, true, None)?;
-                    Ok(Ok((again, Some(e.message))))
+                    Ok(Ok((again, Some(e.message), app.dlq.last_event_id()?)))
                 }
                 Err(e) => Err(e),
             }
         } else {
-            Ok(Ok((perform(app, &plan, true, None)?, None)))
+            let counted = perform(app, &plan, true, None)?;
+            Ok(Ok((counted, None, app.dlq.last_event_id()?)))
         }
     })
     .await?;
     match result {
-        Ok((counted, notice)) => Ok(pages::confirm(
+        Ok((counted, notice, last_event)) => Ok(pages::confirm(
             &app,
+            last_event,
             &plan_for_page,
             &counted,
             notice.as_deref(),
@@ -626,10 +633,17 @@ pub async fn form(State(app): State<Shared>, body: Bytes) -> Result<Response, Pa
                     if done.count == 1 { "" } else { "s" }
                 ),
             };
-            let target = if matches!(plan_for_page.action, Action::Retry) {
-                "/runs".to_string()
-            } else {
-                back
+            let target = match (&plan_for_page.action, &plan_for_page.items) {
+                (Action::Retry, _) => "/runs".to_string(),
+                // The item page of an item just deleted would be a 404:
+                // back to its job's items instead.
+                (Action::Delete, Items::Named(pairs)) if back.starts_with("/item?") => {
+                    format!(
+                        "/items{}",
+                        query(&[("job", pairs.first().map(|p| p.0.as_str()))])
+                    )
+                }
+                _ => back,
             };
             let separator = if target.contains('?') { '&' } else { '?' };
             let location = format!(

@@ -248,8 +248,9 @@ pub async fn events(State(app): State<Shared>, params: Params) -> Result<Respons
 pub async fn runs(State(app): State<Shared>, params: Params) -> Result<Response, ApiError> {
     let value = blocking(&app, move |app| {
         let limit = limit(&params, 100)?;
+        let job_id = job(app, &params)?;
         let runs = app.dlq.runs(
-            params.get("job"),
+            job_id.as_deref(),
             limit,
             &dlqlite::retry::hostname(),
             STALE_AFTER_SECS,

@@ -45,6 +45,26 @@ pub struct App {
     pub insight: insight::Cache,
     /// The database path, for the page footer.
     pub db_label: String,
+    /// The database file's path and (device, inode) when the server
+    /// started: a file removed or replaced since would otherwise go on
+    /// being served, and written, from the old copy.
+    pub db_identity: (std::path::PathBuf, Option<(u64, u64)>),
+}
+
+impl App {
+    /// Why the database file is no longer the one opened, if it is not.
+    fn database_moved(&self) -> Option<String> {
+        use std::os::unix::fs::MetadataExt;
+        let (path, opened) = &self.db_identity;
+        let now = std::fs::metadata(path).ok().map(|m| (m.dev(), m.ino()));
+        (now != *opened).then(|| {
+            format!(
+                "the database file {} was {} since dlq serve started: restart it",
+                self.db_label,
+                if now.is_none() { "removed" } else { "replaced" }
+            )
+        })
+    }
 }
 
 pub type Shared = Arc<App>;
@@ -127,7 +147,9 @@ enum Proof {
 /// security headers on every response, refusals included.
 async fn guard(State(app): State<Shared>, request: Request, next: Next) -> Response {
     let started = std::time::Instant::now();
-    let mut response = check(&app, request, next).await;
+    let api = is_api(request.uri().path());
+    let get = request.method() == Method::GET || request.method() == Method::HEAD;
+    let mut response = ours(check(&app, request, next).await, api, get).await;
     let headers = response.headers_mut();
     // The time spent here, for the benchmark and the browser's dev tools.
     let spent = format!("app;dur={:.1}", started.elapsed().as_secs_f64() * 1000.0);
@@ -150,6 +172,42 @@ async fn guard(State(app): State<Shared>, request: Request, next: Next) -> Respo
     );
     headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     response
+}
+
+/// axum's own refusals (a body over [`MAX_BODY`]: 413; a method a route
+/// does not take: 405) come as plain text or nothing: they get the one-line
+/// JSON or page every other failure gets.
+async fn ours(response: Response, api: bool, get: bool) -> Response {
+    let status = response.status();
+    let typed = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|t| !t.starts_with("text/plain"));
+    if !status.is_client_error() || typed {
+        return response;
+    }
+    let body = axum::body::to_bytes(response.into_body(), 4096)
+        .await
+        .unwrap_or_default();
+    let text = String::from_utf8_lossy(&body).trim().to_string();
+    let message = match status {
+        // Every route takes GET only (reading) or POST only (changing).
+        StatusCode::METHOD_NOT_ALLOWED if get => "this address takes POST only".to_string(),
+        StatusCode::METHOD_NOT_ALLOWED => "this address takes GET only".to_string(),
+        StatusCode::PAYLOAD_TOO_LARGE => format!("request body over {} MiB", MAX_BODY >> 20),
+        _ if !text.is_empty() => text,
+        _ => status
+            .canonical_reason()
+            .unwrap_or("bad request")
+            .to_string(),
+    };
+    let failure = Failure::new(status, message);
+    if api {
+        ApiError(failure).into_response()
+    } else {
+        PageError(failure).into_response()
+    }
 }
 
 async fn check(app: &App, request: Request, next: Next) -> Response {
@@ -176,10 +234,13 @@ async fn check(app: &App, request: Request, next: Next) -> Response {
         // Trade the URL's token for the cookie, and drop it from the
         // address bar (and history) with a redirect to the same page.
         let rest = params.without("token");
+        // One leading slash: `//evil.example/x` is another site to a
+        // browser, not a path here.
+        let local = format!("/{}", path.trim_start_matches(['/', '\\']));
         let location = if rest.is_empty() {
-            path.clone()
+            local
         } else {
-            format!("{path}?{rest}")
+            format!("{local}?{rest}")
         };
         let cookie = format!(
             "{}={}; HttpOnly; SameSite=Strict; Path=/",
@@ -196,7 +257,11 @@ async fn check(app: &App, request: Request, next: Next) -> Response {
         .headers()
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "));
+        .and_then(|v| {
+            // The scheme is case-insensitive (RFC 9110).
+            let (scheme, token) = v.split_once(' ')?;
+            scheme.eq_ignore_ascii_case("bearer").then_some(token)
+        });
     let proof = match (bearer, cookie(&request, &app.cookie)) {
         (Some(token), _) if same(token.trim(), &app.token) => Proof::Bearer,
         (Some(_), _) => return refuse(StatusCode::UNAUTHORIZED, "wrong access token"),
@@ -237,6 +302,9 @@ async fn check(app: &App, request: Request, next: Next) -> Response {
                 );
             }
         }
+    }
+    if let Some(problem) = app.database_moved() {
+        return refuse(StatusCode::INTERNAL_SERVER_ERROR, &problem);
     }
     next.run(request).await
 }

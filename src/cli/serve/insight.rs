@@ -4,8 +4,8 @@
 //! figures and says how old they are, while a thread computes the next.
 //! Owns the Patterns page and the arrivals chart of the Overview.
 
-use super::app::{blocking, App, PageError, Params, Shared};
-use super::pages::{calendar, day_chart, layout, plural, quoted, search_link, t, time, Tab};
+use super::app::{App, PageError, Params, Shared};
+use super::pages::{calendar, day_chart, plural, quoted, render, search_link, t, time, Tab};
 use axum::extract::State;
 use axum::response::Html;
 use dlqlite::store::Analysis;
@@ -183,7 +183,7 @@ pub async fn patterns(
 ) -> Result<Html<String>, PageError> {
     let job = params.get("job").map(str::to_string);
     let shared = app.clone();
-    let content = blocking(&app, move |app| {
+    Ok(render(&app, "Patterns", Tab::Patterns, None, move |app| {
         if let Some(job) = &job {
             app.dlq.require_job(job)?;
         }
@@ -207,8 +207,7 @@ pub async fn patterns(
             @if let Some(figures) = &snapshot.figures { (analysis(scope, &figures.analysis)) }
         })
     })
-    .await?;
-    Ok(layout(&app, "Patterns", Tab::Patterns, None, content))
+    .await?)
 }
 
 fn analysis(scope: Option<&str>, a: &Analysis) -> Markup {

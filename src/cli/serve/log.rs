@@ -3,8 +3,8 @@
 //! the runs with their status, counts and, for runs this server started,
 //! live progress.
 
-use super::app::{blocking, query, App, Failure, PageError, Params, Shared};
-use super::pages::{event_table, layout, t, time, Tab};
+use super::app::{query, App, Failure, PageError, Params, Shared};
+use super::pages::{event_table, render, t, time, Tab};
 use axum::extract::State;
 use axum::response::Html;
 use dlqlite::store::{EventQuery, RunInfo};
@@ -51,7 +51,7 @@ pub fn before(params: &Params) -> Result<Option<i64>, Failure> {
 pub async fn events(State(app): State<Shared>, params: Params) -> Result<Html<String>, PageError> {
     let query_ = event_query(&params)?;
     let before = before(&params)?;
-    let content = blocking(&app, move |app| {
+    Ok(render(&app, "Events", Tab::Events, None, move |app| {
         let events = app.dlq.events_page(&query_, before, EVENTS)?;
         let older = (events.len() == EVENTS).then(|| events.last().map(|e| e.id)).flatten();
         let kind = query_.kind.map(|k| k.as_str());
@@ -77,8 +77,7 @@ pub async fn events(State(app): State<Shared>, params: Params) -> Result<Html<St
             }
         })
     })
-    .await?;
-    Ok(layout(&app, "Events", Tab::Events, None, content))
+    .await?)
 }
 
 /// Progress of a run this server started: "done / total".
@@ -127,7 +126,7 @@ fn run_rows(app: &App, runs: &[RunInfo]) -> Markup {
 pub async fn runs(State(app): State<Shared>, params: Params) -> Result<Html<String>, PageError> {
     let job = params.get("job").map(str::to_string);
     let note = params.get("note").map(str::to_string);
-    let content = blocking(&app, move |app| {
+    Ok(render(&app, "Retry runs", Tab::Runs, note, move |app| {
         let runs = app.dlq.runs(job.as_deref(), 100, &dlqlite::retry::hostname(), STALE_AFTER_SECS)?;
         Ok(html! {
             h1 { "Retry runs" }
@@ -137,12 +136,5 @@ pub async fn runs(State(app): State<Shared>, params: Params) -> Result<Html<Stri
             (run_rows(app, &runs))
         })
     })
-    .await?;
-    Ok(layout(
-        &app,
-        "Retry runs",
-        Tab::Runs,
-        note.as_deref(),
-        content,
-    ))
+    .await?)
 }

@@ -173,6 +173,12 @@ pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
         runs: Mutex::new(Vec::new()),
         insight: insight::Cache::default(),
         db_label: ctx.db_path.display().to_string(),
+        db_identity: (ctx.db_path.clone(), {
+            use std::os::unix::fs::MetadataExt;
+            std::fs::metadata(&ctx.db_path)
+                .ok()
+                .map(|m| (m.dev(), m.ino()))
+        }),
     });
     let host = match bound.ip() {
         IpAddr::V4(ip) if ip.is_unspecified() => "127.0.0.1".to_string(),
@@ -180,7 +186,14 @@ pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
         IpAddr::V6(ip) => format!("[{ip}]"),
         IpAddr::V4(ip) => ip.to_string(),
     };
-    let url = format!("http://{host}:{}/?token={}", bound.port(), app.token);
+    // A generated token is printed in the URL to open (the only way to
+    // learn it); one given with --token/DLQ_TOKEN is not: whoever gave it
+    // knows it, and stdout often ends up in a service's log.
+    let url = if explicit {
+        format!("http://{host}:{}/", bound.port())
+    } else {
+        format!("http://{host}:{}/?token={}", bound.port(), app.token)
+    };
     {
         // The URL is the one line on stdout (scripts read it); the rest
         // goes to stderr.

@@ -48,16 +48,43 @@ pub enum Tab {
     None,
 }
 
+/// A page: `content` computed on the blocking pool with the newest event
+/// (what the live script compares), in the frame of [`layout`]. Every page
+/// goes through here, so no database call runs on the server's own thread
+/// (where one waiting for a connection would stall every request).
+pub async fn render(
+    app: &Shared,
+    title: &'static str,
+    tab: Tab,
+    note: Option<String>,
+    content: impl FnOnce(&App) -> Result<Markup, Failure> + Send + 'static,
+) -> Result<Html<String>, Failure> {
+    blocking(app, move |app| {
+        let content = content(app)?;
+        // Only the live script needs it: a page that can be shown is shown.
+        let last_event = app.dlq.last_event_id().unwrap_or(0);
+        Ok(layout(
+            app,
+            last_event,
+            title,
+            tab,
+            note.as_deref(),
+            content,
+        ))
+    })
+    .await
+}
+
 /// The frame of every page: the tabs, a note from the last action, the
 /// content, and the facts a live update compares (the newest event).
 pub fn layout(
     app: &App,
+    last_event: i64,
     title: &str,
     tab: Tab,
     note: Option<&str>,
     content: Markup,
 ) -> Html<String> {
-    let last_event = app.dlq.last_event_id().unwrap_or(0);
     let tabs = [
         (Tab::Overview, "/", "Overview"),
         (Tab::Items, "/items", "Items"),
@@ -199,7 +226,8 @@ pub async fn overview(
     params: Params,
 ) -> Result<Html<String>, PageError> {
     let shared = app.clone();
-    let page = blocking(&app, move |app| {
+    let note = params.get("note").map(str::to_string);
+    Ok(render(&app, "Overview", Tab::Overview, note, move |app| {
         let jobs = app.dlq.jobs()?;
         let spans = app.dlq.job_spans()?;
         let rules = app.dlq.category_rules()?;
@@ -269,14 +297,7 @@ pub async fn overview(
         };
         Ok(content)
     })
-    .await?;
-    Ok(layout(
-        &app,
-        "Overview",
-        Tab::Overview,
-        params.get("note"),
-        page,
-    ))
+    .await?)
 }
 
 /// The filter language with a caret under the column an error names.
@@ -291,75 +312,59 @@ fn filter_error(filter: &str, error: &dlqlite::filter::FilterError) -> Markup {
 }
 
 /// `GET /items`: a search over one job or all, sorted, a page at a time,
-/// with the actions on a selection or on everything matched.
+/// with the actions on a selection or on everything matched. An invalid
+/// filter is shown at its column (400).
 pub async fn items(State(app): State<Shared>, params: Params) -> Result<Response, PageError> {
     let job = params.get("job").map(str::to_string);
     let q = params.get("q").unwrap_or("").to_string();
-    let sort = match params.get("sort") {
-        None | Some("last_attempt") => SortBy::LastAttempt,
-        Some("failure_count") => SortBy::FailureCount,
-        Some(other) => {
-            return Err(Failure::bad_request(format!(
-                "unknown sort {other:?}: last_attempt or failure_count"
-            ))
-            .into())
-        }
-    };
-    let after = match (params.get("after"), params.get("after_key")) {
-        (Some(sort_key), Some(key)) => Some(PageCursor {
-            sort_key: sort_key.to_string(),
-            key: key
-                .parse()
-                .map_err(|_| Failure::bad_request("after_key is not a number"))?,
-        }),
-        _ => None,
-    };
+    let sort = super::api::parse_sort(&params)?;
+    let after = params
+        .get("cursor")
+        .map(|text| super::api::parse_cursor(text, sort))
+        .transpose()?;
     let note = params.get("note").map(str::to_string);
     let parsed = if q.trim().is_empty() {
         Ok(None)
     } else {
         dlqlite::filter::parse(&q).map(Some)
     };
-    let (status, content) = match parsed {
-        Err(error) => (
-            StatusCode::BAD_REQUEST,
-            search_form(
-                &app,
-                job.as_deref(),
-                &q,
-                sort,
-                Some(filter_error(&q, &error)),
-            ),
-        ),
-        Ok(expression) => {
-            let filter = ListFilter {
-                job_id: job.clone(),
-                expression,
-                ..ListFilter::default()
-            };
-            let (jobq, qq) = (job.clone(), q.clone());
-            let shared = app.clone();
-            let content = blocking(&app, move |app| {
-                if let Some(job) = &jobq {
-                    app.dlq.require_job(job)?;
-                }
-                let count = app.dlq.count_matching(&filter)?;
-                let page = app.dlq.list_page_sorted(&filter, sort, after.as_ref(), PAGE)?;
-                Ok(html! {
-                    (search_form(&shared, jobq.as_deref(), &qq, sort, None))
-                    p.count #match-count { (plural(count, "item")) " match" }
-                    (item_table(&shared, jobq.as_deref(), &qq, sort, count, &page.items, page.next.as_ref()))
-                })
-            })
-            .await?;
-            (StatusCode::OK, content)
-        }
+    let status = if parsed.is_ok() {
+        StatusCode::OK
+    } else {
+        StatusCode::BAD_REQUEST
     };
-    Ok((
-        status,
-        layout(&app, "Items", Tab::Items, note.as_deref(), content),
-    )
-        .into_response())
+    let shared = app.clone();
+    let page = render(&app, "Items", Tab::Items, note, move |app| {
+        if let Some(job) = &job {
+            app.dlq.require_job(job)?;
+        }
+        let expression = match parsed {
+            Err(error) => {
+                return Ok(search_form(
+                    &shared,
+                    job.as_deref(),
+                    &q,
+                    sort,
+                    Some(filter_error(&q, &error)),
+                ))
+            }
+            Ok(expression) => expression,
+        };
+        let filter = ListFilter {
+            job_id: job.clone(),
+            expression,
+            ..ListFilter::default()
+        };
+        let count = app.dlq.count_matching(&filter)?;
+        let page = app.dlq.list_page_sorted(&filter, sort, after.as_ref(), PAGE)?;
+        Ok(html! {
+            (search_form(&shared, job.as_deref(), &q, sort, None))
+            p.count #match-count { (plural(count, "item")) @if count == 1 { " matches" } @else { " match" } }
+            (item_table(&shared, job.as_deref(), &q, sort, count, &page.items, page.next.as_ref()))
+        })
+    })
+    .await?;
+    Ok((status, page).into_response())
 }
 
 fn search_form(
@@ -512,7 +517,7 @@ pub async fn item(State(app): State<Shared>, params: Params) -> Result<Html<Stri
         .to_string();
     let note = params.get("note").map(str::to_string);
     let shared = app.clone();
-    let content = blocking(&app, move |app| {
+    Ok(render(&app, "Item", Tab::Items, note, move |app| {
         let job_id = match job {
             Some(job) => job,
             None => app.dlq.job_of(&id)?,
@@ -590,8 +595,7 @@ pub async fn item(State(app): State<Shared>, params: Params) -> Result<Html<Stri
             (event_table(&events, false))
         })
     })
-    .await?;
-    Ok(layout(&app, "Item", Tab::Items, note.as_deref(), content))
+    .await?)
 }
 
 /// Events as a table (the item page's and the Events page's).
@@ -627,6 +631,7 @@ pub fn event_table(events: &[Event], with_item: bool) -> Markup {
 /// form that acts on exactly those rows.
 pub fn confirm(
     app: &App,
+    last_event: i64,
     plan: &Plan,
     counted: &Outcome,
     notice: Option<&str>,
@@ -660,6 +665,14 @@ pub fn confirm(
             (plan.action.verb()) " " strong #confirm-count { (plural(counted.count, "item")) } "?"
         }
         p { "From " (t(&what)) "." @if retry_note { " A retry takes the eligible ones, as " code { "dlq retry" } " does." } }
+        @if let Items::Named(pairs) = &plan.items {
+            ul.chosen {
+                @for (job, item) in pairs.iter().take(CHOSEN_SHOWN) {
+                    li { (t(item)) span.hint { " of " (t(job)) } }
+                }
+                @if pairs.len() > CHOSEN_SHOWN { li.hint { "and " (pairs.len() - CHOSEN_SHOWN) " more" } }
+            }
+        }
         @if counted.count == 0 {
             p { "Nothing to do." } p { a href=(back) { "back" } }
         } @else {
@@ -676,8 +689,11 @@ pub fn confirm(
             }
         }
     };
-    layout(app, "Confirm", Tab::None, None, content)
+    layout(app, last_event, "Confirm", Tab::None, None, content)
 }
+
+/// The chosen items a confirmation names (the rest are counted).
+const CHOSEN_SHOWN: usize = 10;
 
 /// The fields a confirmation posts again (not its own).
 fn form_fields(form: &Params) -> Vec<(String, String)> {
