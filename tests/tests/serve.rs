@@ -1849,3 +1849,37 @@ fn refusals_are_one_line_and_the_token_exchange_stays_on_this_site() {
 
 /// More than the server takes (4 MiB).
 pub const MAX_TEST_BODY: usize = (4 << 20) + 1;
+
+#[test]
+fn the_items_page_walks_every_match_by_its_next_links() {
+    let dir = TempDir::new("serve-pages");
+    let db = dir.path().join("dlq.db");
+    mixed(&db);
+    let server = Server::start(&db, &[]);
+    for sort in ["last_attempt", "failure_count"] {
+        let mut seen = Keys::new();
+        let mut path = format!("/items?job=alpha&q=failure_count+%3E%3D+2&sort={sort}");
+        let mut pages = 0;
+        loop {
+            let page = server.get(&path);
+            assert_eq!(page.status, 200, "{path}: {}", page.body);
+            // Each row's checkbox names its item.
+            for chunk in page.body.split("name=\"item\" value=\"").skip(1) {
+                let json = chunk.split('"').next().unwrap().replace("&quot;", "\"");
+                let (job, item): (String, String) = serde_json::from_str(&json).unwrap();
+                assert!(seen.insert((job, item)), "a row came twice ({sort})");
+            }
+            pages += 1;
+            match page.body.split("class=\"next\" href=\"").nth(1) {
+                Some(rest) => path = rest.split('"').next().unwrap().replace("&amp;", "&"),
+                None => break,
+            }
+        }
+        assert!(pages > 1, "more than one page");
+        let expected = sql_keys(
+            &db,
+            "SELECT job_id, item_id FROM items WHERE job_id = 'alpha' AND failure_count >= 2",
+        );
+        assert_eq!(seen, expected, "{sort}");
+    }
+}
