@@ -57,7 +57,7 @@ mod write;
 
 pub use analysis::{
     normalise_message, Analysis, AnalyzeOptions, MessageGroup, Omitted, PatternGroup,
-    SignatureSample,
+    SignatureSample, TemporalDistribution,
 };
 pub use bulk::{DeleteStep, PurgeProgress, PurgeReport};
 pub use categories::{Category, CategoryChange, CategoryRule};

@@ -5,7 +5,7 @@
 //! Owns the Patterns page and the arrivals chart of the Overview.
 
 use super::app::{App, PageError, Params, Shared};
-use super::pages::{calendar, day_chart, plural, quoted, render, search_link, t, time, Tab};
+use super::pages::{brief, calendar, day_chart, plural, quoted, render, search_link, t, time, Tab};
 use axum::extract::State;
 use axum::response::Html;
 use dlqlite::store::Analysis;
@@ -159,19 +159,34 @@ fn freshness(snapshot: &Snapshot) -> Markup {
 const CHART_DAYS: i64 = 60;
 
 /// The Overview's chart: items per day of first failure over the 60 days
-/// up to the newest, and how many items are older.
+/// up to today ("now" for ages: `--now`), and how many items are older.
 pub fn arrivals(app: &Shared, scope: Option<&str>) -> Markup {
     let snapshot = figures(app, scope);
+    let today = chrono::NaiveDate::parse_from_str(
+        app.dlq.age_now().to_string().get(..10).unwrap_or(""),
+        "%Y-%m-%d",
+    )
+    .ok();
     let (days, earlier) = snapshot
         .figures
         .as_ref()
-        .map(|f| calendar(&f.per_day, CHART_DAYS))
+        .map(|f| calendar(&f.per_day, today, CHART_DAYS))
         .unwrap_or_default();
+    let newest = snapshot
+        .figures
+        .as_ref()
+        .and_then(|f| f.per_day.last().map(|(day, _)| day.clone()));
+    let recent: i64 = days.iter().map(|(_, n)| n).sum();
     html! {
         (freshness(&snapshot))
         @if snapshot.figures.is_some() {
-            (day_chart(&days))
-            @if earlier > 0 { p.hint { (earlier) " items first failed before " (t(days.first().map(|d| d.0.as_str()).unwrap_or(""))) "." } }
+            @if recent == 0 {
+                p.hint { "No new dead letters in the last 60 days"
+                    @if let Some(day) = &newest { " (the newest first failed on " (t(day)) ")" } "." }
+            } @else {
+                (day_chart(&days, "new dead letters per day"))
+            }
+            @if earlier > 0 && recent > 0 { p.hint { (earlier) " items first failed before " (t(days.first().map(|d| d.0.as_str()).unwrap_or(""))) "." } }
         }
     }
 }
@@ -210,6 +225,24 @@ pub async fn patterns(
     .await?)
 }
 
+/// Attempts over time as a chart shows them: per day, every day from the
+/// first to the last (at most a year back from the last), days without
+/// attempts as 0; per hour as analyze gives them.
+fn over_time(t: &dlqlite::store::TemporalDistribution) -> (Vec<(String, i64)>, i64) {
+    let parse = |d: &str| chrono::NaiveDate::parse_from_str(d, "%Y-%m-%d").ok();
+    let ends = (
+        t.counts.first().and_then(|(d, _)| parse(d)),
+        t.counts.last().and_then(|(d, _)| parse(d)),
+    );
+    match (t.bucket.as_str(), ends) {
+        ("day", (Some(first), Some(last))) => {
+            let span = ((last - first).num_days() + 1).clamp(1, 366);
+            calendar(&t.counts, Some(last), span)
+        }
+        _ => (t.counts.clone(), 0),
+    }
+}
+
 fn analysis(scope: Option<&str>, a: &Analysis) -> Markup {
     let link = |filter: String| search_link(scope, &filter);
     html! {
@@ -222,10 +255,10 @@ fn analysis(scope: Option<&str>, a: &Analysis) -> Markup {
                     tr {
                         td.num { a href=(link(format!("error_signature == {}", quoted(&group.error_signature)))) { (group.count) } }
                         td { (t(group.error_type.as_deref().unwrap_or("-"))) }
-                        td.msg { (t(dlqlite::text::headline(group.representative_message.as_deref().unwrap_or("")))) }
+                        td.msg { (brief(group.representative_message.as_deref().unwrap_or(""))) }
                         td.time { (group.first_occurrence.map(|x| time(&x)).unwrap_or_default()) }
                         td.time { (group.last_occurrence.map(|x| time(&x)).unwrap_or_default()) }
-                        td { code { (t(&group.error_signature)) } }
+                        td { code { (brief(&group.error_signature)) } }
                     }
                 }
             }
@@ -245,8 +278,8 @@ fn analysis(scope: Option<&str>, a: &Analysis) -> Markup {
                             @if group.signatures > group.sample_signatures.len() { span.hint { " (link: " (group.sample_signatures.len()) " of " (group.signatures) " signatures)" } }
                         }
                         td.num { (group.signatures) }
-                        td.msg { code { (t(&group.pattern)) } }
-                        td.msg { (t(dlqlite::text::headline(&group.sample_message))) }
+                        td.msg { code { (brief(&group.pattern)) } }
+                        td.msg { (brief(&group.sample_message)) }
                     }
                 }
             }
@@ -256,7 +289,7 @@ fn analysis(scope: Option<&str>, a: &Analysis) -> Markup {
         }
         h2 { "Error types" }
         table.compact {
-            thead { tr { th { "error type" } th { "category" } th.num { "items (last attempt)" } th.num { "attempts" } } }
+            thead { tr { th { "error type" } th { "category" } th.num { "items (last attempt)" } th.num { "attempts (any)" } } }
             tbody {
                 @for (name, n) in &a.error_distribution.all_attempts {
                     @let category = a.error_distribution.categories.get(name).map(|c| c.as_str()).unwrap_or("unclassified");
@@ -264,7 +297,7 @@ fn analysis(scope: Option<&str>, a: &Analysis) -> Markup {
                         td { span class=(format!("cat {category}")) { (t(name)) } }
                         td { (category) }
                         td.num { a href=(link(format!("last.error_type == {}", quoted(name)))) { (a.error_distribution.last_attempts.get(name).copied().unwrap_or(0)) } }
-                        td.num { a href=(link(format!("error_type == {}", quoted(name)))) { (n) } }
+                        td.num { a href=(link(format!("error_type == {}", quoted(name)))) title="the items with an attempt of this type" { (n) } }
                     }
                 }
             }
@@ -278,16 +311,18 @@ fn analysis(scope: Option<&str>, a: &Analysis) -> Markup {
             }
         }
         h2 { "Failures over time (attempts per " (t(&a.temporal_distribution.bucket)) ")" }
-        (day_chart(&a.temporal_distribution.counts))
+        @let (buckets, earlier) = over_time(&a.temporal_distribution);
+        (day_chart(&buckets, &format!("attempts per {}", a.temporal_distribution.bucket)))
+        @if earlier > 0 { p.hint { (earlier) " attempts before " (t(buckets.first().map(|d| d.0.as_str()).unwrap_or(""))) " not shown." } }
         div.two {
             div {
-                h2 { "Top agents" }
+                h2 { "Top agents (failed attempts)" }
                 table.compact { tbody { @for r in &a.top_agents {
                     tr { td { a href=(link(format!("agent_id == {}", quoted(&r.name)))) { (t(&r.name)) } } td.num { (r.failures) } }
                 } } }
             }
             div {
-                h2 { "Top failing steps" }
+                h2 { "Top failing steps (failed attempts)" }
                 table.compact { tbody { @for r in &a.top_failing_steps {
                     tr { td { a href=(link(format!("step_failed == {}", quoted(&r.name)))) { (t(&r.name)) } } td.num { (r.failures) } }
                 } } }

@@ -7,7 +7,7 @@ use super::app::{query, App, Failure, PageError, Params, Shared};
 use super::pages::{event_table, render, t, time, Tab};
 use axum::extract::State;
 use axum::response::Html;
-use dlqlite::store::{EventQuery, RunInfo};
+use dlqlite::store::{EventQuery, RunInfo, RunStatus};
 use dlqlite::EventKind;
 use maud::{html, Markup};
 
@@ -108,9 +108,16 @@ fn run_rows(app: &App, runs: &[RunInfo]) -> Markup {
                             td { (t(&run.job_id)) }
                             td { span class=(format!("status {}", run.status.as_str())) { (run.status.as_str()) } }
                             td { (progress(app, run).unwrap_or_default()) }
-                            td.num { (run.counts.attempted) }
-                            td.num { (run.counts.succeeded) }
-                            td.num { (run.counts.failed) }
+                            // A run writes its counts when it ends; while it
+                            // runs, the progress column has them (for runs
+                            // this server started).
+                            @if run.status == RunStatus::Running {
+                                td.num { "–" } td.num { "–" } td.num { "–" }
+                            } @else {
+                                td.num { (run.counts.attempted) }
+                                td.num { (run.counts.succeeded) }
+                                td.num { (run.counts.failed) }
+                            }
                             td.num { (run.counts.skipped) }
                             td.time { (time(&run.started_at)) }
                             td.time { (run.ended_at.map(|e| time(&e)).unwrap_or_default()) }

@@ -45,7 +45,9 @@ pub struct Args {
     #[arg(long)]
     read_only: bool,
     /// Let the dashboard retry: the command `dlq retry --exec` would run for
-    /// each item (the item's JSON on stdin)
+    /// each item, as it runs it (item_data on stdin, DLQ_JOB_ID,
+    /// DLQ_ITEM_ID, DLQ_ATTEMPT in the environment; up to --max-retries
+    /// attempts per item with backoff)
     #[arg(long, value_name = "CMD")]
     exec: Option<String>,
     /// With --exec: seconds before a retry command is killed

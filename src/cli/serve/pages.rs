@@ -23,6 +23,21 @@ pub fn t(text: &str) -> PreEscaped<String> {
     PreEscaped(dlqlite::text::for_html(text))
 }
 
+/// The characters a table cell shows of a message, a pattern or a detail
+/// (the item page shows them whole): a megabyte of error text in one row
+/// would stop a browser from laying out the page.
+const CELL_CHARS: usize = 300;
+
+/// A table cell's text: the first line, at most [`CELL_CHARS`] characters
+/// (then "…"), escaped as [`t`] does.
+pub fn brief(text: &str) -> PreEscaped<String> {
+    let line = dlqlite::text::headline(text);
+    match line.char_indices().nth(CELL_CHARS) {
+        Some((cut, _)) => PreEscaped(format!("{}…", dlqlite::text::for_html(&line[..cut]))),
+        None => t(line),
+    }
+}
+
 /// A time as the CLI's tables show it: to the second, UTC.
 pub fn time(at: &Timestamp) -> String {
     let text = at.to_string();
@@ -142,6 +157,13 @@ pub fn error_page(failure: &Failure) -> Html<String> {
                     main {
                         h1 { (failure.status.as_u16()) " " (failure.status.canonical_reason().unwrap_or("")) }
                         p.error { (t(&failure.message)) }
+                        @if failure.status == StatusCode::UNAUTHORIZED {
+                            // SameSite=Strict: a link from another site (a
+                            // chat, a mail) arrives without the cookie; the
+                            // same address opened from here has it.
+                            p { "Opened this dashboard in this browser before, from a link elsewhere? "
+                                a href="" { "Reload this page" } "." }
+                        }
                     }
                 }
             }
@@ -152,7 +174,7 @@ pub fn error_page(failure: &Failure) -> Html<String> {
 
 /// A small bar chart (SVG drawn here; no script), each bar titled with
 /// its bucket and count.
-pub fn day_chart(days: &[(String, i64)]) -> Markup {
+pub fn day_chart(days: &[(String, i64)], what: &str) -> Markup {
     let max = days.iter().map(|(_, n)| *n).max().unwrap_or(0).max(1);
     let (width, height, top) = (720.0_f64, 110.0_f64, 14.0_f64);
     let bar = if days.is_empty() {
@@ -161,7 +183,7 @@ pub fn day_chart(days: &[(String, i64)]) -> Markup {
         width / days.len() as f64
     };
     html! {
-        svg.chart viewBox=(format!("0 0 {width} {}", top + height + 16.0)) role="img" aria-label="items per day" {
+        svg.chart viewBox=(format!("0 0 {width} {}", top + height + 16.0)) role="img" aria-label=(what) {
             @for (n, (day, count)) in days.iter().enumerate() {
                 @let h = (*count as f64 / max as f64) * height;
                 rect x=(format!("{:.1}", n as f64 * bar + 1.0)) y=(format!("{:.1}", top + height - h))
@@ -178,13 +200,17 @@ pub fn day_chart(days: &[(String, i64)]) -> Markup {
     }
 }
 
-/// The last `span` calendar days up to the newest day in `per_day`
-/// (`YYYY-MM-DD`, ascending), days without items as 0; and the items of
-/// earlier days left out.
-pub fn calendar(per_day: &[(String, i64)], span: i64) -> (Vec<(String, i64)>, i64) {
+/// The `span` calendar days up to `end` (the newest day in `per_day` when
+/// `None`) from `per_day` (`YYYY-MM-DD`, ascending), days without items
+/// as 0; and the items of earlier days left out.
+pub fn calendar(
+    per_day: &[(String, i64)],
+    end: Option<chrono::NaiveDate>,
+    span: i64,
+) -> (Vec<(String, i64)>, i64) {
     use chrono::NaiveDate;
     let parse = |d: &str| NaiveDate::parse_from_str(d, "%Y-%m-%d").ok();
-    let Some(end) = per_day.iter().rev().find_map(|(d, _)| parse(d)) else {
+    let Some(end) = end.or_else(|| per_day.iter().rev().find_map(|(d, _)| parse(d))) else {
         return (Vec::new(), 0);
     };
     let start = end - chrono::Duration::days(span - 1);
@@ -257,7 +283,7 @@ pub async fn overview(
                 div.card { span.n.small { (oldest.map(|t| time(&t)).unwrap_or_else(|| "-".into())) } span { "oldest failure" } }
                 div.card { span.n.small { (newest.map(|t| time(&t)).unwrap_or_else(|| "-".into())) } span { "newest failure" } }
             }
-            h2 { "New dead letters per day" }
+            h2 { "New dead letters per day, the last 60 days" }
             (arrivals)
             h2 { "Failure categories" }
             table.compact {
@@ -458,7 +484,7 @@ fn item_table(
                             td.num { (row.failure_count) }
                             td.time { (time(&row.last_attempt)) }
                             td { span class=(format!("cat {}", row.category.as_str())) { (t(row.error_type.as_deref().unwrap_or("-"))) } }
-                            td.msg { (t(dlqlite::text::headline(row.error_message.as_deref().unwrap_or("")))) }
+                            td.msg { (brief(row.error_message.as_deref().unwrap_or(""))) }
                             td { (flags(row.reprocess_eligible, row.manual_review_required)) }
                         }
                     }
@@ -618,7 +644,7 @@ pub fn event_table(events: &[Event], with_item: bool) -> Markup {
                                     a href=(format!("/item{}", query(&[("job", Some(job)), ("id", Some(item))]))) { (t(item)) }
                                 } @else if let Some(item) = &event.item_id { (t(item)) } }
                             }
-                            td.msg { code { (t(&event.detail.to_string())) } }
+                            td.msg { code { (brief(&event.detail.to_string())) } }
                         }
                     }
                 }

@@ -8,14 +8,14 @@
   var lastEvent = body.getAttribute("data-last-event");
   var light = document.getElementById("live");
 
-  // Ticking "select all" ticks every row of this page.
-  var all = document.getElementById("select-all");
-  if (all) {
-    all.addEventListener("change", function () {
-      var boxes = document.querySelectorAll('#items-form input[name="item"]');
-      for (var i = 0; i < boxes.length; i++) boxes[i].checked = all.checked;
-    });
-  }
+  // Ticking "select all" ticks every row of this page. Listened for on the
+  // document: a live update replaces the table and its checkbox.
+  document.addEventListener("change", function (event) {
+    var all = event.target;
+    if (!all || all.id !== "select-all") return;
+    var boxes = document.querySelectorAll('#items-form input[name="item"]');
+    for (var i = 0; i < boxes.length; i++) boxes[i].checked = all.checked;
+  });
 
   // A person busy with the page (a ticked box, typing, a confirmation)
   // is not interrupted: the page waits for them.
