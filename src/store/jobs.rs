@@ -77,18 +77,7 @@ impl Dlq {
              FROM jobs ORDER BY job_id",
         )?;
         let jobs = stmt
-            .query_map([], |row| {
-                Ok(JobInfo {
-                    job_id: row.get("job_id")?,
-                    repo: row.get("repo")?,
-                    created_at: row.get("created_at")?,
-                    updated_at: row.get("updated_at")?,
-                    max_items: row.get("max_items")?,
-                    item_count: row.get("item_count")?,
-                    eligible_count: row.get("eligible_count")?,
-                    manual_review_count: row.get("manual_review_count")?,
-                })
-            })?
+            .query_map([], job_of_row)?
             .collect::<rusqlite::Result<Vec<_>>>()?;
         Ok(jobs)
     }
@@ -113,6 +102,93 @@ impl Dlq {
             })?
             .collect::<rusqlite::Result<Vec<_>>>()?;
         Ok(spans)
+    }
+
+    /// One job's span ([`Dlq::job_spans`]): two index seeks.
+    pub fn job_span(&self, job_id: &str) -> Result<JobSpan> {
+        let conn = self.conn()?;
+        let (oldest, newest) = conn
+            .prepare_cached(
+                "SELECT (SELECT MIN(first_attempt) FROM items WHERE job_id = ?1),
+                     (SELECT MAX(last_attempt) FROM items WHERE job_id = ?1)",
+            )?
+            .query_row([job_id], |row| Ok((row.get(0)?, row.get(1)?)))?;
+        Ok(JobSpan {
+            job_id: job_id.to_string(),
+            oldest,
+            newest,
+        })
+    }
+
+    /// Up to `limit` jobs after `after` (by job_id; from the first when
+    /// `None`): a page of [`Dlq::jobs`] for a database with thousands.
+    pub fn jobs_after(&self, after: Option<&str>, limit: usize) -> Result<Vec<JobInfo>> {
+        self.jobs_where(
+            "WHERE ?1 IS NULL OR job_id > ?1 ORDER BY job_id LIMIT ?2",
+            after,
+            limit,
+        )
+    }
+
+    /// The `limit` jobs with the most items (then by job_id).
+    pub fn largest_jobs(&self, limit: usize) -> Result<Vec<JobInfo>> {
+        self.jobs_where(
+            "WHERE ?1 IS NULL ORDER BY item_count DESC, job_id LIMIT ?2",
+            None,
+            limit,
+        )
+    }
+
+    /// Jobs, item counts and flag counts summed over every job, from the
+    /// counters: (jobs, items, eligible, manual review).
+    pub fn job_totals(&self) -> Result<(i64, i64, i64, i64)> {
+        Ok(self.conn()?.query_row(
+            "SELECT COUNT(*), COALESCE(SUM(item_count), 0), COALESCE(SUM(eligible_count), 0),
+                 COALESCE(SUM(manual_review_count), 0) FROM jobs",
+            [],
+            |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?)),
+        )?)
+    }
+
+    /// The newest last_attempt of all items: one seek of its index.
+    pub fn newest_failure(&self) -> Result<Option<Timestamp>> {
+        Ok(self
+            .conn()?
+            .query_row("SELECT MAX(last_attempt) FROM items", [], |row| row.get(0))?)
+    }
+
+    /// The oldest first_attempt of all items: one index seek per job.
+    pub fn oldest_failure(&self) -> Result<Option<Timestamp>> {
+        Ok(self.conn()?.query_row(
+            "SELECT MIN((SELECT MIN(i.first_attempt) FROM items i WHERE i.job_id = j.job_id))
+             FROM jobs j",
+            [],
+            |row| row.get(0),
+        )?)
+    }
+
+    /// One job and its counters ([`Error::JobNotFound`] if there is none).
+    pub fn job_info(&self, job_id: &str) -> Result<JobInfo> {
+        self.jobs_where("WHERE job_id = ?1 LIMIT ?2", Some(job_id), 1)?
+            .pop()
+            .ok_or_else(|| Error::JobNotFound(job_id.to_string()))
+    }
+
+    /// Jobs as [`Dlq::jobs`] reads them, with `tail` (fixed SQL: the
+    /// order and the limit; `?1` is `after`, `?2` the limit).
+    fn jobs_where(&self, tail: &str, after: Option<&str>, limit: usize) -> Result<Vec<JobInfo>> {
+        let conn = self.conn()?;
+        let sql = format!(
+            "SELECT job_id, repo, created_at, updated_at, max_items, item_count, eligible_count,
+                 manual_review_count
+             FROM jobs {tail}"
+        );
+        let mut stmt = conn.prepare_cached(&sql)?;
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let jobs = stmt
+            .query_map(params![after, limit], job_of_row)?
+            .collect::<rusqlite::Result<Vec<_>>>()?;
+        Ok(jobs)
     }
 
     /// Whether a job exists (it does from its first add or capacity set).
@@ -462,4 +538,18 @@ pub(super) fn count_from_counters(
         .prepare_cached(&sql)?
         .query_row([filter.job_id.as_deref()], |row| row.get(0))?;
     Ok(Some(u64::try_from(n).unwrap_or(0)))
+}
+
+/// A [`JobInfo`] from a row of `jobs` (the columns by name).
+fn job_of_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<JobInfo> {
+    Ok(JobInfo {
+        job_id: row.get("job_id")?,
+        repo: row.get("repo")?,
+        created_at: row.get("created_at")?,
+        updated_at: row.get("updated_at")?,
+        max_items: row.get("max_items")?,
+        item_count: row.get("item_count")?,
+        eligible_count: row.get("eligible_count")?,
+        manual_review_count: row.get("manual_review_count")?,
+    })
 }

@@ -45,23 +45,24 @@ fn job(app: &App, params: &Params) -> Result<Option<String>, Failure> {
 }
 
 /// `GET /api/jobs`: every job with its counters and when its items failed.
-pub async fn jobs(State(app): State<Shared>) -> Result<Response, ApiError> {
-    let value = blocking(&app, |app| {
-        let jobs = app.dlq.jobs()?;
-        let spans = app.dlq.job_spans()?;
-        let list: Vec<Value> = jobs
-            .iter()
-            .zip(&spans)
-            .map(|(job, span)| {
-                json!({
-                    "job_id": job.job_id, "repo": job.repo, "items": job.item_count,
-                    "eligible": job.eligible_count, "manual_review": job.manual_review_count,
-                    "max_items": job.max_items, "created_at": job.created_at,
-                    "oldest_failure": span.oldest, "newest_failure": span.newest,
-                })
-            })
-            .collect();
-        Ok(json!({ "jobs": list }))
+pub async fn jobs(State(app): State<Shared>, params: Params) -> Result<Response, ApiError> {
+    let value = blocking(&app, move |app| {
+        let limit = limit(&params, MAX_LIMIT)?;
+        let jobs = app.dlq.jobs_after(params.get("after"), limit)?;
+        let mut list = Vec::with_capacity(jobs.len());
+        for job in &jobs {
+            let span = app.dlq.job_span(&job.job_id)?;
+            list.push(json!({
+                "job_id": job.job_id, "repo": job.repo, "items": job.item_count,
+                "eligible": job.eligible_count, "manual_review": job.manual_review_count,
+                "max_items": job.max_items, "created_at": job.created_at,
+                "oldest_failure": span.oldest, "newest_failure": span.newest,
+            }));
+        }
+        let next = (jobs.len() == limit)
+            .then(|| jobs.last().map(|j| j.job_id.clone()))
+            .flatten();
+        Ok(json!({ "jobs": list, "next": next }))
     })
     .await?;
     Ok(answer(&value))
@@ -159,19 +160,27 @@ pub async fn item(State(app): State<Shared>, params: Params) -> Result<Response,
 /// from the counters.
 pub async fn stats(State(app): State<Shared>, params: Params) -> Result<Response, ApiError> {
     let value = blocking(&app, move |app| {
-        let scope = job(app, &params)?;
-        let jobs: Vec<_> = app
-            .dlq
-            .jobs()?
-            .into_iter()
-            .filter(|j| scope.as_ref().is_none_or(|s| *s == j.job_id))
-            .collect();
-        let spans: Vec<_> = app
-            .dlq
-            .job_spans()?
-            .into_iter()
-            .filter(|j| scope.as_ref().is_none_or(|s| *s == j.job_id))
-            .collect();
+        let scope = params.get("job").map(str::to_string);
+        // (jobs, items, eligible, manual review, oldest, newest): one
+        // job's from its row and two seeks, all jobs' from the counters,
+        // one seek per job and one of the last_attempt index.
+        let (jobs, items, eligible, review, oldest, newest) = match &scope {
+            Some(job) => {
+                let info = app.dlq.job_info(job)?;
+                let span = app.dlq.job_span(job)?;
+                let (items, eligible, review) = (
+                    info.item_count,
+                    info.eligible_count,
+                    info.manual_review_count,
+                );
+                (1, items, eligible, review, span.oldest, span.newest)
+            }
+            None => {
+                let (jobs, items, eligible, review) = app.dlq.job_totals()?;
+                let (oldest, newest) = (app.dlq.oldest_failure()?, app.dlq.newest_failure()?);
+                (jobs, items, eligible, review, oldest, newest)
+            }
+        };
         let types = app.dlq.error_type_counts(scope.as_deref())?;
         let mut categories = serde_json::Map::new();
         for category in dlqlite::Category::ALL {
@@ -185,12 +194,12 @@ pub async fn stats(State(app): State<Shared>, params: Params) -> Result<Response
         }
         Ok(json!({
             "job_id": scope,
-            "jobs": jobs.len(),
-            "total_items": jobs.iter().map(|j| j.item_count).sum::<i64>(),
-            "eligible_for_reprocess": jobs.iter().map(|j| j.eligible_count).sum::<i64>(),
-            "requiring_manual_review": jobs.iter().map(|j| j.manual_review_count).sum::<i64>(),
-            "oldest_item": spans.iter().filter_map(|s| s.oldest).min(),
-            "newest_item": spans.iter().filter_map(|s| s.newest).max(),
+            "jobs": jobs,
+            "total_items": items,
+            "eligible_for_reprocess": eligible,
+            "requiring_manual_review": review,
+            "oldest_item": oldest,
+            "newest_item": newest,
             "error_types": error_types,
             "categories": categories,
         }))

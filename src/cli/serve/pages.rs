@@ -246,6 +246,9 @@ pub fn quoted(text: &str) -> String {
     serde_json::Value::from(text).to_string()
 }
 
+/// Jobs the Overview lists, the largest first.
+const OVERVIEW_JOBS: usize = 100;
+
 /// `GET /`: jobs, totals, categories, arrivals per day.
 pub async fn overview(
     State(app): State<Shared>,
@@ -254,15 +257,18 @@ pub async fn overview(
     let shared = app.clone();
     let note = params.get("note").map(str::to_string);
     Ok(render(&app, "Overview", Tab::Overview, note, move |app| {
-        let jobs = app.dlq.jobs()?;
-        let spans = app.dlq.job_spans()?;
+        // Totals from the counters; the jobs table shows the largest jobs
+        // (a database can hold thousands: /api/jobs pages through them all).
+        let (job_count, items, eligible, review) = app.dlq.job_totals()?;
+        let jobs = app.dlq.largest_jobs(OVERVIEW_JOBS)?;
+        let spans = jobs
+            .iter()
+            .map(|job| app.dlq.job_span(&job.job_id))
+            .collect::<dlqlite::Result<Vec<_>>>()?;
         let rules = app.dlq.category_rules()?;
         let arrivals = insight::arrivals(&shared, None);
-        let (items, eligible, review) = jobs.iter().fold((0, 0, 0), |(a, b, c), j| {
-            (a + j.item_count, b + j.eligible_count, c + j.manual_review_count)
-        });
-        let oldest = spans.iter().filter_map(|s| s.oldest).min();
-        let newest = spans.iter().filter_map(|s| s.newest).max();
+        let oldest = app.dlq.oldest_failure()?;
+        let newest = app.dlq.newest_failure()?;
         let mut by_category: Vec<(Category, i64)> = Category::ALL.iter().map(|c| (*c, 0)).collect();
         for rule in &rules {
             if let Some(slot) = by_category.iter_mut().find(|(c, _)| *c == rule.category) {
@@ -279,7 +285,7 @@ pub async fn overview(
                 div.card { span.n #total-items { (items) } span { "items" } }
                 div.card { span.n { (eligible) } span { "eligible for retry" } }
                 div.card { span.n { (review) } span { "need manual review" } }
-                div.card { span.n { (jobs.len()) } span { "jobs" } }
+                div.card { span.n { (job_count) } span { "jobs" } }
                 div.card { span.n.small { (oldest.map(|t| time(&t)).unwrap_or_else(|| "-".into())) } span { "oldest failure" } }
                 div.card { span.n.small { (newest.map(|t| time(&t)).unwrap_or_else(|| "-".into())) } span { "newest failure" } }
             }
@@ -297,7 +303,7 @@ pub async fn overview(
                     }
                 }
             }
-            h2 { "Jobs" }
+            h2 { "Jobs" @if job_count > jobs.len() as i64 { " (the " (jobs.len()) " largest of " (job_count) ")" } }
             @if jobs.is_empty() {
                 p { "No dead letters yet. Add some with " code { "dlq add" } " or " code { "dlq import" } "." }
             } @else {
