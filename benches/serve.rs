@@ -21,7 +21,7 @@
 //! The tables go to stdout and, README-ready, to
 //! target/bench-data/serve-bench-N.md.
 
-use dlqlite::generate::{job_id, write_jsonl, ShapeSpec};
+use dlqlite::generate::{job_id, write_jsonl};
 use serde_json::{json, Value};
 use std::fmt::Write as _;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -33,49 +33,10 @@ use std::time::{Duration, Instant};
 #[path = "support/mod.rs"]
 mod support;
 
-use support::{bench_dir, env_usize, remove_db};
+use support::{bench_dir, env_usize, remove_db, shape_spec as spec};
 
 /// "now" for the server: the end of the generated span.
 const NOW: &str = "2026-11-01T00:00:00Z";
-
-fn spec(shape: char, items: usize) -> ShapeSpec {
-    let base = ShapeSpec {
-        items,
-        jobs: 1_000.min(items.max(1)),
-        ..ShapeSpec::default()
-    };
-    match shape {
-        'a' => base,
-        'b' => ShapeSpec { jobs: 1, ..base },
-        'c' => ShapeSpec {
-            signature_per_item: true,
-            ..base
-        },
-        'd' => ShapeSpec {
-            agent_per_attempt: true,
-            ..base
-        },
-        'e' => ShapeSpec {
-            items: (items / 10).max(1),
-            attempts: 20,
-            jobs: 1_000.min((items / 10).max(1)),
-            ..base
-        },
-        'f' => ShapeSpec {
-            big_data_every: Some(100),
-            ..base
-        },
-        'r' => ShapeSpec {
-            time_ordered: false,
-            ..base
-        },
-        'j' => ShapeSpec {
-            jobs: 10_000.min(items.max(1)),
-            ..base
-        },
-        other => panic!("unknown shape {other:?} (a-f, r, j)"),
-    }
-}
 
 /// The shape's database, built once with `dlq import` and kept.
 fn database(shape: char, items: usize) -> PathBuf {
@@ -344,10 +305,10 @@ fn once(what: &str, answer: &Answer, note: &str) -> Figure {
     }
 }
 
-/// The `after`/`after_key` query of the Items page's next link.
+/// The `cursor=` query of the Items page's next link.
 fn next_link(page: &str) -> String {
     let start = page
-        .find("after=")
+        .find("cursor=")
         .unwrap_or_else(|| panic!("no next link on the Items page"));
     let rest = &page[start..];
     let end = rest.find('"').expect("end of the link");

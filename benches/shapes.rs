@@ -37,45 +37,10 @@ use std::time::{Duration, Instant};
 #[path = "support/mod.rs"]
 mod support;
 
-use support::{bench_dir, env_usize, remove_db, run_measured};
+use support::{bench_dir, env_usize, remove_db, run_measured, shape_spec as spec};
 
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
-fn spec(shape: char, items: usize) -> ShapeSpec {
-    let base = ShapeSpec {
-        items,
-        jobs: 1_000.min(items.max(1)),
-        ..ShapeSpec::default()
-    };
-    match shape {
-        'a' => base,
-        'b' => ShapeSpec { jobs: 1, ..base },
-        'c' => ShapeSpec {
-            signature_per_item: true,
-            ..base
-        },
-        'd' => ShapeSpec {
-            agent_per_attempt: true,
-            ..base
-        },
-        'e' => ShapeSpec {
-            items: (items / 10).max(1),
-            attempts: 20,
-            jobs: 1_000.min((items / 10).max(1)),
-            ..base
-        },
-        'f' => ShapeSpec {
-            big_data_every: Some(100),
-            ..base
-        },
-        'r' => ShapeSpec {
-            time_ordered: false,
-            ..base
-        },
-        other => panic!("unknown shape {other:?} (a-f, r)"),
-    }
-}
 
 fn dlq_cmd(db: &Path) -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_dlq"));

@@ -3,7 +3,7 @@
 
 #![allow(dead_code)]
 
-use dlqlite::generate::{write_tree, TreeSpec};
+use dlqlite::generate::{write_tree, ShapeSpec, TreeSpec};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -78,4 +78,46 @@ pub fn run_measured(command: &mut Command) -> (Duration, u64) {
         std::thread::sleep(Duration::from_millis(5));
     }
     (started.elapsed(), peak)
+}
+
+/// The shapes of DLQ the benchmarks measure (see shapes.rs and serve.rs:
+/// a 1,000 jobs, b one job, c a signature per item, d an agent per attempt,
+/// e 20 attempts per item, f big item_data, r random order, j 10,000 jobs).
+pub fn shape_spec(shape: char, items: usize) -> ShapeSpec {
+    let base = ShapeSpec {
+        items,
+        jobs: 1_000.min(items.max(1)),
+        ..ShapeSpec::default()
+    };
+    match shape {
+        'a' => base,
+        'b' => ShapeSpec { jobs: 1, ..base },
+        'c' => ShapeSpec {
+            signature_per_item: true,
+            ..base
+        },
+        'd' => ShapeSpec {
+            agent_per_attempt: true,
+            ..base
+        },
+        'e' => ShapeSpec {
+            items: (items / 10).max(1),
+            attempts: 20,
+            jobs: 1_000.min((items / 10).max(1)),
+            ..base
+        },
+        'f' => ShapeSpec {
+            big_data_every: Some(100),
+            ..base
+        },
+        'r' => ShapeSpec {
+            time_ordered: false,
+            ..base
+        },
+        'j' => ShapeSpec {
+            jobs: 10_000.min(items.max(1)),
+            ..base
+        },
+        other => panic!("unknown shape {other:?} (a-f, r, j)"),
+    }
 }

@@ -293,11 +293,11 @@ pub async fn runs(State(app): State<Shared>, params: Params) -> Result<Response,
 /// newest event id, the item total and the runs under way.
 pub async fn live(State(app): State<Shared>) -> Result<Response, ApiError> {
     let value = blocking(&app, |app| {
-        let jobs = app.dlq.jobs()?;
+        let (_, items, _, _) = app.dlq.job_totals()?;
         let running = super::actions::running(app);
         Ok(json!({
             "last_event_id": app.dlq.last_event_id()?,
-            "items": jobs.iter().map(|j| j.item_count).sum::<i64>(),
+            "items": items,
             "runs_running": running,
         }))
     })

@@ -5,7 +5,9 @@
 //! Owns the Patterns page and the arrivals chart of the Overview.
 
 use super::app::{App, PageError, Params, Shared};
-use super::pages::{brief, calendar, day_chart, plural, quoted, render, search_link, t, time, Tab};
+use super::pages::{
+    brief, calendar, day_chart, job_select, plural, quoted, render, search_link, t, time, Tab,
+};
 use axum::extract::State;
 use axum::response::Html;
 use dlqlite::store::Analysis;
@@ -202,20 +204,12 @@ pub async fn patterns(
         if let Some(job) = &job {
             app.dlq.require_job(job)?;
         }
-        let jobs = app.dlq.jobs()?;
         let snapshot = figures(&shared, job.as_deref());
         let scope = job.as_deref();
         Ok(html! {
             h1 { "Patterns" @if let Some(job) = scope { " of " (t(job)) } }
             form.search method="get" action="/patterns" {
-                label { "job "
-                    select name="job" {
-                        option value="" { "all jobs" }
-                        @for j in jobs.iter().take(2000) {
-                            option value=(j.job_id) selected[scope == Some(j.job_id.as_str())] { (t(&j.job_id)) }
-                        }
-                    }
-                }
+                (job_select(app, scope))
                 button type="submit" { "Show" }
             }
             (freshness(&snapshot))

@@ -406,18 +406,10 @@ fn search_form(
     sort: SortBy,
     error: Option<Markup>,
 ) -> Markup {
-    let jobs = app.dlq.jobs().unwrap_or_default();
     html! {
         h1 { "Items" }
         form.search method="get" action="/items" {
-            label { "job "
-                select name="job" {
-                    option value="" { "all jobs" }
-                    @for j in jobs.iter().take(2000) {
-                        option value=(j.job_id) selected[job == Some(j.job_id.as_str())] { (t(&j.job_id)) }
-                    }
-                }
-            }
+            (job_select(app, job))
             label.grow { "filter "
                 input #q type="search" name="q" value=(q) size="60" spellcheck="false"
                     placeholder="error_type == \"Timeout\" && last_attempt > now - 1d";
@@ -431,6 +423,28 @@ fn search_form(
             button type="submit" { "Search" }
         }
         @if let Some(error) = error { (error) }
+    }
+}
+
+/// Jobs a job menu lists (by job_id); a job past them is still reached by
+/// its link or `?job=`.
+const MENU_JOBS: usize = 2000;
+
+/// The "job" menu of a search form, `selected` chosen.
+pub fn job_select(app: &App, selected: Option<&str>) -> Markup {
+    let jobs = app.dlq.jobs_after(None, MENU_JOBS).unwrap_or_default();
+    html! {
+        label { "job "
+            select name="job" {
+                option value="" { "all jobs" }
+                @if let Some(job) = selected.filter(|s| !jobs.iter().any(|j| j.job_id == *s)) {
+                    option value=(job) selected { (t(job)) }
+                }
+                @for j in &jobs {
+                    option value=(j.job_id) selected[selected == Some(j.job_id.as_str())] { (t(&j.job_id)) }
+                }
+            }
+        }
     }
 }
 
