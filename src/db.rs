@@ -83,19 +83,19 @@ fn configure_sqlite_once() {
 
 /// The SQL functions dlqlite's own queries use (not part of the schema: a
 /// `sqlite3` session does not have them, and nothing stored needs them).
-/// `dlq_key_hash(job_id, item_id)`: FNV-1a of the item's identity, 32
-/// bits, for the fingerprint of a counted selection (store/selection.rs):
-/// row keys alone can come back (a deleted last row's key is given to the
-/// next item), an item's identity cannot be mistaken for another's.
+/// `dlq_key_hash(text, ...)`: FNV-1a of its text arguments, 32 bits, for
+/// the fingerprint of a counted selection (store/selection.rs): row keys
+/// alone can come back (a deleted last row's key is given to the next
+/// item), an item's identity and state cannot be mistaken for another's.
 fn register_functions(conn: &Connection) -> rusqlite::Result<()> {
     use rusqlite::functions::FunctionFlags;
     conn.create_scalar_function(
         "dlq_key_hash",
-        2,
+        -1,
         FunctionFlags::SQLITE_UTF8 | FunctionFlags::SQLITE_DETERMINISTIC,
         |ctx| {
             let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-            for n in 0..2 {
+            for n in 0..ctx.len() {
                 let text = ctx.get_raw(n).as_str().unwrap_or("");
                 for byte in text.bytes().chain(std::iter::once(0xff)) {
                     hash ^= u64::from(byte);

@@ -84,12 +84,13 @@ impl Target {
 }
 
 /// (count, hash-sum, max) of the rows matching `condition`. Each row's
-/// term takes in its identity (`dlq_key_hash(job_id, item_id)`, see
-/// db.rs: a row key alone can be given again to a new item once the last
-/// row is deleted), its row key, and its failure_count, which every merge
-/// that brings a new attempt raises: an item that failed again after it
-/// was counted is not the item that was confirmed. Swapping one matching
-/// row for another changes the sum.
+/// term takes in its identity and state (`dlq_key_hash` of job_id,
+/// item_id, first and last attempt and signature, see db.rs: a row key
+/// alone can be given again to a new item once the last row is deleted),
+/// its row key, and its failure_count: an item that failed again after it
+/// was counted (a merge moves last_attempt or failure_count), or was
+/// removed and stored again under its name, is not the item that was
+/// confirmed. Swapping one matching row for another changes the sum.
 fn fingerprint(
     conn: &rusqlite::Connection,
     condition: &str,
@@ -97,7 +98,8 @@ fn fingerprint(
 ) -> Result<(u64, i64, i64)> {
     let sql = format!(
         "SELECT COUNT(*),
-             COALESCE(SUM((dlq_key_hash(i.job_id, i.item_id) + i.id * 2654435761
+             COALESCE(SUM((dlq_key_hash(i.job_id, i.item_id, i.first_attempt, i.last_attempt,
+                                        i.error_signature) + i.id * 2654435761
                            + i.failure_count * 40503) % 4294967291), 0),
              COALESCE(MAX(i.id), 0)
          FROM items i WHERE 1 = 1{condition}"

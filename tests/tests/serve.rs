@@ -1753,6 +1753,28 @@ fn a_confirmation_is_refused_for_a_reused_row_key_a_merge_or_a_grown_retry() {
     assert_eq!(refused.status, 409, "{}", refused.body);
     assert_eq!(dump(&db), before);
 
+    // An item removed and stored again under its name (same row key, same
+    // failure_count) is not the one counted either.
+    let counted = dry_run(&mark);
+    post_action(
+        &server,
+        serde_json::json!({"action": "delete", "items": [["J", "d"]]}),
+    );
+    add_lines(
+        &db,
+        "J",
+        [item("d", 1, "2025-04-01T00:00:00Z", "another boom")],
+    );
+    assert_eq!(
+        count(&db, "SELECT id FROM items WHERE item_id = 'd'"),
+        3,
+        "the same key"
+    );
+    let before = dump(&db);
+    let refused = confirm(&mark, &counted["selection"]);
+    assert_eq!(refused.status, 409, "{}", refused.body);
+    assert_eq!(dump(&db), before);
+
     // A retry counted for three is refused once a fourth eligible item
     // arrived; counted again, it retries exactly the four it counted.
     let retry = serde_json::json!({"action": "retry", "job_id": "J", "filter": ""});
