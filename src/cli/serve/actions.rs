@@ -510,6 +510,7 @@ pub async fn api(State(app): State<Shared>, body: Bytes) -> Result<Response, Api
     };
     let plan = Plan { action, items };
     let (dry_run, selection) = (request.dry_run, request.selection);
+    let _turn = app.heavy.acquire().await.ok();
     let outcome = blocking(&app, move |app| {
         perform(app, &plan, dry_run, selection.as_deref())
     })
@@ -587,6 +588,7 @@ pub async fn form(State(app): State<Shared>, body: Bytes) -> Result<Response, Pa
     let selection = form.get("selection").map(str::to_string);
     let plan_for_page = plan.clone();
     let form_for_page = form.clone();
+    let _turn = app.heavy.acquire().await.ok();
     let result = blocking(&app, move |app| {
         if confirmed || immediate {
             match perform(app, &plan, false, selection.as_deref()) {

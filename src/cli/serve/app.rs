@@ -43,6 +43,11 @@ pub struct App {
     pub runs: Mutex<Vec<actions::LiveRun>>,
     /// Analyses and arrival charts, computed in the background.
     pub insight: insight::Cache,
+    /// Turns for requests that can read a whole search (item listings,
+    /// counts, actions): fewer than the store's pooled connections, so slow
+    /// searches cannot take every connection and leave the light pages
+    /// (live updates, one item, events) waiting for one.
+    pub heavy: tokio::sync::Semaphore,
     /// The database path, for the page footer.
     pub db_label: String,
     /// The database file's path and (device, inode) when the server

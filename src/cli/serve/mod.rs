@@ -71,6 +71,11 @@ pub struct Args {
     open: bool,
 }
 
+/// Requests that can read a whole search at once: the store pools 8
+/// connections; the other 3 stay for everything else (one for the
+/// background analysis).
+const HEAVY_AT_ONCE: usize = 5;
+
 /// A token from /dev/urandom: 24 bytes, hex.
 fn new_token() -> Result<String> {
     let mut bytes = [0u8; 24];
@@ -174,6 +179,7 @@ pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
         }),
         runs: Mutex::new(Vec::new()),
         insight: insight::Cache::default(),
+        heavy: tokio::sync::Semaphore::new(HEAVY_AT_ONCE),
         db_label: ctx.db_path.display().to_string(),
         db_identity: (ctx.db_path.clone(), {
             use std::os::unix::fs::MetadataExt;

@@ -366,6 +366,11 @@ pub async fn items(State(app): State<Shared>, params: Params) -> Result<Response
         StatusCode::BAD_REQUEST
     };
     let shared = app.clone();
+    // A search waits for a turn; an invalid one is answered at once.
+    let _turn = match parsed {
+        Ok(_) => app.heavy.acquire().await.ok(),
+        Err(_) => None,
+    };
     let page = render(&app, "Items", Tab::Items, note, move |app| {
         if let Some(job) = &job {
             app.dlq.require_job(job)?;
