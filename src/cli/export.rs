@@ -12,6 +12,7 @@ use dlqlite::ListFilter;
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::{Arc, Mutex};
 
 /// Export items
 ///
@@ -173,18 +174,25 @@ pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
     }
     // Written beside the target and renamed (or streamed into a device or
     // fifo), mode 0600: see dlqlite::outfile.
-    let mut file = OutputFile::create(&args.path)?;
     // Ctrl-C (or SIGTERM) kills the process before any destructor runs:
     // the half-written file beside the destination, which holds item data,
-    // goes first.
-    let temp = file.temp_path().map(Path::to_path_buf);
+    // goes first. The handler is in place before the file exists (a signal
+    // in between would otherwise kill the process and leave the file).
+    let temp: Arc<Mutex<Option<PathBuf>>> = Arc::default();
     let destination = args.path.clone();
+    let to_remove = Arc::clone(&temp);
     on_interrupt(move || {
-        if let Some(temp) = &temp {
+        if let Some(temp) = to_remove.lock().ok().and_then(|t| t.clone()) {
             let _ = std::fs::remove_file(temp);
         }
         format!("interrupted: nothing written to {}", destination.display())
     });
+    // Held while the file is made, so a handler running meanwhile waits
+    // for its name.
+    let mut slot = temp.lock().unwrap_or_else(|e| e.into_inner());
+    let mut file = OutputFile::create(&args.path)?;
+    *slot = file.temp_path().map(Path::to_path_buf);
+    drop(slot);
     let count = {
         let mut out = std::io::BufWriter::new(file.file());
         // Errors name the destination (write_items says "output").
