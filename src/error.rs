@@ -163,7 +163,7 @@ pub enum Error {
     /// The items of a counted selection changed before the action on them
     /// ran (added, removed or merged into or out of the search).
     #[error(
-        "the selection changed since it was counted ({counted} items then, {now} now): count again"
+        "the items changed since they were counted ({counted} counted, {now} match now; added, removed or failed again meanwhile): count again"
     )]
     SelectionChanged { counted: u64, now: u64 },
 
