@@ -21,7 +21,7 @@
 //! The tables go to stdout and, README-ready, to
 //! target/bench-data/serve-bench-N.md.
 
-use dlqlite::generate::{job_id, write_jsonl};
+use dlqlite::generate::job_id;
 use serde_json::{json, Value};
 use std::fmt::Write as _;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -33,7 +33,7 @@ use std::time::{Duration, Instant};
 #[path = "support/mod.rs"]
 mod support;
 
-use support::{bench_dir, env_usize, remove_db, shape_spec as spec};
+use support::{bench_dir, env_usize, remove_db, shape_file};
 
 /// "now" for the server: the end of the generated span.
 const NOW: &str = "2026-11-01T00:00:00Z";
@@ -45,20 +45,8 @@ fn database(shape: char, items: usize) -> PathBuf {
     if done.exists() {
         return db;
     }
-    let spec = spec(shape, items);
     // The shapes benchmark's file: the same name, the same content.
-    let file = bench_dir().join(format!("shape-{shape}-{items}.jsonl"));
-    if !file.exists() {
-        let partial = file.with_extension("partial");
-        let started = Instant::now();
-        write_jsonl(&partial, &spec).expect("generate");
-        std::fs::rename(&partial, &file).expect("rename");
-        eprintln!(
-            "generated {} in {:.1}s",
-            file.display(),
-            started.elapsed().as_secs_f64()
-        );
-    }
+    let file = shape_file(shape, items);
     remove_db(&db);
     let started = Instant::now();
     let status = Command::new(env!("CARGO_BIN_EXE_dlq"))

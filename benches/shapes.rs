@@ -37,7 +37,7 @@ use std::time::{Duration, Instant};
 #[path = "support/mod.rs"]
 mod support;
 
-use support::{bench_dir, env_usize, remove_db, run_measured, shape_spec as spec};
+use support::{bench_dir, env_usize, remove_db, run_measured, shape_file, shape_spec as spec};
 
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
@@ -246,18 +246,7 @@ fn add_at_cap(shape: char, db: &Path) {
 
 fn shape_rows(shape: char, items: usize, runs: usize) {
     let spec = spec(shape, items);
-    let file = bench_dir().join(format!("shape-{shape}-{items}.jsonl"));
-    if !file.exists() {
-        let partial = file.with_extension("partial");
-        let started = Instant::now();
-        write_jsonl(&partial, &spec).expect("generate");
-        std::fs::rename(&partial, &file).expect("rename");
-        eprintln!(
-            "generated {} in {:.1}s",
-            file.display(),
-            started.elapsed().as_secs_f64()
-        );
-    }
+    let file = shape_file(shape, items);
     let db = bench_dir().join(format!("shape-{shape}-{items}.db"));
     remove_db(&db);
     let mut import = dlq_cmd(&db);

@@ -3,7 +3,7 @@
 
 #![allow(dead_code)]
 
-use dlqlite::generate::{write_tree, ShapeSpec, TreeSpec};
+use dlqlite::generate::{write_jsonl, write_tree, ShapeSpec, TreeSpec};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -120,4 +120,22 @@ pub fn shape_spec(shape: char, items: usize) -> ShapeSpec {
         },
         other => panic!("unknown shape {other:?} (a-f, r, j)"),
     }
+}
+
+/// The shape's items as a `dlq export`-shaped JSON lines file under the
+/// data directory, generated the first time.
+pub fn shape_file(shape: char, items: usize) -> PathBuf {
+    let file = bench_dir().join(format!("shape-{shape}-{items}.jsonl"));
+    if !file.exists() {
+        let partial = file.with_extension("partial");
+        let started = Instant::now();
+        write_jsonl(&partial, &shape_spec(shape, items)).expect("generate");
+        std::fs::rename(&partial, &file).expect("rename");
+        eprintln!(
+            "generated {} in {:.1}s",
+            file.display(),
+            started.elapsed().as_secs_f64()
+        );
+    }
+    file
 }
