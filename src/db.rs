@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 mod embedded {
-    refinery::embed_migrations!("migrations");
+    refinery::embed_migrations!("migrations/sqlite");
 }
 
 /// The pool type every store function takes its connections from.
@@ -1152,3 +1152,57 @@ impl Drop for CacheSize<'_> {
             .pragma_update(Some(self.schema), "cache_size", self.previous);
     }
 }
+
+/// Whether `target` names a PostgreSQL database (`postgres://` or
+/// `postgresql://`) rather than a SQLite file.
+pub fn is_url(target: &str) -> bool {
+    let lower = target.get(..13).unwrap_or(target).to_ascii_lowercase();
+    lower.starts_with("postgres://") || lower.starts_with("postgresql://")
+}
+
+/// The URL with any password replaced by `***`: what errors and `dlq db`
+/// show.
+pub fn redacted_url(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_string();
+    };
+    let (authority, tail) = match rest.find(['/', '?']) {
+        Some(at) => rest.split_at(at),
+        None => (rest, ""),
+    };
+    let mut out = format!("{scheme}://");
+    match authority.rsplit_once('@') {
+        Some((userinfo, host)) => {
+            let user = userinfo.split_once(':').map_or(userinfo, |(user, _)| user);
+            out.push_str(user);
+            if userinfo.contains(':') {
+                out.push_str(":***");
+            }
+            out.push('@');
+            out.push_str(host);
+        }
+        None => out.push_str(authority),
+    }
+    // A password can also come as a query parameter.
+    match tail.split_once('?') {
+        Some((path, query)) => {
+            out.push_str(path);
+            out.push('?');
+            let params: Vec<String> = query
+                .split('&')
+                .map(|pair| match pair.split_once('=') {
+                    Some((key, _)) if key.eq_ignore_ascii_case("password") => {
+                        format!("{key}=***")
+                    }
+                    _ => pair.to_string(),
+                })
+                .collect();
+            out.push_str(&params.join("&"));
+        }
+        None => out.push_str(tail),
+    }
+    out
+}
+
+#[cfg(feature = "postgres")]
+pub mod postgres;

@@ -41,6 +41,9 @@ pub enum ErrorKind {
     /// The items an action was confirmed for changed before it ran
     /// ([`Error::SelectionChanged`]): count again and confirm again.
     Conflict,
+    /// What the database's backend cannot do (yet): PostgreSQL does not
+    /// have every operation SQLite has ([`Error::Unsupported`]).
+    Unsupported,
     /// Anything else (a bug, or an error SQLite does not classify).
     Other,
 }
@@ -167,6 +170,10 @@ pub enum Error {
     )]
     SelectionChanged { counted: u64, now: u64 },
 
+    /// The operation is not available on this database's backend.
+    #[error("{what} is not available on PostgreSQL yet (it works on a SQLite database)")]
+    Unsupported { what: String },
+
     /// A JSON value could not be produced or read.
     #[error("json error: {0}")]
     Json(#[from] serde_json::Error),
@@ -229,6 +236,11 @@ impl Error {
         }
     }
 
+    /// An operation the backend does not have.
+    pub fn unsupported(what: impl Into<String>) -> Self {
+        Error::Unsupported { what: what.into() }
+    }
+
     /// An invalid-argument error.
     pub fn invalid_argument(what: impl Into<String>, reason: impl Into<String>) -> Self {
         Error::InvalidArgument {
@@ -259,6 +271,7 @@ impl Error {
             | Error::JobNotFound(_)
             | Error::RetentionPolicyNotFound { .. } => ErrorKind::NotFound,
             Error::SelectionChanged { .. } => ErrorKind::Conflict,
+            Error::Unsupported { .. } => ErrorKind::Unsupported,
             Error::Json(e) => match e.io_error_kind() {
                 Some(io) => io_kind(&std::io::Error::from(io)),
                 None => ErrorKind::InvalidInput,
@@ -366,6 +379,18 @@ impl Drop for DbScope {
 impl From<rusqlite::Error> for Error {
     fn from(error: rusqlite::Error) -> Self {
         Error::storage(sqlite_kind(&error), DbScope::current(), error)
+    }
+}
+
+#[cfg(feature = "postgres")]
+#[doc(hidden)]
+impl From<postgres::Error> for Error {
+    fn from(error: postgres::Error) -> Self {
+        Error::storage(
+            crate::store::sql::pg::kind(&error),
+            DbScope::current(),
+            error,
+        )
     }
 }
 

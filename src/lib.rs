@@ -21,6 +21,7 @@ pub mod asynchronous;
 pub mod classify;
 #[cfg(feature = "prodigy")]
 pub mod compat;
+pub mod copy;
 pub mod db;
 pub mod error;
 pub mod export;

@@ -125,14 +125,22 @@ fn print_summary(dlq: &Dlq, report: &ImportReport, dry_run: bool, table: bool) -
             // can have a signature per item).
             let mut total = 0;
             let mut top = TopN::new(3);
-            dlq.stats_stream(Some(job_id), false, |part| {
-                match part {
-                    StatsPart::Head { head, .. } => total = head.total_items,
-                    StatsPart::Signature(signature, n) => top.offer(signature, n),
-                    _ => {}
+            if dlq.backend() == dlqlite::store::Backend::Postgres {
+                // The statistics are not on PostgreSQL yet: the counters.
+                total = dlq.job_info(job_id)?.item_count;
+                for (signature, n) in dlq.top_signatures(job_id, 3)? {
+                    top.offer_owned(signature, n);
                 }
-                Ok(())
-            })?;
+            } else {
+                dlq.stats_stream(Some(job_id), false, |part| {
+                    match part {
+                        StatsPart::Head { head, .. } => total = head.total_items,
+                        StatsPart::Signature(signature, n) => top.offer(signature, n),
+                        _ => {}
+                    }
+                    Ok(())
+                })?;
+            }
             let top: Vec<String> = top
                 .into_sorted()
                 .iter()

@@ -9,6 +9,7 @@ mod categories;
 mod check;
 mod clear;
 mod completions;
+mod copy;
 mod db;
 mod events;
 mod export;
@@ -115,6 +116,7 @@ enum Command {
     #[cfg(feature = "serve")]
     Serve(serve::Args),
     Db(db::Args),
+    Copy(copy::Args),
     Completions(completions::Args),
 }
 
@@ -163,7 +165,9 @@ impl Context {
     /// Opens the database to read it, creating it when missing (`db`,
     /// `capacity` without a change).
     pub fn open_or_create(&self) -> Result<Dlq> {
-        if self.db_path.exists() {
+        if self.is_url() {
+            self.open()
+        } else if self.db_path.exists() {
             self.open_existing()
         } else {
             self.open()
@@ -171,7 +175,8 @@ impl Context {
     }
 
     fn require_existing(&self) -> Result<()> {
-        if !self.db_path.exists() {
+        // A server database is checked by connecting to it.
+        if !self.is_url() && !self.db_path.exists() {
             anyhow::bail!(
                 "no database at {}: import or add items first, or pass --db (or set DLQ_DB)",
                 self.db_path.display()
@@ -185,6 +190,9 @@ impl Context {
     /// latest changes.
     pub fn warn_unreadable_wal(&self) {
         static WARNED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+        if self.is_url() {
+            return;
+        }
         let Some((wal, size)) = dlqlite::db::unreadable_wal(&self.db_path) else {
             return;
         };
@@ -214,6 +222,16 @@ impl Context {
     /// The database path.
     pub fn db_path(&self) -> &std::path::Path {
         &self.db_path
+    }
+
+    /// Whether `--db` is a PostgreSQL URL rather than a file.
+    pub fn is_url(&self) -> bool {
+        self.db_path.to_str().is_some_and(dlqlite::db::is_url)
+    }
+
+    /// The options every database is opened with (`--busy-timeout-ms`).
+    pub fn open_options(&self) -> OpenOptions {
+        self.options.clone()
     }
 }
 
@@ -293,6 +311,12 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         now: cli.now,
         options,
     };
+    // "List(Args { .. })" -> "list": the subcommand's name for messages.
+    let name = format!("{:?}", cli.command)
+        .split(['(', ' '])
+        .next()
+        .unwrap_or_default()
+        .to_ascii_lowercase();
     let result = match cli.command {
         Command::Import(args) => import::run(args, &ctx),
         Command::List(args) => list::run(args, &ctx),
@@ -320,9 +344,22 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         #[cfg(feature = "serve")]
         Command::Serve(args) => serve::run(args, &ctx),
         Command::Db(args) => db::run(args, &ctx),
+        Command::Copy(args) => copy::run(args, &ctx),
         Command::Completions(args) => completions::run(args),
     };
-    result.map_err(|error| with_suggestion(error, &ctx))
+    result.map_err(|error| match error.downcast_ref::<dlqlite::Error>() {
+        // Names the subcommand that PostgreSQL cannot run yet.
+        Some(dlqlite::Error::Unsupported { what }) => anyhow::anyhow!(
+            "{} is not available on PostgreSQL yet (it works on a SQLite database; \
+             `dlq copy` moves the items to one)",
+            if what == "this operation" {
+                format!("dlq {name}")
+            } else {
+                format!("dlq {name}: {what}")
+            }
+        ),
+        _ => with_suggestion(error, &ctx),
+    })
 }
 
 /// An unknown job's error with the closest job names, when one is close

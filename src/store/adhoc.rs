@@ -20,6 +20,10 @@ pub fn query_read_only(
             "it is empty: give one SQL statement",
         ));
     }
+    #[cfg(feature = "postgres")]
+    if let Some(url) = path.to_str().filter(|p| crate::db::is_url(p)) {
+        return query_postgres(url, sql, columns, row);
+    }
     // Errors of this connection name its database, not whatever other
     // handle this thread is using.
     let _scope = crate::error::DbScope::enter(Some(&std::sync::Arc::from(path)));
@@ -62,5 +66,77 @@ pub fn query_read_only(
         row(values)?;
         count += 1;
     }
+    Ok(count)
+}
+
+/// [`query_read_only`] on PostgreSQL: the statement runs in a READ ONLY
+/// transaction that is always rolled back, so a statement that would write
+/// fails (and one that ends the transaction leaves nothing behind).
+#[cfg(feature = "postgres")]
+fn query_postgres(
+    url: &str,
+    sql: &str,
+    mut columns: impl FnMut(&[String]) -> Result<()>,
+    mut row: impl FnMut(Vec<serde_json::Value>) -> Result<()>,
+) -> Result<usize> {
+    use super::sql::Value;
+    use postgres::fallible_iterator::FallibleIterator;
+    let label = crate::db::redacted_url(url);
+    let _scope = crate::error::DbScope::enter(Some(&std::sync::Arc::from(Path::new(&label))));
+    let (_, mut client) = crate::db::postgres::connect(url, crate::db::DEFAULT_BUSY_TIMEOUT)?;
+    client.batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")?;
+    let refused = |e: postgres::Error| {
+        let code = e.code().map(|c| c.code().to_string());
+        let text = e
+            .as_db_error()
+            .map_or_else(|| e.to_string(), |db| db.message().to_string());
+        match code.as_deref() {
+            // read_only_sql_transaction
+            Some("25006") => Error::invalid_argument(
+                "query",
+                "it would change the database; dlq sql only reads (use psql to change data)",
+            ),
+            // A server error about the statement itself: the statement's
+            // fault, said as the server says it.
+            Some(code) if !code.starts_with("08") && !code.starts_with("57") => {
+                Error::invalid_argument("query", text)
+            }
+            _ => e.into(),
+        }
+    };
+    let statement = client.prepare(sql).map_err(refused)?;
+    let names: Vec<String> = statement
+        .columns()
+        .iter()
+        .map(|c| c.name().to_string())
+        .collect();
+    columns(&names)?;
+    let mut count = 0;
+    {
+        let mut rows = client
+            .query_raw(
+                &statement,
+                std::iter::empty::<&(dyn postgres::types::ToSql + Sync)>(),
+            )
+            .map_err(refused)?;
+        while let Some(r) = rows.next().map_err(refused)? {
+            let mut values = Vec::with_capacity(names.len());
+            for index in 0..names.len() {
+                let value = super::sql::Row::Postgres(&r).value(index)?;
+                values.push(match value {
+                    Value::Null => serde_json::Value::Null,
+                    Value::Int(n) => n.into(),
+                    Value::Real(f) => serde_json::Number::from_f64(f)
+                        .map(serde_json::Value::Number)
+                        .unwrap_or(serde_json::Value::Null),
+                    Value::Text(text) => text.into(),
+                    Value::Ts(ts) => ts.to_storage().into(),
+                });
+            }
+            row(values)?;
+            count += 1;
+        }
+    }
+    let _ = client.batch_execute("ROLLBACK");
     Ok(count)
 }

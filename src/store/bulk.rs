@@ -68,15 +68,15 @@ fn with_temp_cache<T>(
     tx: &mut WriteTx<'_>,
     f: impl FnOnce(&mut WriteTx<'_>) -> Result<T>,
 ) -> Result<T> {
-    let conn = tx.conn();
+    let conn = tx.conn()?;
     let temp_cache: i64 = conn.query_row("PRAGMA temp.cache_size", [], |row| row.get(0))?;
     let main_cache: i64 = conn.query_row("PRAGMA main.cache_size", [], |row| row.get(0))?;
     conn.pragma_update(Some("temp"), "cache_size", -TEMP_CACHE_KIB)?;
     conn.pragma_update(Some("main"), "cache_size", -MAIN_CACHE_KIB)?;
     let result = f(tx);
-    tx.conn()
+    tx.conn()?
         .pragma_update(Some("temp"), "cache_size", temp_cache)?;
-    tx.conn()
+    tx.conn()?
         .pragma_update(Some("main"), "cache_size", main_cache)?;
     result
 }
@@ -94,7 +94,7 @@ fn delete(
     step: &mut dyn FnMut(DeleteStep, usize),
 ) -> Result<usize> {
     step(DeleteStep::Selecting, 0);
-    let conn = tx.conn();
+    let conn = tx.conn()?;
     conn.execute_batch(
         "CREATE TEMP TABLE IF NOT EXISTS doomed_ids (id INTEGER PRIMARY KEY);
          DELETE FROM temp.doomed_ids;",
@@ -130,7 +130,7 @@ fn delete(
     // 1,000,000 items, removing half took 8.7 s with the indexes in place
     // and 6.8 s with the rebuild; the two cross near 40%.
     let left: i64 =
-        tx.conn()
+        tx.conn()?
             .query_row("SELECT COALESCE(SUM(item_count), 0) FROM jobs", [], |row| {
                 row.get(0)
             })?;
@@ -143,7 +143,7 @@ fn delete(
     step(DeleteStep::Deleting, doomed);
     // Children first: the caller turned SQLite's cascades off (see
     // Dlq::write_bulk), so nothing else removes them.
-    tx.conn().execute_batch(
+    tx.conn()?.execute_batch(
         "DELETE FROM failure_history WHERE item_key IN (SELECT id FROM temp.doomed_ids);
          DELETE FROM worktree_artifacts WHERE item_key IN (SELECT id FROM temp.doomed_ids);
          DELETE FROM items WHERE id IN (SELECT id FROM temp.doomed_ids);

@@ -297,7 +297,7 @@ impl Dlq {
     pub fn set_category(&self, error_type: &str, category: Category) -> Result<CategoryChange> {
         check_type_name(error_type)?;
         self.write(|tx| {
-            let conn = tx.conn();
+            let conn = tx.conn()?;
             let before: Option<Category> = conn
                 .prepare_cached("SELECT category FROM error_categories WHERE error_type = ?1")?
                 .query_row(params![error_type], |row| row.get(0))

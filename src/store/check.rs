@@ -157,7 +157,7 @@ impl Dlq {
     pub fn new_signatures(&self, name: &str, job_id: Option<&str>) -> Result<SignatureNews> {
         let now = self.now().to_storage();
         self.write(|tx| {
-            let conn = tx.conn();
+            let conn = tx.conn()?;
             let earlier: Option<Option<String>> = conn
                 .prepare_cached("SELECT job_id FROM checks WHERE name = ?1")?
                 .query_row([name], |row| row.get(0))

@@ -7,18 +7,27 @@
 
 /// `columns! { mod name { CONST = "sql expression", ... } }` declares the
 /// module `name` with `LIST`, the expressions joined by ", " for a SELECT,
-/// and for each column a `usize` const: its index in `LIST`.
+/// and for each column a `usize` const: its index in `LIST`. A column
+/// written `CONST = "sql" pg "other"` reads `other` on PostgreSQL:
+/// `PG_LIST` is the list with those.
 macro_rules! columns {
     (
         $(#[$meta:meta])*
         mod $name:ident {
-            $first:ident = $first_sql:literal $(, $column:ident = $sql:literal)* $(,)?
+            $first:ident = $first_sql:literal $(pg $first_pg:literal)?
+            $(, $column:ident = $sql:literal $(pg $pg:literal)?)* $(,)?
         }
     ) => {
         $(#[$meta])*
         mod $name {
             /// The columns, in index order, for a SELECT.
             pub(super) const LIST: &str = concat!($first_sql $(, ", ", $sql)*);
+            /// [`LIST`] as PostgreSQL reads it.
+            #[allow(dead_code)]
+            pub(super) const PG_LIST: &str = concat!(
+                $crate::store::columns::pick!($first_sql $(, $first_pg)?)
+                $(, ", ", $crate::store::columns::pick!($sql $(, $pg)?))*
+            );
             // Variants count from 0 in the order of LIST: each one's value
             // is its column's index.
             #[allow(non_camel_case_types, clippy::upper_case_acronyms)]
@@ -32,6 +41,17 @@ macro_rules! columns {
     };
 }
 pub(super) use columns;
+
+/// The PostgreSQL form of a column when it has one (for [`columns!`]).
+macro_rules! pick {
+    ($sql:literal) => {
+        $sql
+    };
+    ($sql:literal, $pg:literal) => {
+        $pg
+    };
+}
+pub(super) use pick;
 
 /// `concat!` that takes `&str` constants such as a [`columns!`] `LIST`, not
 /// only literals: a statement's SQL built at compile time. Formatting it

@@ -29,9 +29,10 @@
 //! pending finds no row and is lost. `WriteTx` flushes before every UPDATE
 //! and DELETE of `items` it makes.
 
+use super::sql::{vals, Conn};
 use crate::error::Result;
 use crate::model::DeadLetteredItem;
-use rusqlite::{params, Connection};
+use rusqlite::Connection;
 use std::collections::HashMap;
 
 /// The order that puts an item's last attempt first: the latest timestamp,
@@ -44,6 +45,22 @@ use std::collections::HashMap;
 pub(crate) fn last_attempt_order(alias: &str) -> String {
     let dot = if alias.is_empty() { "" } else { "." };
     format!("{alias}{dot}timestamp DESC, {alias}{dot}attempt_number DESC")
+}
+
+/// [`last_attempt_select`] for either backend: on PostgreSQL the
+/// nanoseconds below the microsecond break a tie of `timestamp`.
+pub(crate) fn last_attempt_select_on(
+    backend: super::Backend,
+    column: &str,
+    item_key: &str,
+) -> String {
+    match backend {
+        super::Backend::Sqlite => last_attempt_select(column, item_key),
+        super::Backend::Postgres => format!(
+            "(SELECT last_f.{column} FROM failure_history AS last_f WHERE last_f.item_key = {item_key} \
+             ORDER BY last_f.timestamp DESC, last_f.timestamp_ns DESC, last_f.attempt_number DESC LIMIT 1)"
+        ),
+    }
 }
 
 /// A scalar subquery for `column` (e.g. `error_type`, or `id`) of the last
@@ -118,35 +135,45 @@ impl InsertCounts {
         self.keys >= MAX_PENDING_KEYS
     }
 
-    /// Writes the counts and starts again from zero.
-    pub fn flush(&mut self, conn: &Connection) -> Result<()> {
+    /// Writes the counts and starts again from zero. Jobs and keys go in
+    /// sorted order, so two transactions lock counter rows in one order
+    /// (PostgreSQL would otherwise see a deadlock between them).
+    pub fn flush(&mut self, conn: Conn<'_>) -> Result<()> {
         if self.jobs.is_empty() {
             return Ok(());
         }
-        let mut jobs = conn.prepare_cached(
-            "UPDATE jobs SET item_count = item_count + ?2,
-                 eligible_count = eligible_count + ?3,
-                 manual_review_count = manual_review_count + ?4,
-                 failure_count_sum = failure_count_sum + ?5
-             WHERE job_id = ?1",
-        )?;
-        let mut signatures = conn.prepare_cached(
-            "INSERT INTO signature_counts (job_id, error_signature, item_count) VALUES (?1, ?2, ?3)
-             ON CONFLICT (job_id, error_signature) DO UPDATE SET item_count = item_count + excluded.item_count",
-        )?;
-        let mut error_types = conn.prepare_cached(
-            "INSERT INTO error_type_counts (job_id, error_type, item_count) VALUES (?1, ?2, ?3)
-             ON CONFLICT (job_id, error_type) DO UPDATE SET item_count = item_count + excluded.item_count",
-        )?;
         self.keys = 0;
-        for (job_id, job) in self.jobs.drain() {
+        let mut jobs: Vec<_> = self.jobs.drain().collect();
+        jobs.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        for (job_id, job) in jobs {
             let [items, eligible, manual, failures] = job.totals;
-            jobs.execute(params![job_id, items, eligible, manual, failures])?;
-            for (signature, count) in job.signatures {
-                signatures.execute(params![job_id, signature, count])?;
+            conn.exec(
+                "UPDATE jobs SET item_count = item_count + ?2,
+                     eligible_count = eligible_count + ?3,
+                     manual_review_count = manual_review_count + ?4,
+                     failure_count_sum = failure_count_sum + ?5
+                 WHERE job_id = ?1",
+                vals![&job_id, items, eligible, manual, failures],
+            )?;
+            let mut signatures: Vec<_> = job.signatures.into_iter().collect();
+            signatures.sort_unstable();
+            for (signature, count) in signatures {
+                conn.exec(
+                    "INSERT INTO signature_counts (job_id, error_signature, item_count) VALUES (?1, ?2, ?3)
+                     ON CONFLICT (job_id, error_signature)
+                     DO UPDATE SET item_count = signature_counts.item_count + excluded.item_count",
+                    vals![&job_id, &signature, count],
+                )?;
             }
-            for (error_type, count) in job.error_types {
-                error_types.execute(params![job_id, error_type, count])?;
+            let mut error_types: Vec<_> = job.error_types.into_iter().collect();
+            error_types.sort_unstable();
+            for (error_type, count) in error_types {
+                conn.exec(
+                    "INSERT INTO error_type_counts (job_id, error_type, item_count) VALUES (?1, ?2, ?3)
+                     ON CONFLICT (job_id, error_type)
+                     DO UPDATE SET item_count = error_type_counts.item_count + excluded.item_count",
+                    vals![&job_id, &error_type, count],
+                )?;
             }
         }
         Ok(())
@@ -218,7 +245,23 @@ impl super::Dlq {
     /// after rows were inserted by hand (updates and deletes are counted by
     /// triggers, inserts by dlq itself).
     pub fn recount(&self) -> Result<()> {
-        self.write(|tx| super::counters::recount(tx.conn()))
+        self.write(|tx| super::counters::recount(tx.conn()?))
+    }
+}
+
+impl super::Dlq {
+    /// A job's `n` most common error signatures with their item counts,
+    /// from the signature counters (most first, then by signature).
+    pub fn top_signatures(&self, job_id: &str, n: usize) -> Result<Vec<(String, i64)>> {
+        let limit = i64::try_from(n).unwrap_or(i64::MAX);
+        self.read(|conn| {
+            conn.collect(
+                "SELECT error_signature, item_count FROM signature_counts WHERE job_id = ?1
+                 ORDER BY item_count DESC, error_signature LIMIT ?2",
+                vals![job_id, limit],
+                |row| Ok((row.text(0)?, row.i64(1)?)),
+            )
+        })
     }
 }
 

@@ -6,6 +6,7 @@
 
 use super::columns::{columns, sql};
 use super::rows::{self, StoredItem};
+use super::sql::{vals, Val};
 use super::EventKind;
 use super::{Category, Dlq};
 use crate::error::{Error, Result};
@@ -13,7 +14,6 @@ use crate::model::DeadLetteredItem;
 use crate::time::Timestamp;
 use rusqlite::types::Value;
 use rusqlite::{params, OptionalExtension};
-use rusqlite::{params_from_iter, Connection};
 use serde::Serialize;
 use std::collections::VecDeque;
 
@@ -126,8 +126,8 @@ columns! {
         JOB_ID = "i.job_id",
         ITEM_ID = "i.item_id",
         FAILURE_COUNT = "i.failure_count",
-        FIRST_ATTEMPT = "i.first_attempt",
-        LAST_ATTEMPT = "i.last_attempt",
+        FIRST_ATTEMPT = "i.first_attempt" pg "dlq_ts_text(i.first_attempt, i.first_attempt_ns)",
+        LAST_ATTEMPT = "i.last_attempt" pg "dlq_ts_text(i.last_attempt, i.last_attempt_ns)",
         ERROR_SIGNATURE = "i.error_signature",
         REPROCESS_ELIGIBLE = "i.reprocess_eligible",
         MANUAL_REVIEW_REQUIRED = "i.manual_review_required",
@@ -151,10 +151,10 @@ columns! {
 }
 
 /// Joins the last attempt of each item `i` as `f`.
-fn last_failure_join() -> String {
+fn last_failure_join(backend: super::Backend) -> String {
     format!(
         "LEFT JOIN failure_history f ON f.id = {}",
-        super::counters::last_attempt_select("id", "i.id")
+        super::counters::last_attempt_select_on(backend, "id", "i.id")
     )
 }
 
@@ -257,24 +257,24 @@ pub struct Marked {
 impl Dlq {
     /// One item, whole. Without a job, the id must be unique across jobs.
     pub fn get(&self, job_id: Option<&str>, item_id: &str) -> Result<DeadLetteredItem> {
-        let conn = self.conn()?;
-        let job = match job_id {
-            Some(job) => job.to_string(),
-            None => resolve_job(&conn, item_id)?,
-        };
-        rows::load_item(&conn, &job, item_id)?
-            .map(|stored| stored.item)
-            .ok_or_else(|| Error::ItemNotFound {
-                job_id: Some(job),
-                item_id: item_id.to_string(),
-            })
+        self.read(|conn| {
+            let job = match job_id {
+                Some(job) => job.to_string(),
+                None => resolve_job(conn, item_id)?,
+            };
+            rows::load_item(conn, &job, item_id)?
+                .map(|stored| stored.item)
+                .ok_or_else(|| Error::ItemNotFound {
+                    job_id: Some(job),
+                    item_id: item_id.to_string(),
+                })
+        })
     }
 
     /// The job holding `item_id`: [`Error::ItemNotFound`] when none does,
     /// [`Error::AmbiguousItem`] when several do.
     pub fn job_of(&self, item_id: &str) -> Result<String> {
-        let conn = self.conn()?;
-        resolve_job(&conn, item_id)
+        self.read(|conn| resolve_job(conn, item_id))
     }
 
     /// One page of summaries, newest last_attempt first (for screens: an
@@ -313,31 +313,44 @@ impl Dlq {
         order: Order,
     ) -> Result<Page<ItemSummary>> {
         use summary_columns as c;
-        let conn = self.conn()?;
-        let select = format!("SELECT {} FROM items i {}", c::LIST, last_failure_join());
+        let backend = self.backend();
+        if backend == super::Backend::Postgres && filter.expression.is_some() {
+            return Err(Error::unsupported("a filter expression"));
+        }
+        let columns = match backend {
+            super::Backend::Sqlite => c::LIST,
+            super::Backend::Postgres => c::PG_LIST,
+        };
+        let select = format!(
+            "SELECT {columns} FROM items i {}",
+            last_failure_join(backend)
+        );
         let (sql, values) = page_query(&select, filter, self.age_now(), after, limit, order);
-        let mut stmt = conn.prepare_cached(&sql)?;
+        let values: Vec<Val<'_>> = values.iter().map(Val::from_value).collect();
         let mut keys = Vec::new();
-        let items = stmt
-            .query_map(params_from_iter(values), |row| {
-                keys.push(row.get::<_, i64>(c::KEY)?);
+        let items = self.read(|conn| {
+            conn.collect(&sql, &values, |row| {
+                keys.push(row.i64(c::KEY)?);
                 Ok(ItemSummary {
-                    job_id: row.get(c::JOB_ID)?,
-                    item_id: row.get(c::ITEM_ID)?,
-                    failure_count: row.get(c::FAILURE_COUNT)?,
-                    first_attempt: row.get(c::FIRST_ATTEMPT)?,
-                    last_attempt: row.get(c::LAST_ATTEMPT)?,
-                    error_signature: row.get(c::ERROR_SIGNATURE)?,
-                    reprocess_eligible: row.get(c::REPROCESS_ELIGIBLE)?,
-                    manual_review_required: row.get(c::MANUAL_REVIEW_REQUIRED)?,
-                    worktree_path: row.get(c::WORKTREE_PATH)?,
-                    error_type: row.get(c::ERROR_TYPE)?,
-                    exit_code: row.get(c::EXIT_CODE)?,
-                    error_message: row.get(c::ERROR_MESSAGE)?,
-                    category: row.get(c::CATEGORY)?,
+                    job_id: row.text(c::JOB_ID)?,
+                    item_id: row.text(c::ITEM_ID)?,
+                    failure_count: u32::try_from(row.i64(c::FAILURE_COUNT)?).unwrap_or(u32::MAX),
+                    first_attempt: row.ts(c::FIRST_ATTEMPT)?,
+                    last_attempt: row.ts(c::LAST_ATTEMPT)?,
+                    error_signature: row.text(c::ERROR_SIGNATURE)?,
+                    reprocess_eligible: row.bool(c::REPROCESS_ELIGIBLE)?,
+                    manual_review_required: row.bool(c::MANUAL_REVIEW_REQUIRED)?,
+                    worktree_path: row.opt_text(c::WORKTREE_PATH)?,
+                    error_type: row.opt_text(c::ERROR_TYPE)?,
+                    exit_code: row.opt_i64(c::EXIT_CODE)?,
+                    error_message: row.opt_text(c::ERROR_MESSAGE)?,
+                    category: row
+                        .text(c::CATEGORY)?
+                        .parse()
+                        .unwrap_or(Category::Unclassified),
                 })
-            })?
-            .collect::<rusqlite::Result<Vec<_>>>()?;
+            })
+        })?;
         let next = match (items.last(), keys.last()) {
             (Some(last), Some(&key)) if items.len() == limit => Some(match order {
                 Order::Newest => cursor_of(&last.last_attempt, key),
@@ -394,7 +407,9 @@ impl Dlq {
         limit: usize,
     ) -> Result<Page<JobItem>> {
         use item_key_columns as c;
-        let conn = self.conn()?;
+        if self.backend() == super::Backend::Postgres && filter.expression.is_some() {
+            return Err(Error::unsupported("a filter expression"));
+        }
         // Whole items go in storage order, not newest first: one job's by
         // item_id (its unique index), all jobs' by row key. Reading a large
         // database in last_attempt order jumps all over the file (measured:
@@ -407,43 +422,42 @@ impl Dlq {
             limit,
             Order::Stable,
         );
+        let values: Vec<Val<'_>> = values.iter().map(Val::from_value).collect();
         // One read transaction for the page: a consistent view, and one lock
         // instead of one per statement.
-        let read = conn.unchecked_transaction()?;
-        let keys = read
-            .prepare_cached(&sql)?
-            .query_map(params_from_iter(values), |row| {
+        self.read(|read| {
+            let keys = read.collect(&sql, &values, |row| {
                 Ok((
-                    row.get::<_, i64>(c::KEY)?,
-                    row.get::<_, String>(c::ITEM_ID)?,
-                    row.get::<_, String>(c::JOB_ID)?,
+                    row.i64(c::KEY)?,
+                    row.text(c::ITEM_ID)?,
+                    row.text(c::JOB_ID)?,
                 ))
-            })?
-            .collect::<rusqlite::Result<Vec<_>>>()?;
-        let next = match keys.last() {
-            Some((key, item_id, _)) if keys.len() == limit => Some(PageCursor {
-                sort_key: item_id.clone(),
-                key: *key,
-            }),
-            _ => None,
-        };
-        let mut items = Vec::with_capacity(keys.len());
-        for (key, _, job_id) in keys {
-            // An item deleted between the two queries is simply skipped.
-            if let Some(StoredItem { item, .. }) = rows::load_item_by_key(&read, key)? {
-                items.push(JobItem { job_id, item });
+            })?;
+            let next = match keys.last() {
+                Some((key, item_id, _)) if keys.len() == limit => Some(PageCursor {
+                    sort_key: item_id.clone(),
+                    key: *key,
+                }),
+                _ => None,
+            };
+            let mut items = Vec::with_capacity(keys.len());
+            for (key, _, job_id) in keys {
+                // An item deleted between the two queries is simply skipped.
+                if let Some(StoredItem { item, .. }) = rows::load_item_by_key(read, key)? {
+                    items.push(JobItem { job_id, item });
+                }
             }
-        }
-        read.commit()?;
-        Ok(Page { items, next })
+            Ok(Page { items, next })
+        })
     }
 
     /// Whether the database holds no items at all.
     pub fn is_empty(&self) -> Result<bool> {
-        let conn = self.conn()?;
-        let any: bool =
-            conn.query_row("SELECT EXISTS (SELECT 1 FROM items)", [], |row| row.get(0))?;
-        Ok(!any)
+        self.read(|conn| {
+            Ok(conn
+                .row("SELECT 1 FROM items LIMIT 1", &[], |_| Ok(()))?
+                .is_none())
+        })
     }
 
     /// Removes one item (recorded as a `removed` event).
@@ -451,10 +465,10 @@ impl Dlq {
         self.write(|tx| {
             let job = match job_id {
                 Some(job) => job.to_string(),
-                None => resolve_job(tx.conn(), item_id)?,
+                None => resolve_job(tx.sql(), item_id)?,
             };
             let signature: Option<String> = tx
-                .conn()
+                .conn()?
                 .prepare_cached("DELETE FROM items WHERE job_id = ?1 AND item_id = ?2 RETURNING error_signature")?
                 .query_row(params![job, item_id], |row| row.get(0))
                 .optional()?;
@@ -487,10 +501,10 @@ impl Dlq {
         self.write(|tx| {
             let job = match job_id {
                 Some(job) => job.to_string(),
-                None => resolve_job(tx.conn(), item_id)?,
+                None => resolve_job(tx.sql(), item_id)?,
             };
             let flags: Option<(bool, bool)> = tx
-                .conn()
+                .conn()?
                 .prepare_cached(
                     "UPDATE items SET
                          reprocess_eligible = COALESCE(?3, reprocess_eligible),
@@ -531,17 +545,16 @@ impl Dlq {
 }
 
 /// The only job holding `item_id`, or an error naming them all.
-pub(super) fn resolve_job(conn: &Connection, item_id: &str) -> Result<String> {
-    let jobs = conn
-        // One probe of the (job_id, item_id) index per job: no index on
-        // item_id alone is needed (and imports do not pay for one).
-        .prepare_cached(
-            "SELECT j.job_id FROM jobs j
-             WHERE EXISTS (SELECT 1 FROM items i WHERE i.job_id = j.job_id AND i.item_id = ?1)
-             ORDER BY j.job_id",
-        )?
-        .query_map([item_id], |row| row.get::<_, String>(0))?
-        .collect::<rusqlite::Result<Vec<_>>>()?;
+pub(super) fn resolve_job(conn: super::sql::Conn<'_>, item_id: &str) -> Result<String> {
+    // One probe of the (job_id, item_id) index per job: no index on
+    // item_id alone is needed (and imports do not pay for one).
+    let jobs = conn.collect(
+        "SELECT j.job_id FROM jobs j
+         WHERE EXISTS (SELECT 1 FROM items i WHERE i.job_id = j.job_id AND i.item_id = ?1)
+         ORDER BY j.job_id",
+        vals![item_id],
+        |row| row.text(0),
+    )?;
     match jobs.len() {
         0 => Err(Error::ItemNotFound {
             job_id: None,

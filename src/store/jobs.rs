@@ -5,6 +5,7 @@
 //! in `events`; nothing leaves the DLQ silently.
 
 use super::leases::{process_alive, RunStatus};
+use super::sql::vals;
 use super::write::{default_capacity, EvictedItem, WriteTx};
 use super::{Dlq, EventKind};
 use crate::error::{Error, Result};
@@ -70,16 +71,11 @@ pub struct JobOptions {
 impl Dlq {
     /// Every job, by job_id.
     pub fn jobs(&self) -> Result<Vec<JobInfo>> {
-        let conn = self.conn()?;
-        let mut stmt = conn.prepare_cached(
-            "SELECT job_id, repo, created_at, updated_at, max_items, item_count, eligible_count,
-                 manual_review_count
-             FROM jobs ORDER BY job_id",
-        )?;
-        let jobs = stmt
-            .query_map([], job_of_row)?
-            .collect::<rusqlite::Result<Vec<_>>>()?;
-        Ok(jobs)
+        self.jobs_where(
+            "WHERE CAST(?1 AS TEXT) IS NULL ORDER BY job_id LIMIT ?2",
+            None,
+            usize::MAX,
+        )
     }
 
     /// Each job's oldest first failure and newest last failure (`None`
@@ -124,7 +120,7 @@ impl Dlq {
     /// `None`): a page of [`Dlq::jobs`] for a database with thousands.
     pub fn jobs_after(&self, after: Option<&str>, limit: usize) -> Result<Vec<JobInfo>> {
         self.jobs_where(
-            "WHERE ?1 IS NULL OR job_id > ?1 ORDER BY job_id LIMIT ?2",
+            "WHERE CAST(?1 AS TEXT) IS NULL OR job_id > ?1 ORDER BY job_id LIMIT ?2",
             after,
             limit,
         )
@@ -133,7 +129,7 @@ impl Dlq {
     /// The `limit` jobs with the most items (then by job_id).
     pub fn largest_jobs(&self, limit: usize) -> Result<Vec<JobInfo>> {
         self.jobs_where(
-            "WHERE ?1 IS NULL ORDER BY item_count DESC, job_id LIMIT ?2",
+            "WHERE CAST(?1 AS TEXT) IS NULL ORDER BY item_count DESC, job_id LIMIT ?2",
             None,
             limit,
         )
@@ -177,26 +173,26 @@ impl Dlq {
     /// Jobs as [`Dlq::jobs`] reads them, with `tail` (fixed SQL: the
     /// order and the limit; `?1` is `after`, `?2` the limit).
     fn jobs_where(&self, tail: &str, after: Option<&str>, limit: usize) -> Result<Vec<JobInfo>> {
-        let conn = self.conn()?;
         let sql = format!(
             "SELECT job_id, repo, created_at, updated_at, max_items, item_count, eligible_count,
                  manual_review_count
              FROM jobs {tail}"
         );
-        let mut stmt = conn.prepare_cached(&sql)?;
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-        let jobs = stmt
-            .query_map(params![after, limit], job_of_row)?
-            .collect::<rusqlite::Result<Vec<_>>>()?;
-        Ok(jobs)
+        self.read(|conn| conn.collect(&sql, vals![after, limit], job_of_row))
     }
 
     /// Whether a job exists (it does from its first add or capacity set).
     pub fn job_exists(&self, job_id: &str) -> Result<bool> {
-        Ok(self
-            .conn()?
-            .prepare_cached("SELECT EXISTS (SELECT 1 FROM jobs WHERE job_id = ?1)")?
-            .query_row([job_id], |row| row.get(0))?)
+        self.read(|conn| {
+            Ok(conn
+                .row(
+                    "SELECT 1 FROM jobs WHERE job_id = ?1",
+                    vals![job_id],
+                    |_| Ok(()),
+                )?
+                .is_some())
+        })
     }
 
     /// [`Error::JobNotFound`] unless the job exists.
@@ -210,16 +206,20 @@ impl Dlq {
 
     /// The capacity for a job, or the default.
     pub fn capacity(&self, job_id: Option<&str>) -> Result<CapacityInfo> {
-        let conn = self.conn()?;
-        let default = default_capacity(&conn)?;
-        let job_max = match job_id {
-            None => None,
-            Some(job) => conn
-                .prepare_cached("SELECT max_items FROM jobs WHERE job_id = ?1")?
-                .query_row([job], |row| row.get::<_, Option<i64>>(0))
-                .optional()?
-                .ok_or_else(|| Error::JobNotFound(job.to_string()))?,
-        };
+        let (default, job_max) = self.read(|conn| {
+            let default = default_capacity(conn)?;
+            let job_max = match job_id {
+                None => None,
+                Some(job) => conn
+                    .row(
+                        "SELECT max_items FROM jobs WHERE job_id = ?1",
+                        vals![job],
+                        |row| row.opt_i64(0),
+                    )?
+                    .ok_or_else(|| Error::JobNotFound(job.to_string()))?,
+            };
+            Ok((default, job_max))
+        })?;
         Ok(CapacityInfo {
             default_max_items: default,
             job_id: job_id.map(str::to_string),
@@ -232,7 +232,7 @@ impl Dlq {
     /// evict now (what `dlq capacity --set` asks about first).
     pub fn capacity_evictions(&self, job_id: Option<&str>, max_items: Option<i64>) -> Result<i64> {
         let conn = self.conn()?;
-        let default = default_capacity(&conn)?;
+        let default = default_capacity(super::sql::Conn::Sqlite(&conn))?;
         let over = |sql: &str, params: &[&dyn rusqlite::ToSql]| -> Result<i64> {
             Ok(conn
                 .prepare_cached(sql)?
@@ -294,18 +294,16 @@ impl Dlq {
                             "the default needs a number",
                         ));
                     };
-                    tx.conn()
-                        .prepare_cached(
-                            "UPDATE settings SET value = ?1 WHERE key = 'default_max_items'",
-                        )?
-                        .execute([n.to_string()])?;
+                    tx.sql().exec(
+                        "UPDATE settings SET value = ?1 WHERE key = 'default_max_items'",
+                        vals![&n.to_string()],
+                    )?;
                     tx.reload_default_capacity()?;
-                    tx.conn()
-                        .prepare_cached(
-                            "SELECT job_id FROM jobs WHERE max_items IS NULL ORDER BY job_id",
-                        )?
-                        .query_map([], |row| row.get(0))?
-                        .collect::<rusqlite::Result<Vec<_>>>()?
+                    tx.sql().collect(
+                        "SELECT job_id FROM jobs WHERE max_items IS NULL ORDER BY job_id",
+                        &[],
+                        |row| row.text(0),
+                    )?
                 }
             };
             tx.event(
@@ -336,11 +334,11 @@ impl Dlq {
             }
         }
         self.write(|tx| {
-            let existing: Option<Option<i64>> = tx
-                .conn()
-                .prepare_cached("SELECT max_items FROM jobs WHERE job_id = ?1")?
-                .query_row([job_id], |row| row.get(0))
-                .optional()?;
+            let existing = tx.sql().row(
+                "SELECT max_items FROM jobs WHERE job_id = ?1",
+                vals![job_id],
+                |row| row.opt_i64(0),
+            )?;
             tx.ensure_job(job_id, None)?;
             if existing.is_none() {
                 tx.event(
@@ -384,7 +382,7 @@ impl Dlq {
             return Ok(found);
         }
         self.write(|tx| {
-            let found = removable_jobs(tx.conn(), None, host)?;
+            let found = removable_jobs(tx.conn()?, None, host)?;
             for job in &found {
                 remove_job(tx, job)?;
             }
@@ -410,7 +408,7 @@ impl Dlq {
     fn clear_job_with(&self, job_id: &str, remove_on: Option<&str>) -> Result<usize> {
         self.write_bulk(|tx| {
             let exists: bool = tx
-                .conn()
+                .conn()?
                 .prepare_cached("SELECT EXISTS (SELECT 1 FROM jobs WHERE job_id = ?1)")?
                 .query_row([job_id], |row| row.get(0))?;
             if !exists {
@@ -424,7 +422,7 @@ impl Dlq {
                 serde_json::json!({}),
             )?;
             if let Some(host) = remove_on {
-                let job = removable_jobs(tx.conn(), Some(job_id), host)?
+                let job = removable_jobs(tx.conn()?, Some(job_id), host)?
                     .pop()
                     .ok_or_else(|| {
                         Error::invalid_argument(
@@ -486,7 +484,7 @@ fn removable_jobs(
 
 /// Deletes one job row found by [`removable_jobs`] and records it.
 fn remove_job(tx: &mut WriteTx<'_>, job: &RemovedJob) -> Result<()> {
-    tx.conn()
+    tx.conn()?
         .prepare_cached("DELETE FROM jobs WHERE job_id = ?1 AND item_count = 0")?
         .execute([&job.job_id])?;
     tx.event(
@@ -505,10 +503,10 @@ fn remove_job(tx: &mut WriteTx<'_>, job: &RemovedJob) -> Result<()> {
 
 /// Writes one job's capacity override; false when there is no such job.
 fn set_job_capacity(tx: &mut WriteTx<'_>, job: &str, max_items: Option<i64>) -> Result<bool> {
-    let changed = tx
-        .conn()
-        .prepare_cached("UPDATE jobs SET max_items = ?2 WHERE job_id = ?1")?
-        .execute(params![job, max_items])?;
+    let changed = tx.sql().exec(
+        "UPDATE jobs SET max_items = ?2 WHERE job_id = ?1",
+        vals![job, max_items],
+    )?;
     Ok(changed > 0)
 }
 
@@ -516,7 +514,7 @@ fn set_job_capacity(tx: &mut WriteTx<'_>, job: &str, max_items: Option<i64>) -> 
 /// table counts (no times, no expression), from those counters; `None`
 /// when the filter needs the items.
 pub(super) fn count_from_counters(
-    conn: &rusqlite::Connection,
+    conn: super::sql::Conn<'_>,
     filter: &super::ListFilter,
 ) -> Result<Option<u64>> {
     if filter.since.is_some()
@@ -532,24 +530,25 @@ pub(super) fn count_from_counters(
         (None, Some(true)) => "manual_review_count",
         _ => return Ok(None),
     };
-    let sql =
-        format!("SELECT COALESCE(SUM({column}), 0) FROM jobs WHERE ?1 IS NULL OR job_id = ?1");
-    let n: i64 = conn
-        .prepare_cached(&sql)?
-        .query_row([filter.job_id.as_deref()], |row| row.get(0))?;
+    let sql = format!(
+        "SELECT COALESCE(SUM({column}), 0) FROM jobs WHERE CAST(?1 AS TEXT) IS NULL OR job_id = ?1"
+    );
+    let n = conn
+        .row(&sql, vals![filter.job_id.as_deref()], |row| row.i64(0))?
+        .unwrap_or(0);
     Ok(Some(u64::try_from(n).unwrap_or(0)))
 }
 
 /// A [`JobInfo`] from a row of `jobs` (the columns by name).
-fn job_of_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<JobInfo> {
+fn job_of_row(row: &super::sql::Row<'_>) -> Result<JobInfo> {
     Ok(JobInfo {
-        job_id: row.get("job_id")?,
-        repo: row.get("repo")?,
-        created_at: row.get("created_at")?,
-        updated_at: row.get("updated_at")?,
-        max_items: row.get("max_items")?,
-        item_count: row.get("item_count")?,
-        eligible_count: row.get("eligible_count")?,
-        manual_review_count: row.get("manual_review_count")?,
+        job_id: row.text(0)?,
+        repo: row.opt_text(1)?,
+        created_at: row.ts(2)?,
+        updated_at: row.ts(3)?,
+        max_items: row.opt_i64(4)?,
+        item_count: row.i64(5)?,
+        eligible_count: row.i64(6)?,
+        manual_review_count: row.i64(7)?,
     })
 }

@@ -4,12 +4,12 @@
 //! holds or whose lease has expired, so two runs never hold one item.
 
 use super::rows::{self, StoredItem};
+use super::sql::{vals, Val};
 use super::{Dlq, EventKind, JobItem, ListFilter};
 use crate::error::Result;
 use crate::model::FailureDetail;
 use crate::time::Timestamp;
 use rusqlite::types::Value;
-use rusqlite::{params, params_from_iter, OptionalExtension};
 use serde::Serialize;
 
 /// Counts a run keeps.
@@ -70,6 +70,17 @@ impl rusqlite::ToSql for RunStatus {
 impl rusqlite::types::FromSql for RunStatus {
     fn column_result(value: rusqlite::types::ValueRef<'_>) -> rusqlite::types::FromSqlResult<Self> {
         let name = value.as_str()?;
+        RunStatus::from_name(name).ok_or_else(|| {
+            rusqlite::types::FromSqlError::Other(
+                format!("retry_runs.status {name:?} is not a run status").into(),
+            )
+        })
+    }
+}
+
+impl RunStatus {
+    /// The status stored under `name`.
+    fn from_name(name: &str) -> Option<RunStatus> {
         [
             RunStatus::Running,
             RunStatus::Finished,
@@ -78,11 +89,6 @@ impl rusqlite::types::FromSql for RunStatus {
         ]
         .into_iter()
         .find(|status| status.as_str() == name)
-        .ok_or_else(|| {
-            rusqlite::types::FromSqlError::Other(
-                format!("retry_runs.status {name:?} is not a run status").into(),
-            )
-        })
     }
 }
 
@@ -117,21 +123,13 @@ impl Dlq {
         pid: u32,
         parameters: &serde_json::Value,
     ) -> Result<()> {
+        let parameters = parameters.to_string();
         self.write(|tx| {
-            tx.conn()
-                .prepare_cached(
-                    "INSERT INTO retry_runs (run_id, job_id, host, pid, started_at, heartbeat_at, status, parameters)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?5, ?6, ?7)",
-                )?
-                .execute(params![
-                    run_id,
-                    job_id,
-                    host,
-                    pid,
-                    tx.now(),
-                    RunStatus::Running,
-                    parameters.to_string()
-                ])?;
+            tx.sql().exec(
+                "INSERT INTO retry_runs (run_id, job_id, host, pid, started_at, heartbeat_at, status, parameters)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?5, ?6, ?7)",
+                vals![run_id, job_id, host, pid, tx.now(), RunStatus::Running.as_str(), &parameters],
+            )?;
             Ok(())
         })
     }
@@ -140,22 +138,21 @@ impl Dlq {
     #[doc(hidden)] // The retry engine's; the counter tests drive it directly.
     pub fn finish_run(&self, run_id: &str, status: RunStatus, counts: &RunCounts) -> Result<()> {
         self.write(|tx| {
-            tx.conn()
-                .prepare_cached(
-                    "UPDATE retry_runs SET status = ?2, ended_at = ?3, heartbeat_at = ?3, attempted = ?4,
-                         succeeded = ?5, failed = ?6, skipped = ?7, attempts = ?8
-                     WHERE run_id = ?1",
-                )?
-                .execute(params![
+            tx.sql().exec(
+                "UPDATE retry_runs SET status = ?2, ended_at = ?3, heartbeat_at = ?3, attempted = ?4,
+                     succeeded = ?5, failed = ?6, skipped = ?7, attempts = ?8
+                 WHERE run_id = ?1",
+                vals![
                     run_id,
-                    status,
+                    status.as_str(),
                     tx.now(),
                     count(counts.attempted),
                     count(counts.succeeded),
                     count(counts.failed),
                     count(counts.skipped),
                     count(counts.attempts)
-                ])?;
+                ],
+            )?;
             Ok(())
         })
     }
@@ -175,6 +172,9 @@ impl Dlq {
         // The filter's `now` may be a chosen one (with_clock); whether a
         // lease has expired is always a question for the real clock.
         let age_now = self.age_now();
+        if self.backend() == super::Backend::Postgres && filter.expression.is_some() {
+            return Err(crate::error::Error::unsupported("a filter expression"));
+        }
         self.write(|tx| {
             let now = tx.now();
             let mut condition = String::new();
@@ -187,22 +187,36 @@ impl Dlq {
             filter.push_conditions(age_now, &mut condition, &mut values);
             values.push(Value::Integer(i64::try_from(limit).unwrap_or(i64::MAX)));
             // Fixed SQL from ListFilter; every value is bound.
-            // NOT INDEXED: walk the rows in id order from the cursor. With an
-            // index on the job the planner would read all of the job's items
-            // and sort them for every claim (measured: 10x slower replay).
-            let sql = format!(
-                "UPDATE items SET lease_owner = ?, lease_expires = ?
-                 WHERE id IN (
-                     SELECT i.id FROM items i NOT INDEXED
-                     WHERE i.id > ? AND (i.lease_owner IS NULL OR i.lease_expires < ?){condition}
-                     ORDER BY i.id LIMIT ?)
-                 RETURNING id"
-            );
-            let mut keys = tx
-                .conn()
-                .prepare(&sql)?
-                .query_map(params_from_iter(values), |row| row.get::<_, i64>(0))?
-                .collect::<rusqlite::Result<Vec<_>>>()?;
+            let sql = match tx.sql().backend() {
+                // NOT INDEXED: walk the rows in id order from the cursor.
+                // With an index on the job the planner would read all of
+                // the job's items and sort them for every claim (measured:
+                // 10x slower replay). SQLite has one writer at a time, so
+                // the UPDATE alone makes the claim exclusive.
+                super::Backend::Sqlite => format!(
+                    "UPDATE items SET lease_owner = ?, lease_expires = ?
+                     WHERE id IN (
+                         SELECT i.id FROM items i NOT INDEXED
+                         WHERE i.id > ? AND (i.lease_owner IS NULL OR i.lease_expires < ?){condition}
+                         ORDER BY i.id LIMIT ?)
+                     RETURNING id"
+                ),
+                // Workers on many hosts claim at once: each locks the rows
+                // it takes and skips the ones another is taking, and a row
+                // another claim committed meanwhile is checked again under
+                // the lock (its lease is then live, so it is not taken).
+                super::Backend::Postgres => format!(
+                    "UPDATE items SET lease_owner = ?, lease_expires = ?
+                     WHERE id IN (
+                         SELECT i.id FROM items i
+                         WHERE i.id > ? AND (i.lease_owner IS NULL OR i.lease_expires < ?){condition}
+                         ORDER BY i.id LIMIT ?
+                         FOR UPDATE SKIP LOCKED)
+                     RETURNING id"
+                ),
+            };
+            let values: Vec<Val<'_>> = values.iter().map(Val::from_value).collect();
+            let mut keys = tx.sql().collect(&sql, &values, |row| row.i64(0))?;
             keys.sort_unstable();
             Ok(keys)
         })
@@ -211,29 +225,32 @@ impl Dlq {
     /// Extends every lease of `run_id` (and its heartbeat) to `until`.
     pub(crate) fn renew_leases(&self, run_id: &str, until: Timestamp) -> Result<usize> {
         self.write(|tx| {
-            let renewed = tx
-                .conn()
-                .prepare_cached("UPDATE items SET lease_expires = ?2 WHERE lease_owner = ?1")?
-                .execute(params![run_id, until])?;
-            tx.conn()
-                .prepare_cached("UPDATE retry_runs SET heartbeat_at = ?2 WHERE run_id = ?1")?
-                .execute(params![run_id, tx.now()])?;
+            let renewed = tx.sql().exec(
+                "UPDATE items SET lease_expires = ?2 WHERE lease_owner = ?1",
+                vals![run_id, until],
+            )?;
+            tx.sql().exec(
+                "UPDATE retry_runs SET heartbeat_at = ?2 WHERE run_id = ?1",
+                vals![run_id, tx.now()],
+            )?;
             Ok(renewed)
         })
     }
 
     /// The item leased to `run_id` with this row key, whole.
     pub(crate) fn leased_item(&self, run_id: &str, key: i64) -> Result<Option<JobItem>> {
-        let conn = self.conn()?;
-        let job: Option<String> = conn
-            .prepare_cached("SELECT job_id FROM items WHERE id = ?1 AND lease_owner = ?2")?
-            .query_row(params![key, run_id], |row| row.get(0))
-            .optional()?;
-        let Some(job_id) = job else {
-            return Ok(None);
-        };
-        Ok(rows::load_item_by_key(&conn, key)?
-            .map(|StoredItem { item, .. }| JobItem { job_id, item }))
+        self.read(|conn| {
+            let job = conn.row(
+                "SELECT job_id FROM items WHERE id = ?1 AND lease_owner = ?2",
+                vals![key, run_id],
+                |row| row.text(0),
+            )?;
+            let Some(job_id) = job else {
+                return Ok(None);
+            };
+            Ok(rows::load_item_by_key(conn, key)?
+                .map(|StoredItem { item, .. }| JobItem { job_id, item }))
+        })
     }
 
     /// The attempt succeeded: removes the item (if `run_id` still holds it)
@@ -247,11 +264,11 @@ impl Dlq {
         duration_ms: u64,
     ) -> Result<bool> {
         self.write(|tx| {
-            let removed: Option<(String, String)> = tx
-                .conn()
-                .prepare_cached("DELETE FROM items WHERE id = ?1 AND lease_owner = ?2 RETURNING job_id, item_id")?
-                .query_row(params![key, run_id], |row| Ok((row.get("job_id")?, row.get("item_id")?)))
-                .optional()?;
+            let removed = tx.sql().row(
+                "DELETE FROM items WHERE id = ?1 AND lease_owner = ?2 RETURNING job_id, item_id",
+                vals![key, run_id],
+                |row| Ok((row.text(0)?, row.text(1)?)),
+            )?;
             let Some((job_id, item_id)) = removed else {
                 return Ok(false);
             };
@@ -278,42 +295,62 @@ impl Dlq {
         mut failure: FailureDetail,
     ) -> Result<Option<u32>> {
         self.write(|tx| {
-            let conn = tx.conn();
-            let held: Option<(String, String)> = conn
-                .prepare_cached("SELECT job_id, item_id FROM items WHERE id = ?1 AND lease_owner = ?2")?
-                .query_row(params![key, run_id], |row| Ok((row.get("job_id")?, row.get("item_id")?)))
-                .optional()?;
+            let conn = tx.sql();
+            let held = conn.row(
+                "SELECT job_id, item_id FROM items WHERE id = ?1 AND lease_owner = ?2",
+                vals![key, run_id],
+                |row| Ok((row.text(0)?, row.text(1)?)),
+            )?;
             let Some((job_id, item_id)) = held else {
                 return Ok(None);
             };
-            let highest: u32 = conn
-                .prepare_cached("SELECT COALESCE(MAX(attempt_number), 0) FROM failure_history WHERE item_key = ?1")?
-                .query_row([key], |row| row.get(0))?;
-            failure.attempt_number = highest.saturating_add(1);
+            let highest = conn
+                .row(
+                    "SELECT COALESCE(MAX(attempt_number), 0) FROM failure_history WHERE item_key = ?1",
+                    vals![key],
+                    |row| row.i64(0),
+                )?
+                .unwrap_or(0);
+            failure.attempt_number = u32::try_from(highest).unwrap_or(u32::MAX).saturating_add(1);
             // The new attempt has the highest number; it is the item's last
             // (counters::last_attempt_order) unless an attempt is dated
             // later (a skewed or future clock). Only then does it keep the
             // signature and last error type it has.
-            let later_exists: bool = conn
-                .prepare_cached(
-                    "SELECT EXISTS (SELECT 1 FROM failure_history WHERE item_key = ?1 AND timestamp > ?2)",
-                )?
-                .query_row(params![key, failure.timestamp], |row| row.get(0))?;
+            let (later, update) = match conn.backend() {
+                super::Backend::Sqlite => (
+                    "SELECT 1 FROM failure_history WHERE item_key = ?1 AND timestamp > ?2 LIMIT 1",
+                    "UPDATE items SET failure_count = failure_count + 1,
+                         last_attempt = MAX(last_attempt, ?2),
+                         error_signature = CASE WHEN ?5 THEN error_signature ELSE ?3 END,
+                         last_error_type = CASE WHEN ?5 THEN last_error_type ELSE ?4 END
+                     WHERE id = ?1",
+                ),
+                super::Backend::Postgres => (
+                    "SELECT 1 FROM failure_history WHERE item_key = ?1
+                         AND (timestamp, timestamp_ns) > (dlq_ts(?2::text), dlq_ns(?2::text)) LIMIT 1",
+                    "UPDATE items SET failure_count = failure_count + 1,
+                         last_attempt = CASE WHEN (last_attempt, last_attempt_ns) < (dlq_ts(?2::text), dlq_ns(?2::text))
+                             THEN dlq_ts(?2::text) ELSE last_attempt END,
+                         last_attempt_ns = CASE WHEN (last_attempt, last_attempt_ns) < (dlq_ts(?2::text), dlq_ns(?2::text))
+                             THEN dlq_ns(?2::text) ELSE last_attempt_ns END,
+                         error_signature = CASE WHEN ?5::integer = 1 THEN error_signature ELSE ?3 END,
+                         last_error_type = CASE WHEN ?5::integer = 1 THEN last_error_type ELSE ?4 END
+                     WHERE id = ?1",
+                ),
+            };
+            let later_exists = conn.row(later, vals![key, failure.timestamp], |_| Ok(()))?.is_some();
             rows::insert_history(conn, key, std::slice::from_ref(&failure))?;
-            conn.prepare_cached(
-                "UPDATE items SET failure_count = failure_count + 1,
-                     last_attempt = MAX(last_attempt, ?2),
-                     error_signature = CASE WHEN ?5 THEN error_signature ELSE ?3 END,
-                     last_error_type = CASE WHEN ?5 THEN last_error_type ELSE ?4 END
-                 WHERE id = ?1",
-            )?
-            .execute(params![
-                key,
-                failure.timestamp,
-                crate::classify::error_signature(&failure.error_message),
-                failure.error_type.name,
-                later_exists
-            ])?;
+            let signature = crate::classify::error_signature(&failure.error_message);
+            conn.exec(
+                update,
+                vals![
+                    key,
+                    failure.timestamp,
+                    &signature,
+                    &failure.error_type.name,
+                    later_exists
+                ],
+            )?;
             tx.event(
                 EventKind::RetriedFailed,
                 Some(&job_id),
@@ -332,9 +369,10 @@ impl Dlq {
     /// Gives an item back (its lease ends now).
     pub(crate) fn release_lease(&self, run_id: &str, key: i64) -> Result<()> {
         self.write(|tx| {
-            tx.conn()
-                .prepare_cached("UPDATE items SET lease_owner = NULL, lease_expires = NULL WHERE id = ?1 AND lease_owner = ?2")?
-                .execute(params![key, run_id])?;
+            tx.sql().exec(
+                "UPDATE items SET lease_owner = NULL, lease_expires = NULL WHERE id = ?1 AND lease_owner = ?2",
+                vals![key, run_id],
+            )?;
             Ok(())
         })
     }
@@ -342,21 +380,33 @@ impl Dlq {
     /// Gives back every item `run_id` holds.
     pub(crate) fn release_all_leases(&self, run_id: &str) -> Result<usize> {
         self.write(|tx| {
-            Ok(tx
-                .conn()
-                .prepare_cached("UPDATE items SET lease_owner = NULL, lease_expires = NULL WHERE lease_owner = ?1")?
-                .execute([run_id])?)
+            tx.sql().exec(
+                "UPDATE items SET lease_owner = NULL, lease_expires = NULL WHERE lease_owner = ?1",
+                vals![run_id],
+            )
         })
     }
 
     /// How many items match `filter` (for skipped and remaining counts).
     pub fn count_matching(&self, filter: &ListFilter) -> Result<u64> {
+        if self.backend() == super::Backend::Postgres {
+            if filter.expression.is_some() {
+                return Err(crate::error::Error::unsupported("a filter expression"));
+            }
+            return self.read(
+                |conn| match super::jobs::count_from_counters(conn, filter)? {
+                    Some(n) => Ok(n),
+                    None => count_rows(conn, filter, self.age_now()),
+                },
+            );
+        }
         let conn = self.conn()?;
         if let Some(category) = only_a_category(filter) {
             // From the counters, not a lookup per item.
             return super::categories::count_in_category(&conn, filter.job_id.as_deref(), category);
         }
-        if let Some(n) = super::jobs::count_from_counters(&conn, filter)? {
+        if let Some(n) = super::jobs::count_from_counters(super::sql::Conn::Sqlite(&conn), filter)?
+        {
             return Ok(n);
         }
         if let Some((error_type, last)) = only_an_error_type(filter) {
@@ -367,12 +417,7 @@ impl Dlq {
                 super::categories::count_any_error_type(&conn, job, error_type)
             };
         }
-        let mut condition = String::new();
-        let mut values = Vec::new();
-        filter.push_conditions(self.age_now(), &mut condition, &mut values);
-        let sql = format!("SELECT COUNT(*) FROM items i WHERE 1 = 1{condition}");
-        let n: i64 = conn.query_row(&sql, params_from_iter(values), |row| row.get(0))?;
-        Ok(u64::try_from(n).unwrap_or(0))
+        count_rows(super::sql::Conn::Sqlite(&conn), filter, self.age_now())
     }
 
     /// Recent runs, newest first. A run recorded as running whose process is
@@ -385,43 +430,46 @@ impl Dlq {
         host: &str,
         stale_after_secs: i64,
     ) -> Result<Vec<RunInfo>> {
-        let conn = self.conn()?;
         let now = self.now();
-        let mut stmt = conn.prepare_cached(
-            "SELECT run_id, job_id, host, pid, started_at, heartbeat_at, ended_at, status, parameters,
-                 attempted, succeeded, failed, skipped, attempts
-             FROM retry_runs WHERE ?1 IS NULL OR job_id = ?1 ORDER BY id DESC LIMIT ?2",
-        )?;
-        let runs = stmt
-            .query_map(
-                params![job_id, i64::try_from(limit).unwrap_or(i64::MAX)],
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let runs = self.read(|conn| {
+            conn.collect(
+                "SELECT run_id, job_id, host, pid, started_at, heartbeat_at, ended_at, status, parameters,
+                     attempted, succeeded, failed, skipped, attempts
+                 FROM retry_runs WHERE CAST(?1 AS TEXT) IS NULL OR job_id = ?1 ORDER BY id DESC LIMIT ?2",
+                vals![job_id, limit],
                 |row| {
-                    let parameters: String = row.get("parameters")?;
-                    let get = |column: &str| -> rusqlite::Result<u64> {
-                        Ok(u64::try_from(row.get::<_, i64>(column)?).unwrap_or(0))
+                    let get = |column: usize| -> Result<u64> {
+                        Ok(u64::try_from(row.i64(column)?).unwrap_or(0))
                     };
+                    let status = row.text(7)?;
                     Ok(RunInfo {
-                        run_id: row.get("run_id")?,
-                        job_id: row.get("job_id")?,
-                        host: row.get("host")?,
-                        pid: row.get("pid")?,
-                        started_at: row.get("started_at")?,
-                        heartbeat_at: row.get("heartbeat_at")?,
-                        ended_at: row.get("ended_at")?,
-                        status: row.get("status")?,
-                        parameters: serde_json::from_str(&parameters)
+                        run_id: row.text(0)?,
+                        job_id: row.text(1)?,
+                        host: row.text(2)?,
+                        pid: row.i64(3)?,
+                        started_at: row.ts(4)?,
+                        heartbeat_at: row.ts(5)?,
+                        ended_at: row.opt_ts(6)?,
+                        status: RunStatus::from_name(&status).ok_or_else(|| {
+                            crate::error::Error::invalid_argument(
+                                "retry_runs.status",
+                                format!("{status:?} is not a run status"),
+                            )
+                        })?,
+                        parameters: serde_json::from_str(&row.text(8)?)
                             .unwrap_or(serde_json::Value::Null),
                         counts: RunCounts {
-                            attempted: get("attempted")?,
-                            succeeded: get("succeeded")?,
-                            failed: get("failed")?,
-                            skipped: get("skipped")?,
-                            attempts: get("attempts")?,
+                            attempted: get(9)?,
+                            succeeded: get(10)?,
+                            failed: get(11)?,
+                            skipped: get(12)?,
+                            attempts: get(13)?,
                         },
                     })
                 },
-            )?
-            .collect::<rusqlite::Result<Vec<_>>>()?;
+            )
+        })?;
         Ok(runs
             .into_iter()
             .map(|mut run| {
@@ -521,4 +569,15 @@ fn only_a_category(filter: &ListFilter) -> Option<super::Category> {
         return None;
     };
     name.parse().ok()
+}
+
+/// The items matching `filter`, counted row by row.
+fn count_rows(conn: super::sql::Conn<'_>, filter: &ListFilter, now: Timestamp) -> Result<u64> {
+    let mut condition = String::new();
+    let mut values = Vec::new();
+    filter.push_conditions(now, &mut condition, &mut values);
+    let sql = format!("SELECT COUNT(*) FROM items i WHERE 1 = 1{condition}");
+    let values: Vec<super::sql::Val<'_>> = values.iter().map(super::sql::Val::from_value).collect();
+    let n = conn.row(&sql, &values, |row| row.i64(0))?.unwrap_or(0);
+    Ok(u64::try_from(n).unwrap_or(0))
 }

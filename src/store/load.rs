@@ -84,7 +84,8 @@ impl Dlq {
             tx.set_item_events(false);
             tx.set_evictions(false);
         };
-        if options.bulk_when_empty && self.is_empty()? {
+        // The bulk switches (indexes dropped and rebuilt) are SQLite's.
+        if options.bulk_when_empty && self.backend() == super::Backend::Sqlite && self.is_empty()? {
             return self.write(|tx| {
                 bulk_switches(tx);
                 let indexes = tx.suspend_item_indexes()?;

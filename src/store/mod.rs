@@ -4,7 +4,8 @@
 //!
 //! | file | owns |
 //! |---|---|
-//! | `mod.rs` | the handle: opening, the clock, write transactions, database facts |
+//! | `mod.rs` | the handle: opening, the clock, read and write transactions (either backend), database facts |
+//! | `sql.rs` | the seam between the engine and its backends (SQLite, PostgreSQL): statements, parameters, rows |
 //! | `open.rs` | [`OpenOptions`]: create or open-existing, read-only, timeouts, pool size |
 //! | `items.rs` | reading items (get, list, paging, sorting) and changing one by hand (remove, mark) |
 //! | `selection.rs` | the items an action takes (a filter or named ones): counted with a fingerprint, then marked or removed exactly as counted |
@@ -30,6 +31,11 @@
 //!
 //! Every write runs in one IMMEDIATE transaction, so writers wait for each
 //! other instead of failing; docs/architecture.md follows a write through.
+//! On PostgreSQL a write is one READ COMMITTED transaction in which an add
+//! first locks its job's row (adds to one job take turns, others do not
+//! wait). The parts written against `sql.rs` run on both backends; the rest
+//! still takes a SQLite connection and is `Error::Unsupported` on
+//! PostgreSQL (the README's "PostgreSQL" section lists what works).
 
 pub mod adhoc;
 mod analysis;
@@ -51,6 +57,7 @@ mod open;
 mod retention;
 mod rows;
 mod selection;
+pub(crate) mod sql;
 mod stats;
 mod take;
 mod write;
@@ -85,6 +92,7 @@ use crate::error::Result;
 use crate::time::Timestamp;
 use rusqlite::TransactionBehavior;
 use serde::Serialize;
+pub use sql::Backend;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -95,7 +103,7 @@ pub type Clock = Arc<dyn Fn() -> Timestamp + Send + Sync>;
 /// across threads: clones share one connection pool.
 #[derive(Clone)]
 pub struct Dlq {
-    pool: DbPool,
+    pool: Pools,
     path: Option<Arc<Path>>,
     clock: Clock,
     /// "Now" for age selection only (purge cutoffs, `now` in filters), when
@@ -164,7 +172,7 @@ impl Dlq {
     /// checkpointer.
     fn in_memory(pool: DbPool) -> Self {
         Dlq {
-            pool,
+            pool: Pools::Sqlite(pool),
             path: None,
             clock: Arc::new(Timestamp::now),
             age_clock: None,
@@ -189,7 +197,20 @@ impl Dlq {
     /// Whether this handle can only read (opened read-only, or a file or
     /// directory this process cannot write).
     pub fn is_read_only(&self) -> Result<bool> {
-        Ok(self.immutable || self.conn()?.is_readonly(rusqlite::MAIN_DB)?)
+        match &self.pool {
+            Pools::Sqlite(_) => Ok(self.immutable || self.conn()?.is_readonly(rusqlite::MAIN_DB)?),
+            #[cfg(feature = "postgres")]
+            Pools::Postgres { read_only, .. } => Ok(*read_only),
+        }
+    }
+
+    /// Which backend holds this database.
+    pub fn backend(&self) -> Backend {
+        match &self.pool {
+            Pools::Sqlite(_) => Backend::Sqlite,
+            #[cfg(feature = "postgres")]
+            Pools::Postgres { .. } => Backend::Postgres,
+        }
     }
 
     /// The same handle with another "now" for age selection: purge
@@ -276,6 +297,10 @@ impl Dlq {
         deadline: Option<std::time::Instant>,
         f: impl FnOnce(&mut WriteTx<'_>) -> Result<T>,
     ) -> Result<T> {
+        #[cfg(feature = "postgres")]
+        if let Pools::Postgres { pool, read_only } = &self.pool {
+            return self.write_postgres(pool, *read_only, deadline, f);
+        }
         // A writer that panicked left nothing half-done: its transaction
         // rolled back when its connection went back to the pool.
         let _turn = match deadline {
@@ -310,7 +335,7 @@ impl Dlq {
             let _ = db::take_wal_frames();
             let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
             let value = {
-                let mut writer = WriteTx::new(&tx, self.now())?;
+                let mut writer = WriteTx::new(sql::Conn::Sqlite(&tx), self.now())?;
                 let value = f(&mut writer)?;
                 writer.settle_evictions()?;
                 writer.flush_counts()?;
@@ -345,16 +370,117 @@ impl Dlq {
     /// database, whose pool holds its only connection): the parallel
     /// readers in analysis.rs run their halves one after the other then.
     fn parallel_reads(&self) -> bool {
-        self.pool.max_size() > 1
+        match &self.pool {
+            Pools::Sqlite(pool) => pool.max_size() > 1,
+            #[cfg(feature = "postgres")]
+            Pools::Postgres { .. } => true,
+        }
+    }
+
+    /// The SQLite pool; on PostgreSQL, [`crate::Error::Unsupported`] (the
+    /// operations still written for SQLite alone come through here).
+    fn sqlite_pool(&self) -> Result<&DbPool> {
+        match &self.pool {
+            Pools::Sqlite(pool) => Ok(pool),
+            #[cfg(feature = "postgres")]
+            Pools::Postgres { .. } => Err(crate::error::Error::unsupported(unported_operation())),
+        }
     }
 
     fn conn(&self) -> Result<Conn> {
+        let pool = self.sqlite_pool()?;
         // Entered first, so a pool timeout names the database too.
         let scope = crate::error::DbScope::enter(self.path.as_ref());
         Ok(Conn {
-            inner: self.pool.get()?,
+            inner: pool.get()?,
             _scope: scope,
         })
+    }
+
+    /// Runs `f` on a connection of either backend, outside any write
+    /// transaction (reads: on PostgreSQL in a READ ONLY transaction, so
+    /// what `f` reads is one snapshot).
+    pub(crate) fn read<T>(&self, f: impl FnOnce(sql::Conn<'_>) -> Result<T>) -> Result<T> {
+        match &self.pool {
+            Pools::Sqlite(_) => {
+                let conn = self.conn()?;
+                let read = conn.unchecked_transaction()?;
+                let value = f(sql::Conn::Sqlite(&read))?;
+                read.commit()?;
+                Ok(value)
+            }
+            #[cfg(feature = "postgres")]
+            Pools::Postgres { pool, .. } => {
+                let _scope = crate::error::DbScope::enter(self.path.as_ref());
+                let mut client = pool.get()?;
+                client.batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")?;
+                let cell = std::cell::RefCell::new(client);
+                let result = f(sql::Conn::Postgres(&cell));
+                let mut client = cell.into_inner();
+                let end = client.batch_execute(if result.is_ok() { "COMMIT" } else { "ROLLBACK" });
+                let value = result?;
+                end?;
+                Ok(value)
+            }
+        }
+    }
+
+    /// [`Dlq::write_with`] on PostgreSQL: one transaction (READ COMMITTED;
+    /// adds to one job take turns on its `jobs` row, which the first
+    /// statement of an add locks), committed when `f` returns Ok.
+    #[cfg(feature = "postgres")]
+    fn write_postgres<T>(
+        &self,
+        pool: &db::postgres::PgPool,
+        read_only: bool,
+        deadline: Option<std::time::Instant>,
+        f: impl FnOnce(&mut WriteTx<'_>) -> Result<T>,
+    ) -> Result<T> {
+        if read_only {
+            return Err(crate::error::Error::ReadOnly {
+                path: self
+                    .path
+                    .as_deref()
+                    .map(Path::to_path_buf)
+                    .unwrap_or_default(),
+                reason: "the handle was opened read-only".into(),
+            });
+        }
+        let _scope = crate::error::DbScope::enter(self.path.as_ref());
+        let client = match deadline {
+            None => pool.get()?,
+            Some(deadline) => pool.get_timeout(
+                deadline
+                    .saturating_duration_since(std::time::Instant::now())
+                    .max(POOL_FLOOR),
+            )?,
+        };
+        let cell = std::cell::RefCell::new(client);
+        cell.borrow_mut().batch_execute("BEGIN")?;
+        // A panic in `f` must not hand the connection back to the pool in
+        // the middle of this transaction.
+        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let mut writer = WriteTx::new(sql::Conn::Postgres(&cell), self.now())?;
+            let value = f(&mut writer)?;
+            writer.settle_evictions()?;
+            writer.flush_counts()?;
+            Ok(value)
+        }));
+        let mut client = cell.into_inner();
+        match result {
+            Ok(Ok(value)) => {
+                client.batch_execute("COMMIT")?;
+                Ok(value)
+            }
+            Ok(Err(error)) => {
+                client.batch_execute("ROLLBACK")?;
+                Err(error)
+            }
+            Err(panic) => {
+                let _ = client.batch_execute("ROLLBACK");
+                std::panic::resume_unwind(panic)
+            }
+        }
     }
 
     /// [`Dlq::conn`] that waits for a free connection only until
@@ -367,11 +493,28 @@ impl Dlq {
             // deadline gets one (a handle with no connection yet has none
             // idle).
             inner: self
-                .pool
+                .sqlite_pool()?
                 .get_timeout(db::clamp_timeout(left).max(POOL_FLOOR))?,
             _scope: scope,
         })
     }
+}
+
+/// The connection pool of either backend.
+#[derive(Clone)]
+enum Pools {
+    Sqlite(DbPool),
+    #[cfg(feature = "postgres")]
+    Postgres {
+        pool: db::postgres::PgPool,
+        read_only: bool,
+    },
+}
+
+/// What an operation not yet written for PostgreSQL is called in the error
+/// it gets there (the command line adds its subcommand's name).
+fn unported_operation() -> &'static str {
+    "this operation"
 }
 
 /// The least an add with a deadline waits for a pooled connection.

@@ -110,6 +110,18 @@ impl OpenOptions {
                 ));
             }
         }
+        #[cfg(feature = "postgres")]
+        if let Some(url) = path.to_str().filter(|p| db::is_url(p)) {
+            return self.open_postgres(url);
+        }
+        #[cfg(not(feature = "postgres"))]
+        if let Some(url) = path.to_str().filter(|p| db::is_url(p)) {
+            return Err(Error::Open {
+                path: db::redacted_url(url).into(),
+                reason: "this dlq was built without PostgreSQL (cargo feature `postgres`)".into(),
+                kind: crate::ErrorKind::Unsupported,
+            });
+        }
         let (pool, immutable) = db::open_pool(path, self.setup)?;
         let write_turn: Arc<db::WriteTurn> = Arc::default();
         let checkpointer = if self.setup.read_only {
@@ -124,7 +136,7 @@ impl OpenOptions {
             )?))
         };
         let dlq = Dlq {
-            pool,
+            pool: super::Pools::Sqlite(pool),
             path: Some(Arc::from(path)),
             clock: Arc::new(Timestamp::now),
             age_clock: None,
@@ -133,6 +145,39 @@ impl OpenOptions {
             busy: self.setup.busy_timeout,
             checkpointer,
             immutable,
+        };
+        if let Some(n) = self.default_capacity {
+            if dlq.capacity(None)?.default_max_items != n {
+                dlq.set_capacity(None, Some(n))?;
+            }
+        }
+        Ok(dlq)
+    }
+
+    /// Opens the PostgreSQL database at `url` (creating dlq's schema in it
+    /// when it has none yet: the database itself must exist).
+    #[cfg(feature = "postgres")]
+    fn open_postgres(&self, url: &str) -> Result<Dlq> {
+        let pool = db::postgres::open_pool(
+            url,
+            self.setup.read_only,
+            self.setup.busy_timeout,
+            self.setup.pool_size,
+        )?;
+        let redacted = db::redacted_url(url);
+        let dlq = Dlq {
+            pool: super::Pools::Postgres {
+                pool,
+                read_only: self.setup.read_only,
+            },
+            path: Some(Arc::from(Path::new(&redacted))),
+            clock: Arc::new(Timestamp::now),
+            age_clock: None,
+            write_turn: Arc::default(),
+            committer: Arc::default(),
+            busy: self.setup.busy_timeout,
+            checkpointer: None,
+            immutable: false,
         };
         if let Some(n) = self.default_capacity {
             if dlq.capacity(None)?.default_max_items != n {

@@ -367,7 +367,7 @@ impl Dlq {
             ));
         }
         let (before, after) = self.write(|tx| {
-            let conn = tx.conn();
+            let conn = tx.conn()?;
             let before = find_policy(conn, job_id, category)?;
             if before
                 .as_ref()
@@ -405,7 +405,7 @@ impl Dlq {
         category: Option<Category>,
     ) -> Result<RetentionChange> {
         let before = self.write(|tx| {
-            let conn = tx.conn();
+            let conn = tx.conn()?;
             let Some(before) = find_policy(conn, job_id, category)? else {
                 return Err(Error::RetentionPolicyNotFound {
                     scope: scope_text(job_id, category),
@@ -470,7 +470,7 @@ impl Dlq {
         // meanwhile is either applied whole or not at all.
         self.write_bulk(|tx| {
             let mut outcomes = Vec::new();
-            for (policy, condition) in plan(tx.conn(), now)? {
+            for (policy, condition) in plan(tx.conn()?, now)? {
                 let removed = match condition {
                     Some((condition, values)) => delete_items(
                         tx,

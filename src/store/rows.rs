@@ -3,12 +3,12 @@
 //! Reading what was written gives the item's normalised form exactly.
 
 use super::columns::{columns, sql};
+use super::sql::{vals, Backend, Conn, Row, Val};
 use crate::error::{Error, Result};
 use crate::model::{
     DeadLetteredItem, ErrorType, Extra, FailureDetail, MarkedFlags, Omitted, WorktreeArtifacts,
 };
 use crate::time::Timestamp;
-use rusqlite::{params, Connection, OptionalExtension, Row};
 use serde_json::value::RawValue;
 
 /// An item as stored, with its row key and the flags a person marked.
@@ -72,61 +72,100 @@ fn parse_names(text: &str, context: &str) -> Result<Vec<String>> {
 
 /// Inserts a new item row; `None` when (job_id, item_id) already exists.
 pub fn insert_item_row(
-    conn: &Connection,
+    conn: Conn<'_>,
     job_id: &str,
     item: &DeadLetteredItem,
 ) -> Result<Option<i64>> {
-    let mut stmt = conn.prepare_cached(
-        "INSERT INTO items (job_id, item_id, item_data, first_attempt, last_attempt, failure_count,
-             error_signature, reprocess_eligible, manual_review_required, extra, omitted_fields,
-             last_error_type)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)
-         ON CONFLICT (job_id, item_id) DO NOTHING",
-    )?;
-    stmt.raw_bind_parameter(1, job_id)?;
-    stmt.raw_bind_parameter(2, &item.item_id)?;
-    bind_item_columns(&mut stmt, 3, item)?;
-    let inserted = stmt.raw_execute()?;
-    if inserted == 0 {
-        return Ok(None);
+    let sql = match conn.backend() {
+        Backend::Sqlite => {
+            "INSERT INTO items (job_id, item_id, item_data, first_attempt, last_attempt, failure_count,
+                 error_signature, reprocess_eligible, manual_review_required, extra, omitted_fields,
+                 last_error_type)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)
+             ON CONFLICT (job_id, item_id) DO NOTHING"
+        }
+        Backend::Postgres => {
+            "INSERT INTO items (job_id, item_id, item_data, first_attempt, first_attempt_ns,
+                 last_attempt, last_attempt_ns, failure_count, error_signature, reprocess_eligible,
+                 manual_review_required, extra, omitted_fields, last_error_type)
+             VALUES (?1, ?2, ?3, dlq_ts(?4::text), dlq_ns(?4::text), dlq_ts(?5::text),
+                 dlq_ns(?5::text), ?6, ?7, ?8, ?9, ?10, ?11, ?12)
+             ON CONFLICT (job_id, item_id) DO NOTHING
+             RETURNING id"
+        }
+    };
+    let columns = item_columns_values(item)?;
+    let mut params = vec![Val::from(job_id), Val::from(&item.item_id)];
+    params.extend(columns.vals());
+    match conn {
+        Conn::Sqlite(sqlite) => {
+            let inserted = conn.exec(sql, &params)?;
+            Ok((inserted > 0).then(|| sqlite.last_insert_rowid()))
+        }
+        #[cfg(feature = "postgres")]
+        Conn::Postgres(_) => conn.row(sql, &params, |row| row.i64(0)),
     }
-    Ok(Some(conn.last_insert_rowid()))
 }
 
 /// Rewrites the item row's own columns (not its history or artifacts).
-pub fn update_item_row(conn: &Connection, key: i64, item: &DeadLetteredItem) -> Result<()> {
-    let mut stmt = conn.prepare_cached(
-        "UPDATE items SET item_data = ?2, first_attempt = ?3, last_attempt = ?4, failure_count = ?5,
-             error_signature = ?6, reprocess_eligible = ?7, manual_review_required = ?8,
-             extra = ?9, omitted_fields = ?10, last_error_type = ?11
-         WHERE id = ?1",
-    )?;
-    stmt.raw_bind_parameter(1, key)?;
-    bind_item_columns(&mut stmt, 2, item)?;
-    stmt.raw_execute()?;
+pub fn update_item_row(conn: Conn<'_>, key: i64, item: &DeadLetteredItem) -> Result<()> {
+    let sql = match conn.backend() {
+        Backend::Sqlite => {
+            "UPDATE items SET item_data = ?2, first_attempt = ?3, last_attempt = ?4, failure_count = ?5,
+                 error_signature = ?6, reprocess_eligible = ?7, manual_review_required = ?8,
+                 extra = ?9, omitted_fields = ?10, last_error_type = ?11
+             WHERE id = ?1"
+        }
+        Backend::Postgres => {
+            "UPDATE items SET item_data = ?2, first_attempt = dlq_ts(?3::text),
+                 first_attempt_ns = dlq_ns(?3::text), last_attempt = dlq_ts(?4::text),
+                 last_attempt_ns = dlq_ns(?4::text), failure_count = ?5,
+                 error_signature = ?6, reprocess_eligible = ?7, manual_review_required = ?8,
+                 extra = ?9, omitted_fields = ?10, last_error_type = ?11
+             WHERE id = ?1"
+        }
+    };
+    let columns = item_columns_values(item)?;
+    let mut params = vec![Val::from(key)];
+    params.extend(columns.vals());
+    conn.exec(sql, &params)?;
     Ok(())
 }
 
-/// Binds the item's own columns to the parameters from `first` on, in the
-/// order both statements above name them: item_data, first_attempt,
-/// last_attempt, failure_count, error_signature, reprocess_eligible,
+/// The item's own columns as both statements above bind them, from their
+/// third parameter on: item_data, first_attempt, last_attempt,
+/// failure_count, error_signature, reprocess_eligible,
 /// manual_review_required, extra, omitted_fields, last_error_type.
-fn bind_item_columns(
-    stmt: &mut rusqlite::Statement<'_>,
-    first: usize,
-    item: &DeadLetteredItem,
-) -> Result<()> {
-    stmt.raw_bind_parameter(first, item.item_data.get())?;
-    stmt.raw_bind_parameter(first + 1, item.first_attempt)?;
-    stmt.raw_bind_parameter(first + 2, item.last_attempt)?;
-    stmt.raw_bind_parameter(first + 3, item.failure_count)?;
-    stmt.raw_bind_parameter(first + 4, &item.error_signature)?;
-    stmt.raw_bind_parameter(first + 5, item.reprocess_eligible)?;
-    stmt.raw_bind_parameter(first + 6, item.manual_review_required)?;
-    stmt.raw_bind_parameter(first + 7, extra_json(&item.extra)?)?;
-    stmt.raw_bind_parameter(first + 8, item_omitted_json(item)?)?;
-    stmt.raw_bind_parameter(first + 9, last_error_type(item))?;
-    Ok(())
+struct ItemColumns<'i> {
+    item: &'i DeadLetteredItem,
+    extra: Option<String>,
+    omitted: Option<String>,
+}
+
+fn item_columns_values(item: &DeadLetteredItem) -> Result<ItemColumns<'_>> {
+    Ok(ItemColumns {
+        item,
+        extra: extra_json(&item.extra)?,
+        omitted: item_omitted_json(item)?,
+    })
+}
+
+impl ItemColumns<'_> {
+    fn vals(&self) -> [Val<'_>; 10] {
+        let item = self.item;
+        [
+            Val::from(item.item_data.get()),
+            Val::from(item.first_attempt),
+            Val::from(item.last_attempt),
+            Val::from(item.failure_count),
+            Val::from(&item.error_signature),
+            Val::from(item.reprocess_eligible),
+            Val::from(item.manual_review_required),
+            Val::from(self.extra.as_ref()),
+            Val::from(self.omitted.as_ref()),
+            Val::from(last_error_type(item)),
+        ]
+    }
 }
 
 /// The value of the `last_error_type` column: the error type of the
@@ -138,14 +177,24 @@ pub(super) fn last_error_type(item: &DeadLetteredItem) -> Option<&str> {
 
 /// Inserts attempts; an attempt already stored (same attempt_number and
 /// timestamp) is left as it is. Returns how many were new.
-pub fn insert_history(conn: &Connection, key: i64, history: &[FailureDetail]) -> Result<usize> {
-    let mut stmt = conn.prepare_cached(
-        "INSERT INTO failure_history (item_key, attempt_number, timestamp, error_type, exit_code,
-             error_type_json, error_message, error_context, stack_trace, agent_id, step_failed,
-             duration_ms, json_log_location, extra, omitted_fields)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)
-         ON CONFLICT (item_key, attempt_number, timestamp) DO NOTHING",
-    )?;
+pub fn insert_history(conn: Conn<'_>, key: i64, history: &[FailureDetail]) -> Result<usize> {
+    let sql = match conn.backend() {
+        Backend::Sqlite => {
+            "INSERT INTO failure_history (item_key, attempt_number, timestamp, error_type, exit_code,
+                 error_type_json, error_message, error_context, stack_trace, agent_id, step_failed,
+                 duration_ms, json_log_location, extra, omitted_fields)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)
+             ON CONFLICT (item_key, attempt_number, timestamp) DO NOTHING"
+        }
+        Backend::Postgres => {
+            "INSERT INTO failure_history (item_key, attempt_number, timestamp, timestamp_ns,
+                 error_type, exit_code, error_type_json, error_message, error_context, stack_trace,
+                 agent_id, step_failed, duration_ms, json_log_location, extra, omitted_fields)
+             VALUES (?1, ?2, dlq_ts(?3::text), dlq_ns(?3::text), ?4, ?5, ?6, ?7, ?8, ?9, ?10,
+                 ?11, ?12, ?13, ?14, ?15)
+             ON CONFLICT (item_key, attempt_number, timestamp, timestamp_ns) DO NOTHING"
+        }
+    };
     let mut added = 0;
     for detail in history {
         let context = match &detail.error_context {
@@ -153,62 +202,66 @@ pub fn insert_history(conn: &Connection, key: i64, history: &[FailureDetail]) ->
             None => None,
         };
         let duration = i64::try_from(detail.duration_ms).unwrap_or(i64::MAX);
-        added += stmt.execute(params![
-            key,
-            detail.attempt_number,
-            detail.timestamp,
-            detail.error_type.name,
-            detail.error_type.exit_code,
-            detail.error_type.raw.as_ref().map(|raw| raw.get()),
-            detail.error_message,
-            context,
-            detail.stack_trace,
-            detail.agent_id,
-            detail.step_failed,
-            duration,
-            detail.json_log_location,
-            extra_json(&detail.extra)?,
-            failure_omitted_json(detail)?,
-        ])?;
+        let extra = extra_json(&detail.extra)?;
+        let omitted = failure_omitted_json(detail)?;
+        added += conn.exec(
+            sql,
+            vals![
+                key,
+                detail.attempt_number,
+                detail.timestamp,
+                &detail.error_type.name,
+                detail.error_type.exit_code,
+                detail.error_type.raw.as_ref().map(|raw| raw.get()),
+                &detail.error_message,
+                context.as_ref(),
+                detail.stack_trace.as_ref(),
+                &detail.agent_id,
+                &detail.step_failed,
+                duration,
+                detail.json_log_location.as_ref(),
+                extra.as_ref(),
+                omitted.as_ref(),
+            ],
+        )?;
     }
     Ok(added)
 }
 
 /// Replaces the item's artifacts row with `artifacts` (or removes it).
 pub fn write_artifacts(
-    conn: &Connection,
+    conn: Conn<'_>,
     key: i64,
     artifacts: Option<&WorktreeArtifacts>,
     replace: bool,
 ) -> Result<()> {
     if replace {
-        conn.prepare_cached("DELETE FROM worktree_artifacts WHERE item_key = ?1")?
-            .execute([key])?;
+        conn.exec(
+            "DELETE FROM worktree_artifacts WHERE item_key = ?1",
+            vals![key],
+        )?;
     }
     if let Some(artifacts) = artifacts {
-        conn.prepare_cached(
+        let extra = extra_json(&artifacts.extra)?;
+        conn.exec(
             "INSERT INTO worktree_artifacts (item_key, worktree_path, branch_name,
                  uncommitted_changes, error_logs, extra)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-        )?
-        .execute(params![
-            key,
-            artifacts.worktree_path,
-            artifacts.branch_name,
-            artifacts.uncommitted_changes,
-            artifacts.error_logs,
-            extra_json(&artifacts.extra)?,
-        ])?;
+            vals![
+                key,
+                &artifacts.worktree_path,
+                &artifacts.branch_name,
+                artifacts.uncommitted_changes.as_ref(),
+                artifacts.error_logs.as_ref(),
+                extra.as_ref(),
+            ],
+        )?;
     }
     Ok(())
 }
 
 /// Writes a whole new item (row, history, artifacts); `None` if it exists.
-pub fn insert_item(
-    conn: &Connection,
-    job_id: &str,
-    item: &DeadLetteredItem,
-) -> Result<Option<i64>> {
+pub fn insert_item(conn: Conn<'_>, job_id: &str, item: &DeadLetteredItem) -> Result<Option<i64>> {
     let Some(key) = insert_item_row(conn, job_id, item)? else {
         return Ok(None);
     };
@@ -223,8 +276,8 @@ columns! {
         KEY = "id",
         ITEM_ID = "item_id",
         ITEM_DATA = "item_data",
-        FIRST_ATTEMPT = "first_attempt",
-        LAST_ATTEMPT = "last_attempt",
+        FIRST_ATTEMPT = "first_attempt" pg "dlq_ts_text(first_attempt, first_attempt_ns)",
+        LAST_ATTEMPT = "last_attempt" pg "dlq_ts_text(last_attempt, last_attempt_ns)",
         FAILURE_COUNT = "failure_count",
         ERROR_SIGNATURE = "error_signature",
         REPROCESS_ELIGIBLE = "reprocess_eligible",
@@ -251,52 +304,60 @@ struct ItemRow {
     omitted: Option<String>,
 }
 
-fn item_row(row: &Row<'_>) -> rusqlite::Result<ItemRow> {
+fn item_row(row: &Row<'_>) -> Result<ItemRow> {
     use item_columns as c;
     Ok(ItemRow {
-        key: row.get(c::KEY)?,
-        item_id: row.get(c::ITEM_ID)?,
-        item_data: row.get(c::ITEM_DATA)?,
-        first_attempt: row.get(c::FIRST_ATTEMPT)?,
-        last_attempt: row.get(c::LAST_ATTEMPT)?,
-        failure_count: row.get(c::FAILURE_COUNT)?,
-        error_signature: row.get(c::ERROR_SIGNATURE)?,
-        reprocess_eligible: row.get(c::REPROCESS_ELIGIBLE)?,
-        manual_review_required: row.get(c::MANUAL_REVIEW_REQUIRED)?,
+        key: row.i64(c::KEY)?,
+        item_id: row.text(c::ITEM_ID)?,
+        item_data: row.text(c::ITEM_DATA)?,
+        first_attempt: row.ts(c::FIRST_ATTEMPT)?,
+        last_attempt: row.ts(c::LAST_ATTEMPT)?,
+        failure_count: u32::try_from(row.i64(c::FAILURE_COUNT)?).unwrap_or(u32::MAX),
+        error_signature: row.text(c::ERROR_SIGNATURE)?,
+        reprocess_eligible: row.bool(c::REPROCESS_ELIGIBLE)?,
+        manual_review_required: row.bool(c::MANUAL_REVIEW_REQUIRED)?,
         marked: MarkedFlags {
-            reprocess_eligible: row.get(c::REPROCESS_ELIGIBLE_MARKED)?,
-            manual_review_required: row.get(c::MANUAL_REVIEW_REQUIRED_MARKED)?,
+            reprocess_eligible: row.bool(c::REPROCESS_ELIGIBLE_MARKED)?,
+            manual_review_required: row.bool(c::MANUAL_REVIEW_REQUIRED_MARKED)?,
         },
-        extra: row.get(c::EXTRA)?,
-        omitted: row.get(c::OMITTED_FIELDS)?,
+        extra: row.opt_text(c::EXTRA)?,
+        omitted: row.opt_text(c::OMITTED_FIELDS)?,
     })
 }
 
 /// Loads one item of a job, whole.
-pub fn load_item(conn: &Connection, job_id: &str, item_id: &str) -> Result<Option<StoredItem>> {
-    let sql = sql!(
-        "SELECT ",
-        item_columns::LIST,
-        " FROM items WHERE job_id = ?1 AND item_id = ?2"
-    );
-    let row = conn
-        .prepare_cached(sql)?
-        .query_row(params![job_id, item_id], item_row)
-        .optional()?;
+pub fn load_item(conn: Conn<'_>, job_id: &str, item_id: &str) -> Result<Option<StoredItem>> {
+    let sql = match conn.backend() {
+        Backend::Sqlite => sql!(
+            "SELECT ",
+            item_columns::LIST,
+            " FROM items WHERE job_id = ?1 AND item_id = ?2"
+        ),
+        Backend::Postgres => sql!(
+            "SELECT ",
+            item_columns::PG_LIST,
+            " FROM items WHERE job_id = ?1 AND item_id = ?2"
+        ),
+    };
+    let row = conn.row(sql, vals![job_id, item_id], item_row)?;
     row.map(|row| assemble(conn, row)).transpose()
 }
 
 /// Loads one item by its row key, whole.
-pub fn load_item_by_key(conn: &Connection, key: i64) -> Result<Option<StoredItem>> {
-    let sql = sql!("SELECT ", item_columns::LIST, " FROM items WHERE id = ?1");
-    let row = conn
-        .prepare_cached(sql)?
-        .query_row([key], item_row)
-        .optional()?;
+pub fn load_item_by_key(conn: Conn<'_>, key: i64) -> Result<Option<StoredItem>> {
+    let sql = match conn.backend() {
+        Backend::Sqlite => sql!("SELECT ", item_columns::LIST, " FROM items WHERE id = ?1"),
+        Backend::Postgres => sql!(
+            "SELECT ",
+            item_columns::PG_LIST,
+            " FROM items WHERE id = ?1"
+        ),
+    };
+    let row = conn.row(sql, vals![key], item_row)?;
     row.map(|row| assemble(conn, row)).transpose()
 }
 
-fn assemble(conn: &Connection, row: ItemRow) -> Result<StoredItem> {
+fn assemble(conn: Conn<'_>, row: ItemRow) -> Result<StoredItem> {
     let context = format!("stored item {:?}", row.item_id);
     let item_data = RawValue::from_string(row.item_data)
         .map_err(|e| Error::invalid_item(&context, format!("bad item_data column: {e}")))?;
@@ -343,28 +404,29 @@ columns! {
 }
 
 fn load_artifacts(
-    conn: &Connection,
+    conn: Conn<'_>,
     key: i64,
     omitted: Omitted,
     context: &str,
 ) -> Result<Option<WorktreeArtifacts>> {
     use artifact_columns as c;
-    let row = conn
-        .prepare_cached(sql!(
+    let row = conn.row(
+        sql!(
             "SELECT ",
             c::LIST,
             " FROM worktree_artifacts WHERE item_key = ?1"
-        ))?
-        .query_row([key], |row| {
+        ),
+        vals![key],
+        |row| {
             Ok((
-                row.get::<_, String>(c::WORKTREE_PATH)?,
-                row.get::<_, String>(c::BRANCH_NAME)?,
-                row.get::<_, Option<String>>(c::UNCOMMITTED_CHANGES)?,
-                row.get::<_, Option<String>>(c::ERROR_LOGS)?,
-                row.get::<_, Option<String>>(c::EXTRA)?,
+                row.text(c::WORKTREE_PATH)?,
+                row.text(c::BRANCH_NAME)?,
+                row.opt_text(c::UNCOMMITTED_CHANGES)?,
+                row.opt_text(c::ERROR_LOGS)?,
+                row.opt_text(c::EXTRA)?,
             ))
-        })
-        .optional()?;
+        },
+    )?;
     row.map(
         |(worktree_path, branch_name, uncommitted_changes, error_logs, extra)| {
             Ok(WorktreeArtifacts {
@@ -384,7 +446,7 @@ columns! {
     /// The columns of `failure_history` that [`load_history`] reads.
     mod history_columns {
         ATTEMPT_NUMBER = "attempt_number",
-        TIMESTAMP = "timestamp",
+        TIMESTAMP = "timestamp" pg "dlq_ts_text(timestamp, timestamp_ns)",
         ERROR_TYPE = "error_type",
         EXIT_CODE = "exit_code",
         ERROR_TYPE_JSON = "error_type_json",
@@ -400,44 +462,50 @@ columns! {
     }
 }
 
-fn load_history(conn: &Connection, key: i64, context: &str) -> Result<Vec<FailureDetail>> {
+fn load_history(conn: Conn<'_>, key: i64, context: &str) -> Result<Vec<FailureDetail>> {
     use history_columns as c;
-    let mut stmt = conn.prepare_cached(sql!(
-        "SELECT ",
-        c::LIST,
-        " FROM failure_history WHERE item_key = ?1
-         ORDER BY attempt_number, timestamp"
-    ))?;
-    let mut rows = stmt.query([key])?;
+    let sql = match conn.backend() {
+        Backend::Sqlite => sql!(
+            "SELECT ",
+            c::LIST,
+            " FROM failure_history WHERE item_key = ?1 ORDER BY attempt_number, timestamp"
+        ),
+        Backend::Postgres => sql!(
+            "SELECT ",
+            c::PG_LIST,
+            " FROM failure_history WHERE item_key = ?1
+             ORDER BY attempt_number, timestamp, timestamp_ns"
+        ),
+    };
     let mut history = Vec::new();
-    while let Some(row) = rows.next()? {
-        let raw: Option<String> = row.get(c::ERROR_TYPE_JSON)?;
+    conn.each(sql, vals![key], |row| {
+        let raw = row.opt_text(c::ERROR_TYPE_JSON)?;
         let raw = raw.map(RawValue::from_string).transpose().map_err(|e| {
             Error::invalid_item(context, format!("bad error_type_json column: {e}"))
         })?;
-        let error_context: Option<String> = row.get(c::ERROR_CONTEXT)?;
+        let error_context = row.opt_text(c::ERROR_CONTEXT)?;
         let error_context = error_context
             .map(|text| serde_json::from_str::<Vec<String>>(&text))
             .transpose()
             .map_err(|e| Error::invalid_item(context, format!("bad error_context column: {e}")))?;
-        let duration: i64 = row.get(c::DURATION_MS)?;
-        let omitted: Option<String> = row.get(c::OMITTED_FIELDS)?;
+        let duration = row.i64(c::DURATION_MS)?;
+        let omitted = row.opt_text(c::OMITTED_FIELDS)?;
         let mut detail = FailureDetail {
-            attempt_number: row.get(c::ATTEMPT_NUMBER)?,
-            timestamp: row.get(c::TIMESTAMP)?,
+            attempt_number: u32::try_from(row.i64(c::ATTEMPT_NUMBER)?).unwrap_or(u32::MAX),
+            timestamp: row.ts(c::TIMESTAMP)?,
             error_type: ErrorType {
-                name: row.get(c::ERROR_TYPE)?,
-                exit_code: row.get(c::EXIT_CODE)?,
+                name: row.text(c::ERROR_TYPE)?,
+                exit_code: row.opt_i64(c::EXIT_CODE)?,
                 raw,
             },
-            error_message: row.get(c::ERROR_MESSAGE)?,
+            error_message: row.text(c::ERROR_MESSAGE)?,
             error_context,
-            stack_trace: row.get(c::STACK_TRACE)?,
-            agent_id: row.get(c::AGENT_ID)?,
-            step_failed: row.get(c::STEP_FAILED)?,
+            stack_trace: row.opt_text(c::STACK_TRACE)?,
+            agent_id: row.text(c::AGENT_ID)?,
+            step_failed: row.text(c::STEP_FAILED)?,
             duration_ms: u64::try_from(duration).unwrap_or(0),
-            json_log_location: row.get(c::JSON_LOG_LOCATION)?,
-            extra: parse_extra(row.get(c::EXTRA)?, context)?,
+            json_log_location: row.opt_text(c::JSON_LOG_LOCATION)?,
+            extra: parse_extra(row.opt_text(c::EXTRA)?, context)?,
             omitted: Omitted::none(),
         };
         detail.omitted = match omitted {
@@ -447,6 +515,7 @@ fn load_history(conn: &Connection, key: i64, context: &str) -> Result<Vec<Failur
             }
         };
         history.push(detail);
-    }
+        Ok(())
+    })?;
     Ok(history)
 }

@@ -179,7 +179,7 @@ impl Dlq {
             return Err(Error::invalid_argument("mark", "nothing to change"));
         }
         self.act(target, expect, |tx, condition, values| {
-            let conn = tx.conn();
+            let conn = tx.conn()?;
             conn.execute_batch(
                 "CREATE TEMP TABLE IF NOT EXISTS selected_ids (id INTEGER PRIMARY KEY);
                  DELETE FROM temp.selected_ids;",
@@ -240,7 +240,7 @@ impl Dlq {
         let (condition, values) = target.condition(now)?;
         self.write(|tx| {
             if let (Some(token_given), Some((_, counted))) = (expect, expected) {
-                let print = fingerprint(tx.conn(), &condition, &values)?;
+                let print = fingerprint(tx.conn()?, &condition, &values)?;
                 if token(now, print) != token_given {
                     return Err(Error::SelectionChanged {
                         counted,

@@ -50,7 +50,7 @@ impl Dlq {
         filter.eligible = Some(true);
         let now = self.age_now();
         let take = |tx: &mut super::WriteTx<'_>| -> Result<Vec<TakenItem>> {
-            let conn = tx.conn();
+            let conn = tx.conn()?;
             let exists: bool = conn
                 .prepare_cached("SELECT EXISTS (SELECT 1 FROM jobs WHERE job_id = ?1)")?
                 .query_row([job_id], |row| row.get(0))?;
@@ -114,7 +114,7 @@ impl Dlq {
                     detail,
                 )?;
             }
-            tx.conn().execute_batch("DELETE FROM temp.taken_keys;")?;
+            tx.conn()?.execute_batch("DELETE FROM temp.taken_keys;")?;
             Ok(taken)
         };
         if options.keep_history {
@@ -131,14 +131,14 @@ impl Dlq {
             return Ok(0);
         }
         self.write_bulk(|tx| {
-            tx.conn().execute_batch(
+            tx.conn()?.execute_batch(
                 "CREATE TEMP TABLE IF NOT EXISTS taken_items (job_id TEXT NOT NULL, item_id TEXT NOT NULL,
                      PRIMARY KEY (job_id, item_id));
                  DELETE FROM temp.taken_items;",
             )?;
             {
                 let mut insert = tx
-                    .conn()
+                    .conn()?
                     .prepare_cached("INSERT OR IGNORE INTO temp.taken_items (job_id, item_id) VALUES (?1, ?2)")?;
                 for (job_id, item_id) in items {
                     insert.execute(params![job_id, item_id])?;
@@ -151,7 +151,7 @@ impl Dlq {
                 EventKind::Requeued,
                 serde_json::json!({"destination": destination}),
             )?;
-            tx.conn().execute_batch("DELETE FROM temp.taken_items;")?;
+            tx.conn()?.execute_batch("DELETE FROM temp.taken_items;")?;
             Ok(taken)
         })
     }

@@ -4,11 +4,12 @@
 
 use super::counters::InsertCounts;
 use super::rows;
+use super::sql::{vals, Backend, Conn};
 use super::EventKind;
 use crate::error::Result;
 use crate::model::{merge, DeadLetteredItem};
 use crate::time::Timestamp;
-use rusqlite::{params, Connection, OptionalExtension};
+use rusqlite::Connection;
 use std::borrow::Cow;
 use std::collections::{BTreeSet, HashMap, HashSet};
 
@@ -78,7 +79,7 @@ const BULK_CACHE_KIB: i64 = 8_000;
 
 /// An open write transaction. Obtained from [`super::Dlq::write`].
 pub struct WriteTx<'c> {
-    conn: &'c Connection,
+    conn: Conn<'c>,
     now: Timestamp,
     default_cap: i64,
     jobs_touched: HashSet<String>,
@@ -102,7 +103,7 @@ pub struct WriteTx<'c> {
 }
 
 impl<'c> WriteTx<'c> {
-    pub(super) fn new(conn: &'c Connection, now: Timestamp) -> Result<Self> {
+    pub(super) fn new(conn: Conn<'c>, now: Timestamp) -> Result<Self> {
         Ok(WriteTx {
             conn,
             now,
@@ -154,14 +155,15 @@ impl<'c> WriteTx<'c> {
         }
         crate::model::check_id(job_id)
             .map_err(|reason| crate::error::Error::invalid_argument("job id", reason))?;
-        self.conn
-            .prepare_cached(
-                "INSERT INTO jobs (job_id, repo, created_at, updated_at) VALUES (?1, ?2, ?3, ?3)
-                 ON CONFLICT (job_id) DO UPDATE SET
-                     updated_at = excluded.updated_at,
-                     repo = COALESCE(jobs.repo, excluded.repo)",
-            )?
-            .execute(params![job_id, repo, self.now])?;
+        // On PostgreSQL this locks the job's row until commit: adds to one
+        // job take turns (capacity stays exact), adds to others do not wait.
+        self.conn.exec(
+            "INSERT INTO jobs (job_id, repo, created_at, updated_at) VALUES (?1, ?2, ?3, ?3)
+             ON CONFLICT (job_id) DO UPDATE SET
+                 updated_at = excluded.updated_at,
+                 repo = COALESCE(jobs.repo, excluded.repo)",
+            vals![job_id, repo, self.now],
+        )?;
         self.jobs_touched.insert(job_id.to_string());
         Ok(())
     }
@@ -254,11 +256,11 @@ impl<'c> WriteTx<'c> {
 
     /// The capacity in force for a job (0 = unlimited).
     pub fn max_items(&self, job_id: &str) -> Result<i64> {
-        let cap: Option<Option<i64>> = self
-            .conn
-            .prepare_cached("SELECT max_items FROM jobs WHERE job_id = ?1")?
-            .query_row([job_id], |row| row.get(0))
-            .optional()?;
+        let cap = self.conn.row(
+            "SELECT max_items FROM jobs WHERE job_id = ?1",
+            vals![job_id],
+            |row| row.opt_i64(0),
+        )?;
         Ok(cap.flatten().unwrap_or(self.default_cap))
     }
 
@@ -306,12 +308,14 @@ impl<'c> WriteTx<'c> {
     /// Reads a job's item count and capacity (and caches them).
     fn load_of(&mut self, job_id: &str) -> Result<(i64, i64)> {
         self.flush_counts()?;
-        let (count, cap): (i64, Option<i64>) = self
+        let (count, cap) = self
             .conn
-            .prepare_cached("SELECT item_count, max_items FROM jobs WHERE job_id = ?1")?
-            .query_row([job_id], |row| {
-                Ok((row.get("item_count")?, row.get("max_items")?))
-            })?;
+            .row(
+                "SELECT item_count, max_items FROM jobs WHERE job_id = ?1",
+                vals![job_id],
+                |row| Ok((row.i64(0)?, row.opt_i64(1)?)),
+            )?
+            .ok_or_else(|| crate::error::Error::JobNotFound(job_id.to_string()))?;
         let load = (count, cap.unwrap_or(self.default_cap));
         self.job_load.insert(job_id.to_string(), load);
         Ok(load)
@@ -336,9 +340,10 @@ impl<'c> WriteTx<'c> {
         if cap <= 0 || count <= cap {
             return Ok(None);
         }
-        self.conn
-            .prepare_cached("UPDATE jobs SET max_items = ?2 WHERE job_id = ?1")?
-            .execute(params![job_id, count])?;
+        self.conn.exec(
+            "UPDATE jobs SET max_items = ?2 WHERE job_id = ?1",
+            vals![job_id, count],
+        )?;
         self.job_load.insert(job_id.to_string(), (count, count));
         self.event(
             EventKind::CapacitySet,
@@ -363,22 +368,28 @@ impl<'c> WriteTx<'c> {
         self.flush_counts()?;
         // Walks items_job_last_attempt: O(log n) per evicted item. The
         // index is never suspended here (see `deferred_evictions`).
-        let mut stmt = self.conn.prepare_cached(
-            "DELETE FROM items WHERE id IN (
-                 SELECT id FROM items WHERE job_id = ?1
-                 ORDER BY last_attempt ASC, id ASC LIMIT ?2)
-             RETURNING item_id, error_signature, last_attempt",
-        )?;
-        let evicted = stmt
-            .query_map(params![job_id, excess], |row| {
-                Ok(EvictedItem {
-                    job_id: job_id.to_string(),
-                    item_id: row.get("item_id")?,
-                    error_signature: row.get("error_signature")?,
-                    last_attempt: row.get("last_attempt")?,
-                })
-            })?
-            .collect::<rusqlite::Result<Vec<_>>>()?;
+        let sql = match self.conn.backend() {
+            Backend::Sqlite => {
+                "DELETE FROM items WHERE id IN (
+                     SELECT id FROM items WHERE job_id = ?1
+                     ORDER BY last_attempt ASC, id ASC LIMIT ?2)
+                 RETURNING item_id, error_signature, last_attempt"
+            }
+            Backend::Postgres => {
+                "DELETE FROM items WHERE id IN (
+                     SELECT id FROM items WHERE job_id = ?1
+                     ORDER BY last_attempt ASC, last_attempt_ns ASC, id ASC LIMIT ?2)
+                 RETURNING item_id, error_signature, dlq_ts_text(last_attempt, last_attempt_ns)"
+            }
+        };
+        let evicted = self.conn.collect(sql, vals![job_id, excess], |row| {
+            Ok(EvictedItem {
+                job_id: job_id.to_string(),
+                item_id: row.text(0)?,
+                error_signature: row.text(1)?,
+                last_attempt: row.text(2)?,
+            })
+        })?;
         if let Some(load) = self.job_load.get_mut(job_id) {
             load.0 -= i64::try_from(evicted.len()).unwrap_or(0);
         }
@@ -418,9 +429,10 @@ impl<'c> WriteTx<'c> {
         item_id: Option<&str>,
         detail: &str,
     ) -> Result<()> {
-        self.conn
-            .prepare_cached("INSERT INTO events (time, kind, job_id, item_id, detail) VALUES (?1, ?2, ?3, ?4, ?5)")?
-            .execute(params![self.now, kind, job_id, item_id, detail])?;
+        self.conn.exec(
+            "INSERT INTO events (time, kind, job_id, item_id, detail) VALUES (?1, ?2, ?3, ?4, ?5)",
+            vals![self.now, kind.as_str(), job_id, item_id, detail],
+        )?;
         Ok(())
     }
 
@@ -430,12 +442,10 @@ impl<'c> WriteTx<'c> {
     /// indexes are never missing outside it. The definitions are read from
     /// the schema, so they follow migrations.
     pub(crate) fn suspend_item_indexes(&mut self) -> Result<Suspended> {
+        let conn = self.conn.sqlite("suspending indexes")?;
         self.indexes_suspended = true;
-        let cache_size: i64 = self
-            .conn
-            .query_row("PRAGMA main.cache_size", [], |row| row.get(0))?;
-        self.conn
-            .pragma_update(Some("main"), "cache_size", -BULK_CACHE_KIB)?;
+        let cache_size: i64 = conn.query_row("PRAGMA main.cache_size", [], |row| row.get(0))?;
+        conn.pragma_update(Some("main"), "cache_size", -BULK_CACHE_KIB)?;
         let mut suspended = self.suspend("index")?;
         suspended.cache_size = Some(cache_size);
         Ok(suspended)
@@ -449,8 +459,8 @@ impl<'c> WriteTx<'c> {
     }
 
     fn suspend(&mut self, kind: &str) -> Result<Suspended> {
-        let objects = self
-            .conn
+        let conn = self.conn.sqlite("suspending triggers")?;
+        let objects = conn
             .prepare(
                 "SELECT name, sql FROM sqlite_master
                  WHERE type = ?1 AND tbl_name = 'items' AND sql IS NOT NULL ORDER BY name",
@@ -463,8 +473,7 @@ impl<'c> WriteTx<'c> {
             // Identifiers cannot be parameters: quote the name as SQL says.
             let quoted = name.replace('"', "\"\"");
             let drop = if kind == "index" { "INDEX" } else { "TRIGGER" };
-            self.conn
-                .execute(&format!("DROP {drop} \"{quoted}\""), [])?;
+            conn.execute(&format!("DROP {drop} \"{quoted}\""), [])?;
         }
         Ok(Suspended {
             sql: objects.into_iter().map(|(_, sql)| sql).collect(),
@@ -478,6 +487,7 @@ impl<'c> WriteTx<'c> {
     /// Evictions deferred while the indexes were suspended run now.
     pub(crate) fn restore(&mut self, suspended: Suspended) -> Result<()> {
         for sql in suspended.sql {
+            let conn = self.conn.sqlite("restoring indexes")?;
             let statement = sql.trim_start().to_ascii_uppercase();
             if !["CREATE INDEX", "CREATE UNIQUE INDEX", "CREATE TRIGGER"]
                 .iter()
@@ -490,11 +500,11 @@ impl<'c> WriteTx<'c> {
             }
             // `execute` runs exactly one statement (a trigger's body is
             // part of its one CREATE TRIGGER).
-            self.conn.execute(&sql, [])?;
+            conn.execute(&sql, [])?;
         }
         if let Some(cache_size) = suspended.cache_size {
-            self.conn
-                .pragma_update(Some("main"), "cache_size", cache_size)?;
+            let conn = self.conn.sqlite("restoring indexes")?;
+            conn.pragma_update(Some("main"), "cache_size", cache_size)?;
         }
         if suspended.indexes {
             self.indexes_suspended = false;
@@ -509,17 +519,26 @@ impl<'c> WriteTx<'c> {
         Ok(())
     }
 
-    /// The underlying connection, for the store's own modules.
-    pub(super) fn conn(&self) -> &Connection {
+    /// The underlying SQLite connection, for the store's parts not yet
+    /// written for both backends ([`crate::Error::Unsupported`] on
+    /// PostgreSQL).
+    pub(super) fn conn(&self) -> Result<&'c Connection> {
+        self.conn.sqlite("this operation")
+    }
+
+    /// The connection, for the parts of the store written for both
+    /// backends.
+    pub(super) fn sql(&self) -> Conn<'c> {
         self.conn
     }
 }
 
 /// The default per-job capacity from `settings` (10,000 unless changed).
-pub(super) fn default_capacity(conn: &Connection) -> Result<i64> {
-    let value: Option<String> = conn
-        .prepare_cached("SELECT value FROM settings WHERE key = 'default_max_items'")?
-        .query_row([], |row| row.get(0))
-        .optional()?;
+pub(super) fn default_capacity(conn: Conn<'_>) -> Result<i64> {
+    let value = conn.row(
+        "SELECT value FROM settings WHERE key = 'default_max_items'",
+        &[],
+        |row| row.text(0),
+    )?;
     Ok(value.and_then(|v| v.trim().parse().ok()).unwrap_or(10_000))
 }

@@ -1,0 +1,235 @@
+//! Opening a PostgreSQL database: the URL (a password in it is never
+//! shown), the connection pool and the schema migrations
+//! (migrations/postgres/). The one place that knows how PostgreSQL is set
+//! up, as the rest of this module is for SQLite.
+
+#[cfg(test)]
+use super::is_url;
+use super::redacted_url as redacted;
+use crate::error::{Error, ErrorKind, Result};
+use r2d2_postgres::PostgresConnectionManager;
+use std::time::Duration;
+
+mod embedded {
+    refinery::embed_migrations!("migrations/postgres");
+}
+
+/// The pool of PostgreSQL connections.
+pub type PgPool = r2d2::Pool<PostgresConnectionManager<postgres::NoTls>>;
+
+fn open_error(url: &str, reason: impl std::fmt::Display, kind: ErrorKind) -> Error {
+    Error::Open {
+        path: redacted(url).into(),
+        reason: reason.to_string(),
+        kind,
+    }
+}
+
+/// The schema version this build creates and understands on PostgreSQL.
+pub fn supported_schema_version() -> i64 {
+    embedded::migrations::runner()
+        .get_migrations()
+        .iter()
+        .map(|m| i64::from(m.version()))
+        .max()
+        .unwrap_or(0)
+}
+
+/// Opens a pool on the database at `url` and brings its schema up to date
+/// (unless `read_only`, which refuses a database without the schema).
+/// A password comes from the URL, else `PGPASSWORD`, else `~/.pgpass`.
+pub fn open_pool(url: &str, read_only: bool, busy: Duration, size: u32) -> Result<PgPool> {
+    let (config, mut client) = connect(url, busy)?;
+    let applied = applied_version(&mut client).map_err(|e| open_error(url, &e, e.kind()))?;
+    let supported = supported_schema_version();
+    match applied {
+        Some(found) if found > supported => {
+            return Err(Error::SchemaTooNew {
+                path: redacted(url).into(),
+                found,
+                supported,
+            })
+        }
+        Some(found) if found == supported => {}
+        _ if read_only => {
+            return Err(open_error(
+                url,
+                "the database has no dlq schema (or an older one) and the handle is read-only",
+                ErrorKind::ReadOnly,
+            ))
+        }
+        _ => migrate(&mut client, url)?,
+    }
+    drop(client);
+    let manager = PostgresConnectionManager::new(config, postgres::NoTls);
+    Ok(r2d2::Pool::builder()
+        .max_size(size.max(1))
+        .min_idle(Some(0))
+        .connection_timeout(busy.max(Duration::from_secs(1)))
+        .build_unchecked(manager))
+}
+
+/// One connection to the database at `url` (outside any pool: `dlq sql`),
+/// with the configuration the pool's connections get.
+pub fn connect(url: &str, busy: Duration) -> Result<(postgres::Config, postgres::Client)> {
+    let mut config: postgres::Config = url.parse().map_err(|e| {
+        open_error(
+            url,
+            format!("not a PostgreSQL URL: {e}"),
+            ErrorKind::InvalidInput,
+        )
+    })?;
+    if config.get_password().is_none() {
+        if let Some(password) = password_from_env(&config) {
+            config.password(password);
+        }
+    }
+    config.application_name("dlq");
+    config.connect_timeout(busy.min(Duration::from_secs(30)));
+    // Every statement waits for locks at most the busy timeout, as SQLite's
+    // busy_timeout does; past it the error is Busy (55P03).
+    let lock_ms = busy.as_millis().min(i32::MAX as u128);
+    config.options(&format!("-c lock_timeout={lock_ms} -c TimeZone=UTC"));
+    // The first connection is made here, not by the pool: a server that is
+    // down or a wrong password fails at once with the server's reason (the
+    // pool would retry until its timeout).
+    let client = config.connect(postgres::NoTls).map_err(|e| {
+        let kind = crate::store::sql::pg::kind(&e);
+        open_error(
+            url,
+            e,
+            if kind == ErrorKind::Other {
+                ErrorKind::Io
+            } else {
+                kind
+            },
+        )
+    })?;
+    Ok((config, client))
+}
+
+/// The password for `config` from PGPASSWORD or the password file
+/// (PGPASSFILE or ~/.pgpass: host:port:database:user:password, `*` any).
+fn password_from_env(config: &postgres::Config) -> Option<String> {
+    if let Some(password) = std::env::var_os("PGPASSWORD").filter(|p| !p.is_empty()) {
+        return Some(password.to_string_lossy().into_owned());
+    }
+    let file = match std::env::var_os("PGPASSFILE") {
+        Some(file) => std::path::PathBuf::from(file),
+        None => std::path::PathBuf::from(std::env::var_os("HOME")?).join(".pgpass"),
+    };
+    let text = std::fs::read_to_string(file).ok()?;
+    let host = match config.get_hosts().first()? {
+        postgres::config::Host::Tcp(host) => host.clone(),
+        postgres::config::Host::Unix(_) => "localhost".to_string(),
+    };
+    let port = config
+        .get_ports()
+        .first()
+        .copied()
+        .unwrap_or(5432)
+        .to_string();
+    let db = config.get_dbname().unwrap_or_default();
+    let user = config.get_user().unwrap_or_default();
+    text.lines()
+        .filter(|line| !line.starts_with('#'))
+        .find_map(|line| {
+            let fields = split_pgpass(line);
+            let [h, p, d, u, password] = fields.as_slice() else {
+                return None;
+            };
+            let fits = |field: &str, value: &str| field == "*" || field == value;
+            (fits(h, &host) && fits(p, &port) && fits(d, db) && fits(u, user))
+                .then(|| password.clone())
+        })
+}
+
+/// One ~/.pgpass line's fields (`\:` and `\\` are escapes).
+fn split_pgpass(line: &str) -> Vec<String> {
+    let mut fields = vec![String::new()];
+    let mut chars = line.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => {
+                if let (Some(next), Some(field)) = (chars.next(), fields.last_mut()) {
+                    field.push(next);
+                }
+            }
+            ':' => fields.push(String::new()),
+            c => {
+                if let Some(field) = fields.last_mut() {
+                    field.push(c);
+                }
+            }
+        }
+    }
+    fields
+}
+
+fn applied_version(client: &mut postgres::Client) -> Result<Option<i64>> {
+    let exists: bool = client
+        .query_one(
+            "SELECT to_regclass('refinery_schema_history') IS NOT NULL",
+            &[],
+        )?
+        .get(0);
+    if !exists {
+        return Ok(None);
+    }
+    let version: Option<i32> = client
+        .query_one("SELECT MAX(version) FROM refinery_schema_history", &[])?
+        .get(0);
+    Ok(version.map(i64::from))
+}
+
+/// Applies pending migrations. Processes opening one new database at once
+/// take turns on an advisory lock, so only the first creates the schema.
+fn migrate(client: &mut postgres::Client, url: &str) -> Result<()> {
+    // An arbitrary constant naming dlq's migration lock.
+    const MIGRATION_LOCK: i64 = 0x0064_6c71_5f6d_6967;
+    client.execute("SELECT pg_advisory_lock($1)", &[&MIGRATION_LOCK])?;
+    let result = embedded::migrations::runner()
+        .set_grouped(true)
+        .run(client)
+        .map_err(|e| Error::Migration {
+            path: redacted(url).into(),
+            reason: e.to_string(),
+        });
+    client.execute("SELECT pg_advisory_unlock($1)", &[&MIGRATION_LOCK])?;
+    result.map(|_| ())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_are_told_from_paths() {
+        assert!(is_url("postgres://u@h/db"));
+        assert!(is_url("PostgreSQL://u@h/db"));
+        assert!(!is_url("postgres.db"));
+        assert!(!is_url("./postgres://x"));
+    }
+
+    #[test]
+    fn passwords_never_show() {
+        assert_eq!(
+            redacted("postgres://me:secret@db.example:5432/dlq"),
+            "postgres://me:***@db.example:5432/dlq"
+        );
+        assert_eq!(
+            redacted("postgresql://me@h/dlq?sslmode=disable&password=x"),
+            "postgresql://me@h/dlq?sslmode=disable&password=***"
+        );
+        assert_eq!(redacted("postgres://h/dlq"), "postgres://h/dlq");
+        assert_eq!(redacted("postgres://a:b:c@h"), "postgres://a:***@h");
+    }
+
+    #[test]
+    fn pgpass_lines_split_with_escapes() {
+        assert_eq!(
+            split_pgpass(r"h:5432:db:u:pa\:ss\\"),
+            ["h", "5432", "db", "u", r"pa:ss\"]
+        );
+    }
+}

@@ -1,0 +1,617 @@
+//! The seam between the engine and its two backends, SQLite and
+//! PostgreSQL: one connection type ([`Conn`]) that runs a statement, reads
+//! one row or streams many, with parameters ([`Val`]) and row values
+//! ([`Row`]) that mean the same on both. The engine's rules (merge,
+//! counters, capacity, events) are written once against it; what differs
+//! per backend is the SQL text of a few statements (chosen with
+//! [`Conn::backend`]) and what only one backend has (SQLite's bulk
+//! switches: [`Conn::sqlite`]).
+//!
+//! Statements are written with SQLite's numbered parameters (`?1`, `?2`);
+//! on PostgreSQL they become `$1`, `$2`. Values are converted to the type
+//! the server asks for (a `bigint`, `smallint`, `text`, `json`, `jsonb` or
+//! `timestamptz` column takes the same [`Val`]), so the engine binds the
+//! same values on both.
+
+use crate::error::{Error, Result};
+use crate::time::Timestamp;
+
+/// Which database a connection talks to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Backend {
+    Sqlite,
+    Postgres,
+}
+
+/// A pooled PostgreSQL connection.
+#[cfg(feature = "postgres")]
+pub(crate) type PgClient =
+    r2d2::PooledConnection<r2d2_postgres::PostgresConnectionManager<postgres::NoTls>>;
+
+/// A connection inside the caller's transaction.
+#[derive(Clone, Copy)]
+pub(crate) enum Conn<'c> {
+    Sqlite(&'c rusqlite::Connection),
+    /// A RefCell: PostgreSQL's client needs `&mut` for every statement,
+    /// and the engine shares one connection between its parts.
+    #[cfg(feature = "postgres")]
+    Postgres(&'c std::cell::RefCell<PgClient>),
+}
+
+/// A statement parameter.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Val<'a> {
+    Null,
+    Int(i64),
+    Real(f64),
+    Text(&'a str),
+    Ts(Timestamp),
+}
+
+impl From<i64> for Val<'_> {
+    fn from(v: i64) -> Self {
+        Val::Int(v)
+    }
+}
+
+impl From<u32> for Val<'_> {
+    fn from(v: u32) -> Self {
+        Val::Int(i64::from(v))
+    }
+}
+
+impl From<bool> for Val<'_> {
+    fn from(v: bool) -> Self {
+        Val::Int(i64::from(v))
+    }
+}
+
+impl From<f64> for Val<'_> {
+    fn from(v: f64) -> Self {
+        Val::Real(v)
+    }
+}
+
+impl<'a> From<&'a str> for Val<'a> {
+    fn from(v: &'a str) -> Self {
+        Val::Text(v)
+    }
+}
+
+impl<'a> From<&'a String> for Val<'a> {
+    fn from(v: &'a String) -> Self {
+        Val::Text(v)
+    }
+}
+
+impl From<Timestamp> for Val<'_> {
+    fn from(v: Timestamp) -> Self {
+        Val::Ts(v)
+    }
+}
+
+impl<'a, T: Into<Val<'a>>> From<Option<T>> for Val<'a> {
+    fn from(v: Option<T>) -> Self {
+        v.map_or(Val::Null, Into::into)
+    }
+}
+
+/// Parameters from a list of values of mixed types.
+macro_rules! vals {
+    ($($v:expr),* $(,)?) => {
+        &[$($crate::store::sql::Val::from($v)),*][..]
+    };
+}
+pub(crate) use vals;
+
+impl<'a> Val<'a> {
+    /// A value of the filter compiler's (which builds rusqlite values).
+    pub fn from_value(value: &'a rusqlite::types::Value) -> Self {
+        use rusqlite::types::Value as V;
+        match value {
+            V::Null => Val::Null,
+            V::Integer(v) => Val::Int(*v),
+            V::Real(v) => Val::Real(*v),
+            V::Text(v) => Val::Text(v),
+            V::Blob(v) => Val::Text(std::str::from_utf8(v).unwrap_or_default()),
+        }
+    }
+}
+
+impl rusqlite::ToSql for Val<'_> {
+    fn to_sql(&self) -> rusqlite::Result<rusqlite::types::ToSqlOutput<'_>> {
+        use rusqlite::types::{ToSqlOutput, Value, ValueRef};
+        Ok(match self {
+            Val::Null => ToSqlOutput::Borrowed(ValueRef::Null),
+            Val::Int(v) => ToSqlOutput::Borrowed(ValueRef::Integer(*v)),
+            Val::Real(v) => ToSqlOutput::Borrowed(ValueRef::Real(*v)),
+            Val::Text(v) => ToSqlOutput::Borrowed(ValueRef::Text(v.as_bytes())),
+            Val::Ts(v) => ToSqlOutput::Owned(Value::Text(v.to_storage())),
+        })
+    }
+}
+
+/// One result row.
+pub(crate) enum Row<'r> {
+    Sqlite(&'r rusqlite::Row<'r>),
+    #[cfg(feature = "postgres")]
+    Postgres(&'r postgres::Row),
+}
+
+/// A column value read from either backend.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) enum Value {
+    Null,
+    Int(i64),
+    Real(f64),
+    Text(String),
+    Ts(Timestamp),
+}
+
+impl Row<'_> {
+    /// The value of column `idx` (from 0).
+    pub fn value(&self, idx: usize) -> Result<Value> {
+        match self {
+            Row::Sqlite(row) => {
+                use rusqlite::types::ValueRef;
+                Ok(match row.get_ref(idx)? {
+                    ValueRef::Null => Value::Null,
+                    ValueRef::Integer(v) => Value::Int(v),
+                    ValueRef::Real(v) => Value::Real(v),
+                    ValueRef::Text(v) => Value::Text(String::from_utf8_lossy(v).into_owned()),
+                    ValueRef::Blob(v) => Value::Text(String::from_utf8_lossy(v).into_owned()),
+                })
+            }
+            #[cfg(feature = "postgres")]
+            Row::Postgres(row) => Ok(row.try_get::<_, pg::Any>(idx)?.0),
+        }
+    }
+
+    pub fn i64(&self, idx: usize) -> Result<i64> {
+        self.opt_i64(idx)?
+            .ok_or_else(|| bad_column(idx, "an integer", "NULL"))
+    }
+
+    pub fn opt_i64(&self, idx: usize) -> Result<Option<i64>> {
+        if let Row::Sqlite(row) = self {
+            return Ok(row.get(idx)?);
+        }
+        match self.value(idx)? {
+            Value::Null => Ok(None),
+            Value::Int(v) => Ok(Some(v)),
+            other => Err(bad_column(idx, "an integer", &format!("{other:?}"))),
+        }
+    }
+
+    pub fn text(&self, idx: usize) -> Result<String> {
+        self.opt_text(idx)?
+            .ok_or_else(|| bad_column(idx, "text", "NULL"))
+    }
+
+    pub fn opt_text(&self, idx: usize) -> Result<Option<String>> {
+        if let Row::Sqlite(row) = self {
+            return Ok(row.get(idx)?);
+        }
+        match self.value(idx)? {
+            Value::Null => Ok(None),
+            Value::Text(v) => Ok(Some(v)),
+            Value::Ts(v) => Ok(Some(v.to_storage())),
+            other => Err(bad_column(idx, "text", &format!("{other:?}"))),
+        }
+    }
+
+    pub fn bool(&self, idx: usize) -> Result<bool> {
+        Ok(self.i64(idx)? != 0)
+    }
+
+    /// A timestamp: storage text (SQLite, or PostgreSQL's `dlq_ts_text`
+    /// of a source timestamp and its nanoseconds) or a `timestamptz`.
+    pub fn ts(&self, idx: usize) -> Result<Timestamp> {
+        self.opt_ts(idx)?
+            .ok_or_else(|| bad_column(idx, "a timestamp", "NULL"))
+    }
+
+    pub fn opt_ts(&self, idx: usize) -> Result<Option<Timestamp>> {
+        if let Row::Sqlite(row) = self {
+            return Ok(row.get(idx)?);
+        }
+        match self.value(idx)? {
+            Value::Null => Ok(None),
+            Value::Ts(v) => Ok(Some(v)),
+            Value::Text(v) => Timestamp::parse(&v)
+                .map(Some)
+                .map_err(|e| bad_column(idx, "a timestamp", &e)),
+            other => Err(bad_column(idx, "a timestamp", &format!("{other:?}"))),
+        }
+    }
+}
+
+fn bad_column(idx: usize, wanted: &str, found: &str) -> Error {
+    Error::invalid_argument(
+        "database column",
+        format!("column {idx}: expected {wanted}, found {found}"),
+    )
+}
+
+impl<'c> Conn<'c> {
+    pub fn backend(&self) -> Backend {
+        match self {
+            Conn::Sqlite(_) => Backend::Sqlite,
+            #[cfg(feature = "postgres")]
+            Conn::Postgres(_) => Backend::Postgres,
+        }
+    }
+
+    /// The SQLite connection, for what only SQLite has (bulk switches,
+    /// pragmas, its catalogue); on PostgreSQL an
+    /// [`Error::Unsupported`] naming `what`.
+    pub fn sqlite(&self, what: &str) -> Result<&'c rusqlite::Connection> {
+        match self {
+            Conn::Sqlite(conn) => Ok(conn),
+            #[cfg(feature = "postgres")]
+            Conn::Postgres(_) => Err(Error::unsupported(what)),
+        }
+    }
+
+    /// Runs one statement; returns the rows it changed.
+    pub fn exec(&self, sql: &str, params: &[Val<'_>]) -> Result<usize> {
+        match self {
+            Conn::Sqlite(conn) => Ok(conn
+                .prepare_cached(sql)?
+                .execute(rusqlite::params_from_iter(params))?),
+            #[cfg(feature = "postgres")]
+            Conn::Postgres(client) => {
+                let sql = pg::numbered(sql);
+                let params = pg::params(params);
+                let changed = pg::borrow(client)?.execute(sql.as_str(), &params)?;
+                Ok(usize::try_from(changed).unwrap_or(usize::MAX))
+            }
+        }
+    }
+
+    /// The first row of a query, read by `f`; `None` when there is none.
+    pub fn row<T>(
+        &self,
+        sql: &str,
+        params: &[Val<'_>],
+        f: impl FnOnce(&Row<'_>) -> Result<T>,
+    ) -> Result<Option<T>> {
+        match self {
+            Conn::Sqlite(conn) => {
+                let mut stmt = conn.prepare_cached(sql)?;
+                let mut rows = stmt.query(rusqlite::params_from_iter(params))?;
+                match rows.next()? {
+                    Some(row) => Ok(Some(f(&Row::Sqlite(row))?)),
+                    None => Ok(None),
+                }
+            }
+            #[cfg(feature = "postgres")]
+            Conn::Postgres(client) => {
+                let sql = pg::numbered(sql);
+                let params = pg::params(params);
+                let row = pg::borrow(client)?.query_opt(sql.as_str(), &params)?;
+                row.map(|row| f(&Row::Postgres(&row))).transpose()
+            }
+        }
+    }
+
+    /// Calls `f` with every row of a query, streaming (on PostgreSQL the
+    /// connection is busy meanwhile: `f` must not use it).
+    pub fn each(
+        &self,
+        sql: &str,
+        params: &[Val<'_>],
+        mut f: impl FnMut(&Row<'_>) -> Result<()>,
+    ) -> Result<()> {
+        match self {
+            Conn::Sqlite(conn) => {
+                let mut stmt = conn.prepare_cached(sql)?;
+                let mut rows = stmt.query(rusqlite::params_from_iter(params))?;
+                while let Some(row) = rows.next()? {
+                    f(&Row::Sqlite(row))?;
+                }
+                Ok(())
+            }
+            #[cfg(feature = "postgres")]
+            Conn::Postgres(client) => {
+                use postgres::fallible_iterator::FallibleIterator;
+                let sql = pg::numbered(sql);
+                let params = pg::params(params);
+                let mut client = pg::borrow(client)?;
+                let mut rows = client.query_raw(sql.as_str(), params.iter().copied())?;
+                while let Some(row) = rows.next()? {
+                    f(&Row::Postgres(&row))?;
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// Every row of a query, each read by `f`.
+    pub fn collect<T>(
+        &self,
+        sql: &str,
+        params: &[Val<'_>],
+        mut f: impl FnMut(&Row<'_>) -> Result<T>,
+    ) -> Result<Vec<T>> {
+        let mut out = Vec::new();
+        self.each(sql, params, |row| {
+            out.push(f(row)?);
+            Ok(())
+        })?;
+        Ok(out)
+    }
+}
+
+/// PostgreSQL's side of the seam: parameter numbering, value conversion
+/// both ways, errors.
+#[cfg(feature = "postgres")]
+pub(crate) mod pg {
+    use super::{Val, Value};
+    use crate::error::{Error, ErrorKind, Result};
+    use crate::time::Timestamp;
+    use bytes::BytesMut;
+    use postgres::types::{FromSql, IsNull, ToSql, Type};
+    use std::error::Error as StdError;
+
+    type BoxError = Box<dyn StdError + Sync + Send>;
+
+    pub(super) fn borrow(
+        client: &std::cell::RefCell<super::PgClient>,
+    ) -> Result<std::cell::RefMut<'_, super::PgClient>> {
+        client.try_borrow_mut().map_err(|_| {
+            Error::invalid_argument(
+                "PostgreSQL statement",
+                "the connection is still streaming another query's rows",
+            )
+        })
+    }
+
+    /// SQLite's `?N` (and bare `?`) parameters as PostgreSQL's `$N`,
+    /// leaving quoted text and identifiers alone.
+    pub fn numbered(sql: &str) -> String {
+        let mut out = String::with_capacity(sql.len() + 8);
+        let mut next = 1u32;
+        let mut quote: Option<char> = None;
+        let mut chars = sql.chars().peekable();
+        while let Some(c) = chars.next() {
+            match quote {
+                Some(q) => {
+                    out.push(c);
+                    if c == q {
+                        quote = None;
+                    }
+                }
+                None if c == '\'' || c == '"' => {
+                    quote = Some(c);
+                    out.push(c);
+                }
+                None if c == '?' => {
+                    out.push('$');
+                    let mut digits = String::new();
+                    while let Some(d) = chars.peek().filter(|d| d.is_ascii_digit()) {
+                        digits.push(*d);
+                        chars.next();
+                    }
+                    if digits.is_empty() {
+                        out.push_str(&next.to_string());
+                        next += 1;
+                    } else {
+                        out.push_str(&digits);
+                    }
+                }
+                None => out.push(c),
+            }
+        }
+        out
+    }
+
+    pub(super) fn params<'p>(params: &'p [Val<'_>]) -> Vec<&'p (dyn ToSql + Sync)> {
+        params.iter().map(|v| v as &(dyn ToSql + Sync)).collect()
+    }
+
+    /// Microseconds between the Unix epoch and PostgreSQL's (2000-01-01).
+    const PG_EPOCH_MICROS: i64 = 946_684_800_000_000;
+
+    fn micros(ts: &Timestamp) -> i64 {
+        let t = ts.datetime();
+        // Floor, so the nanoseconds below are kept in the side column.
+        t.timestamp_micros() - PG_EPOCH_MICROS
+    }
+
+    impl ToSql for Val<'_> {
+        fn to_sql(&self, ty: &Type, out: &mut BytesMut) -> Result<IsNull, BoxError> {
+            match (self, ty) {
+                (Val::Null, _) => return Ok(IsNull::Yes),
+                (Val::Int(v), &Type::INT8) => v.to_sql(ty, out)?,
+                (Val::Int(v), &Type::INT4) => i32::try_from(*v)?.to_sql(ty, out)?,
+                (Val::Int(v), &Type::INT2) => i16::try_from(*v)?.to_sql(ty, out)?,
+                (Val::Int(v), &Type::FLOAT8) => (*v as f64).to_sql(ty, out)?,
+                (Val::Int(v), &Type::BOOL) => (*v != 0).to_sql(ty, out)?,
+                (Val::Int(v), &Type::NUMERIC) => return numeric_to_sql(*v, out),
+                (Val::Int(v), t) if is_text(t) => v.to_string().as_str().to_sql(ty, out)?,
+                (Val::Real(v), &Type::FLOAT8) => v.to_sql(ty, out)?,
+                (Val::Real(v), &Type::FLOAT4) => (*v as f32).to_sql(ty, out)?,
+                (Val::Text(v), t) if is_text(t) => v.to_sql(ty, out)?,
+                (Val::Text(v), &Type::JSON) => {
+                    out.extend_from_slice(v.as_bytes());
+                    IsNull::No
+                }
+                (Val::Text(v), &Type::JSONB) => {
+                    out.extend_from_slice(&[1]);
+                    out.extend_from_slice(v.as_bytes());
+                    IsNull::No
+                }
+                (Val::Ts(v), &Type::TIMESTAMPTZ | &Type::TIMESTAMP) => {
+                    micros(v).to_sql(&Type::INT8, out)?
+                }
+                (Val::Ts(v), t) if is_text(t) => v.to_storage().as_str().to_sql(ty, out)?,
+                // A time the filter compiler wrote as storage text.
+                (Val::Text(v), &Type::TIMESTAMPTZ | &Type::TIMESTAMP) => {
+                    micros(&Timestamp::parse(v)?).to_sql(&Type::INT8, out)?
+                }
+                (value, ty) => {
+                    return Err(format!("cannot store {value:?} in a {ty} column").into())
+                }
+            };
+            Ok(IsNull::No)
+        }
+
+        fn accepts(_: &Type) -> bool {
+            true
+        }
+
+        postgres::types::to_sql_checked!();
+    }
+
+    fn is_text(ty: &Type) -> bool {
+        matches!(
+            *ty,
+            Type::TEXT | Type::VARCHAR | Type::BPCHAR | Type::NAME | Type::UNKNOWN
+        )
+    }
+
+    /// An integer as PostgreSQL's binary `numeric`.
+    fn numeric_to_sql(v: i64, out: &mut BytesMut) -> Result<IsNull, BoxError> {
+        let mut digits = Vec::new();
+        let mut rest = v.unsigned_abs();
+        while rest > 0 {
+            digits.push((rest % 10_000) as i16);
+            rest /= 10_000;
+        }
+        digits.reverse();
+        let weight = i16::try_from(digits.len()).unwrap_or(0) - 1;
+        out.extend_from_slice(&i16::try_from(digits.len())?.to_be_bytes());
+        out.extend_from_slice(&weight.to_be_bytes());
+        out.extend_from_slice(&(if v < 0 { 0x4000u16 } else { 0 }).to_be_bytes());
+        out.extend_from_slice(&0i16.to_be_bytes());
+        for d in digits {
+            out.extend_from_slice(&d.to_be_bytes());
+        }
+        Ok(IsNull::No)
+    }
+
+    /// Any column value, converted to the backend-neutral [`Value`].
+    pub(super) struct Any(pub Value);
+
+    impl<'a> FromSql<'a> for Any {
+        fn from_sql(ty: &Type, raw: &'a [u8]) -> Result<Self, BoxError> {
+            Ok(Any(match *ty {
+                Type::INT8 => Value::Int(i64::from_sql(ty, raw)?),
+                Type::INT4 => Value::Int(i64::from(i32::from_sql(ty, raw)?)),
+                Type::INT2 => Value::Int(i64::from(i16::from_sql(ty, raw)?)),
+                Type::OID => Value::Int(i64::from(u32::from_sql(ty, raw)?)),
+                Type::BOOL => Value::Int(i64::from(bool::from_sql(ty, raw)?)),
+                Type::FLOAT8 => Value::Real(f64::from_sql(ty, raw)?),
+                Type::FLOAT4 => Value::Real(f64::from(f32::from_sql(ty, raw)?)),
+                Type::NUMERIC => numeric_from_sql(raw)?,
+                Type::JSON => Value::Text(std::str::from_utf8(raw)?.to_string()),
+                Type::JSONB => match raw.split_first() {
+                    Some((1, text)) => Value::Text(std::str::from_utf8(text)?.to_string()),
+                    _ => return Err("unknown jsonb format".into()),
+                },
+                Type::TIMESTAMPTZ | Type::TIMESTAMP => {
+                    let us = i64::from_sql(&Type::INT8, raw)? + PG_EPOCH_MICROS;
+                    let time = chrono::DateTime::<chrono::Utc>::from_timestamp_micros(us)
+                        .ok_or("timestamp out of range")?;
+                    Value::Ts(Timestamp::from_datetime(time))
+                }
+                _ => Value::Text(String::from_sql(ty, raw)?),
+            }))
+        }
+
+        fn from_sql_null(_: &Type) -> Result<Self, BoxError> {
+            Ok(Any(Value::Null))
+        }
+
+        fn accepts(_: &Type) -> bool {
+            true
+        }
+    }
+
+    /// PostgreSQL's binary `numeric` (what SUM of a bigint gives): an
+    /// integer when it has no fraction, else a float.
+    fn numeric_from_sql(raw: &[u8]) -> Result<Value, BoxError> {
+        let word = |at: usize| -> Result<i16, BoxError> {
+            let bytes = raw.get(at..at + 2).ok_or("short numeric")?;
+            Ok(i16::from_be_bytes([bytes[0], bytes[1]]))
+        };
+        let ndigits = usize::try_from(word(0)?)?;
+        let weight = i32::from(word(2)?);
+        let sign = word(4)? as u16;
+        if sign == 0xC000 {
+            return Ok(Value::Real(f64::NAN));
+        }
+        let mut int: i128 = 0;
+        let mut frac = 0f64;
+        for i in 0..ndigits {
+            let digit = i128::from(word(8 + 2 * i)?);
+            let power = weight - i32::try_from(i)?;
+            if power >= 0 {
+                int += digit * 10_000i128.pow(u32::try_from(power)?);
+            } else {
+                frac += digit as f64 * 10_000f64.powi(power);
+            }
+        }
+        let negative = sign == 0x4000;
+        if frac == 0.0 {
+            let v = i64::try_from(if negative { -int } else { int })?;
+            Ok(Value::Int(v))
+        } else {
+            let v = int as f64 + frac;
+            Ok(Value::Real(if negative { -v } else { v }))
+        }
+    }
+
+    /// The kind of a PostgreSQL error, by its SQLSTATE class.
+    pub fn kind(error: &postgres::Error) -> ErrorKind {
+        let Some(code) = error.code() else {
+            // No SQLSTATE: the connection failed or closed.
+            return ErrorKind::Io;
+        };
+        let code = code.code();
+        match code {
+            // serialization_failure, deadlock_detected, lock_not_available,
+            // query_canceled (lock_timeout / statement_timeout).
+            "40001" | "40P01" | "55P03" | "57014" => ErrorKind::Busy,
+            "53100" => ErrorKind::DiskFull,
+            "25006" => ErrorKind::ReadOnly,
+            _ if code.starts_with("42501") => ErrorKind::ReadOnly,
+            _ if code.starts_with("23") || code.starts_with("22") => ErrorKind::InvalidInput,
+            _ if code.starts_with("08") || code.starts_with("57") => ErrorKind::Io,
+            _ if code.starts_with("XX") => ErrorKind::Corrupt,
+            _ => ErrorKind::Other,
+        }
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+
+        #[test]
+        fn parameters_are_renumbered_outside_quotes() {
+            assert_eq!(
+                numbered("SELECT ?1, '?2', \"a?\" FROM t WHERE x = ?12 AND y = ?"),
+                "SELECT $1, '?2', \"a?\" FROM t WHERE x = $12 AND y = $1"
+            );
+        }
+
+        #[test]
+        fn numerics_round_trip() {
+            for v in [
+                0i64,
+                1,
+                -1,
+                9_999,
+                10_000,
+                123_456_789_012,
+                i64::MAX,
+                -i64::MAX,
+            ] {
+                let mut out = BytesMut::new();
+                numeric_to_sql(v, &mut out).unwrap();
+                assert_eq!(numeric_from_sql(&out).unwrap(), Value::Int(v), "{v}");
+            }
+        }
+    }
+}
