@@ -42,6 +42,9 @@ mod library;
 mod metrics;
 #[path = "tests/oracles.rs"]
 mod oracles;
+#[cfg(feature = "postgres")]
+#[path = "tests/postgres.rs"]
+mod postgres;
 #[path = "tests/prodigy.rs"]
 mod prodigy;
 #[path = "tests/properties.rs"]

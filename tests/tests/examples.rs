@@ -29,6 +29,33 @@ const EXIT_ONE: &[(&str, &str)] = &[
     ),
 ];
 
+/// The PostgreSQL database the examples name: each example that names it
+/// gets a fresh database on the test server instead (DLQ_TEST_PG_URL, see
+/// tests/tests/postgres.rs).
+const EXAMPLE_PG_URL: &str = "postgres://dlq@db.internal/dlq";
+
+/// A fresh database on the test server, for one example.
+#[cfg(feature = "postgres")]
+fn example_pg_database() -> String {
+    static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    let server = std::env::var("DLQ_TEST_PG_URL")
+        .expect("DLQ_TEST_PG_URL (scripts/test sets it): the examples name a PostgreSQL database");
+    let name = format!("example_{}_{n}", std::process::id());
+    let mut admin = postgres::Client::connect(&server, postgres::NoTls).unwrap();
+    // The name is this run's own; the cluster goes with the run.
+    admin
+        .batch_execute(&format!("CREATE DATABASE \"{name}\""))
+        .unwrap();
+    let at = server.rfind('/').unwrap();
+    format!("{}/{name}", &server[..at])
+}
+
+#[cfg(not(feature = "postgres"))]
+fn example_pg_database() -> String {
+    panic!("an example names a PostgreSQL database: build with the `postgres` feature")
+}
+
 fn repo() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
 }
@@ -74,6 +101,9 @@ fn sandbox(dir: &TempDir, name: &str) -> PathBuf {
         Some(1),
         "the sample imports (rejecting its broken files)"
     );
+    // The default database (~/.prodigy/dlq.db), for the examples that name
+    // it rather than using DLQ_DB.
+    std::fs::copy(&db, root.join("home/.prodigy/dlq.db")).unwrap();
     std::fs::copy(
         root.join(format!(
             "examples/legacy/dlq/prodigy/{SAMPLE_JOB}/mapreduce/dlq/{SAMPLE_JOB}/items/item_7.json"
@@ -127,7 +157,10 @@ fn run_example(dir: &TempDir, index: usize, source: &str, line: &str) -> Option<
         bin_dir.display(),
         std::env::var("PATH").unwrap_or_default()
     );
-    let command = concrete(line);
+    let mut command = concrete(line);
+    if command.contains(EXAMPLE_PG_URL) {
+        command = command.replace(EXAMPLE_PG_URL, &example_pg_database());
+    }
     let long_running = LONG_RUNNING.iter().any(|part| command.contains(part));
     let limit: &[&str] = if long_running {
         &["-s", "INT", "-k", "10", RUNNING_FOR]

@@ -247,7 +247,7 @@ fn filter_force_and_dry_run_select_the_right_items() {
 }
 
 /// Start and end markers per item from a log of "start|end ID NANOS" lines.
-fn intervals(log: &str, killed_at: Option<u128>) -> BTreeMap<String, Vec<(u128, u128)>> {
+pub(crate) fn intervals(log: &str, killed_at: Option<u128>) -> BTreeMap<String, Vec<(u128, u128)>> {
     let mut open: BTreeMap<String, Vec<u128>> = BTreeMap::new();
     let mut done: BTreeMap<String, Vec<(u128, u128)>> = BTreeMap::new();
     for line in log.lines() {
@@ -274,7 +274,7 @@ fn intervals(log: &str, killed_at: Option<u128>) -> BTreeMap<String, Vec<(u128, 
     done
 }
 
-fn assert_no_overlap(intervals: &BTreeMap<String, Vec<(u128, u128)>>) {
+pub(crate) fn assert_no_overlap(intervals: &BTreeMap<String, Vec<(u128, u128)>>) {
     for (id, runs) in intervals {
         let mut runs = runs.clone();
         runs.sort();
@@ -287,14 +287,14 @@ fn assert_no_overlap(intervals: &BTreeMap<String, Vec<(u128, u128)>>) {
     }
 }
 
-fn logging_command(log: &Path, sleep: &str) -> String {
+pub(crate) fn logging_command(log: &Path, sleep: &str) -> String {
     format!(
         "echo \"start $DLQ_ITEM_ID $(date +%s%N)\" >> {log}; sleep {sleep}; echo \"end $DLQ_ITEM_ID $(date +%s%N)\" >> {log}",
         log = log.display()
     )
 }
 
-fn now_nanos() -> u128 {
+pub(crate) fn now_nanos() -> u128 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()

@@ -1,0 +1,534 @@
+//! The PostgreSQL backend against a real server: the test script
+//! (scripts/test) starts a throwaway cluster and passes its URL in
+//! DLQ_TEST_PG_URL; each test gets a database of its own. Oracles are SQL
+//! on the server itself (recounts) and the SQLite dump of a copy back.
+
+use super::common::{add_lines, dlq, dump, fails, item, ok, with_stdin, TempDir};
+use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// A fresh database on the test server, dropped with the value.
+struct PgDb {
+    url: String,
+    name: String,
+}
+
+fn server_url() -> String {
+    std::env::var("DLQ_TEST_PG_URL").unwrap_or_else(|_| {
+        panic!(
+            "DLQ_TEST_PG_URL is not set: run the tests with scripts/test, which starts a \
+             throwaway PostgreSQL cluster (scripts/pg start DIR prints a URL to set by hand)"
+        )
+    })
+}
+
+/// `url` with its database name replaced by `name`.
+fn with_dbname(url: &str, name: &str) -> String {
+    let (head, query) = match url.split_once('?') {
+        Some((head, query)) => (head, format!("?{query}")),
+        None => (url, String::new()),
+    };
+    let at = head.rfind('/').expect("a URL with a database name");
+    format!("{}/{name}{query}", &head[..at])
+}
+
+impl PgDb {
+    fn new(label: &str) -> PgDb {
+        static NEXT: AtomicUsize = AtomicUsize::new(0);
+        let n = NEXT.fetch_add(1, Ordering::SeqCst);
+        let name = format!("t_{}_{n}_{label}", std::process::id());
+        let mut admin = postgres::Client::connect(&server_url(), postgres::NoTls).unwrap();
+        admin
+            .batch_execute(&format!("CREATE DATABASE \"{name}\""))
+            .unwrap();
+        PgDb {
+            url: with_dbname(&server_url(), &name),
+            name,
+        }
+    }
+
+    fn url(&self) -> &Path {
+        Path::new(&self.url)
+    }
+
+    fn client(&self) -> postgres::Client {
+        postgres::Client::connect(&self.url, postgres::NoTls).unwrap()
+    }
+
+    fn count(&self, query: &str) -> i64 {
+        self.client().query_one(query, &[]).unwrap().get(0)
+    }
+}
+
+impl Drop for PgDb {
+    fn drop(&mut self) {
+        if let Ok(mut admin) = postgres::Client::connect(&server_url(), postgres::NoTls) {
+            let _ = admin.batch_execute(&format!(
+                "DROP DATABASE IF EXISTS \"{}\" WITH (FORCE)",
+                self.name
+            ));
+        }
+    }
+}
+
+fn copy(from: &Path, to: &Path) -> String {
+    let scratch = TempDir::new("pg-copy");
+    let mut command = dlq(&scratch.join("unused.db"));
+    command
+        .arg("copy")
+        .arg("--from")
+        .arg(from)
+        .arg("--to")
+        .arg(to);
+    let output = command.output().unwrap();
+    assert!(
+        output.status.success(),
+        "copy failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8(output.stderr).unwrap()
+}
+
+/// Every counter equals a recount of the rows (jobs, signature and
+/// error-type counts).
+fn assert_counters_exact(db: &PgDb) {
+    let drift = db.count(
+        "SELECT (SELECT COUNT(*) FROM jobs j WHERE item_count <> (SELECT COUNT(*) FROM items i WHERE i.job_id = j.job_id)
+                 OR eligible_count <> (SELECT COALESCE(SUM(reprocess_eligible), 0) FROM items i WHERE i.job_id = j.job_id)
+                 OR manual_review_count <> (SELECT COALESCE(SUM(manual_review_required), 0) FROM items i WHERE i.job_id = j.job_id)
+                 OR failure_count_sum <> (SELECT COALESCE(SUM(failure_count), 0) FROM items i WHERE i.job_id = j.job_id))
+              + (SELECT COUNT(*) FROM (
+                   SELECT job_id, error_signature, COUNT(*) AS n FROM items GROUP BY 1, 2) r
+                 FULL JOIN signature_counts s USING (job_id, error_signature)
+                 WHERE r.n IS DISTINCT FROM s.item_count)
+              + (SELECT COUNT(*) FROM (
+                   SELECT job_id, COALESCE(last_error_type, '') AS error_type, COUNT(*) AS n FROM items GROUP BY 1, 2) r
+                 FULL JOIN error_type_counts e USING (job_id, error_type)
+                 WHERE r.n IS DISTINCT FROM e.item_count)",
+    );
+    assert_eq!(drift, 0, "counters differ from a recount");
+}
+
+/// Items with what PostgreSQL must keep exactly: nanoseconds, key order
+/// and duplicate keys in item_data, unicode, a long history.
+fn awkward_items() -> Vec<serde_json::Value> {
+    let mut items = Vec::new();
+    for n in 0..20 {
+        let mut value = item(
+            &format!("w{n}"),
+            1,
+            &format!("2025-11-23T19:42:{:02}.{:09}Z", n, 902_113_845 + n),
+            &format!("error {n}: ünïcödé ✓"),
+        );
+        value["item_data"] = serde_json::json!({"z": n, "a": [1, 2, {"y": null}], "m": "x"});
+        items.push(value);
+    }
+    let mut long = item("long", 1, "2025-01-01T00:00:00.000000001Z", "first");
+    let history: Vec<serde_json::Value> = (1..=60)
+        .map(|a| {
+            let mut attempt = long["failure_history"][0].clone();
+            attempt["attempt_number"] = a.into();
+            attempt["timestamp"] =
+                format!("2025-01-01T00:{:02}:00.00000000{}Z", a % 60, a % 10).into();
+            attempt["error_message"] = format!("attempt {a}").into();
+            attempt
+        })
+        .collect();
+    long["failure_count"] = 60.into();
+    long["failure_history"] = history.into();
+    long["last_attempt"] = "2025-01-01T00:59:00.000000009Z".into();
+    items.push(long);
+    items
+}
+
+#[test]
+fn a_copy_through_postgres_and_back_is_identical() {
+    let dir = TempDir::new("pg-roundtrip");
+    let (a, b) = (dir.join("a.db"), dir.join("b.db"));
+    let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/legacy");
+    // The sample tree has four broken files: import says so and exits 1.
+    let _ = dlq(&a).arg("import").arg(&examples).output().unwrap();
+    add_lines(&a, "awkward", awkward_items());
+    // A duplicate key in item_data, as text: JSON parsers differ on it.
+    let raw = r#"{"item_id":"dup","item_data":{"k":1,"k":2},"first_attempt":"2025-01-01T00:00:00Z","last_attempt":"2025-01-01T00:00:00Z","failure_count":0,"failure_history":[],"error_signature":"s","worktree_artifacts":null,"reprocess_eligible":false,"manual_review_required":true}"#;
+    let added = with_stdin(
+        dlq(&a).args(["add", "--job-id", "awkward"]),
+        &format!("{raw}\n"),
+    );
+    assert!(
+        added.status.success(),
+        "{}",
+        String::from_utf8_lossy(&added.stderr)
+    );
+
+    let pg = PgDb::new("roundtrip");
+    let said = copy(&a, pg.url());
+    assert!(said.contains("0 merged, 0 unchanged"), "{said}");
+    assert_counters_exact(&pg);
+    // Copying again changes nothing (the merge rule).
+    let again = copy(&a, pg.url());
+    assert!(again.contains(" 0 new, 0 merged,"), "{again}");
+    let items_in_a = super::common::count(&a, "SELECT COUNT(*) FROM items");
+    assert_eq!(pg.count("SELECT COUNT(*) FROM items"), items_in_a);
+
+    copy(pg.url(), &b);
+    assert_eq!(dump(&a), dump(&b));
+    // And the export from PostgreSQL is byte for byte the export from SQLite.
+    let from_sqlite = ok(dlq(&a).args(["export", "-", "--format", "jsonl", "--job-id", "awkward"]));
+    let from_pg =
+        ok(dlq(pg.url()).args(["export", "-", "--format", "jsonl", "--job-id", "awkward"]));
+    assert_eq!(from_sqlite, from_pg);
+    assert!(from_pg.contains(r#"{"k":1,"k":2}"#), "{from_pg}");
+    assert!(from_pg.contains("19:42:03.902113848Z"), "{from_pg}");
+}
+
+#[test]
+fn a_legacy_tree_imports_straight_into_postgres() {
+    let dir = TempDir::new("pg-import");
+    let (lite, back) = (dir.join("lite.db"), dir.join("back.db"));
+    let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/legacy");
+    let pg = PgDb::new("import");
+    let into_pg = dlq(pg.url()).arg("import").arg(&examples).output().unwrap();
+    let into_lite = dlq(&lite).arg("import").arg(&examples).output().unwrap();
+    // The same verdict (the broken files), the same summary line.
+    assert_eq!(into_pg.status.code(), into_lite.status.code());
+    let last_line = |out: &[u8]| {
+        String::from_utf8_lossy(out)
+            .lines()
+            .last()
+            .unwrap_or_default()
+            .to_string()
+    };
+    assert_eq!(last_line(&into_pg.stderr), last_line(&into_lite.stderr));
+    assert_counters_exact(&pg);
+    // Every item that import wrote has its `imported` event (two copies of
+    // an item that merged: two).
+    assert_eq!(
+        pg.count(
+            "SELECT COUNT(*) FROM (SELECT DISTINCT job_id, item_id FROM events
+             WHERE kind = 'imported' AND item_id IS NOT NULL) AS e"
+        ),
+        pg.count("SELECT COUNT(*) FROM items")
+    );
+    copy(pg.url(), &back);
+    assert_eq!(dump(&lite), dump(&back));
+}
+
+/// Eight `dlq add` processes on one job at once, half of their items
+/// shared (racing merges): every item is there once with every attempt,
+/// and the counters equal a recount.
+#[test]
+fn eight_writers_on_one_job_lose_nothing() {
+    let pg = PgDb::new("writers");
+    let writers: Vec<_> = (0..8)
+        .map(|w| {
+            let lines: String = (0..60)
+                .map(|n| {
+                    // Items 0..29 are every writer's (each adds its own
+                    // attempt); 30..59 are this writer's alone.
+                    let id = if n < 30 {
+                        format!("shared-{n}")
+                    } else {
+                        format!("own-{w}-{n}")
+                    };
+                    let ts = format!("2025-06-01T00:{:02}:{:02}.123456789Z", w, n % 60);
+                    let mut value = item(&id, w + 1, &ts, &format!("writer {w} failed"));
+                    value["failure_count"] = 1.into();
+                    value.to_string() + "\n"
+                })
+                .collect();
+            let mut child = dlq(pg.url())
+                .args(["add", "--job-id", "j"])
+                .stdin(std::process::Stdio::piped())
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap();
+            let mut stdin = child.stdin.take().unwrap();
+            std::thread::spawn(move || {
+                use std::io::Write;
+                stdin.write_all(lines.as_bytes()).unwrap();
+            });
+            child
+        })
+        .collect();
+    for child in writers {
+        let output = child.wait_with_output().unwrap();
+        assert!(
+            output.status.success(),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+    assert_eq!(pg.count("SELECT COUNT(*) FROM items"), 30 + 8 * 30);
+    // Each shared item holds all eight writers' attempts.
+    assert_eq!(
+        pg.count(
+            "SELECT COUNT(*) FROM failure_history f JOIN items i ON i.id = f.item_key
+             WHERE i.item_id LIKE 'shared-%'"
+        ),
+        30 * 8
+    );
+    assert_counters_exact(&pg);
+    assert_eq!(
+        pg.count("SELECT COUNT(*) FROM events WHERE kind = 'added'"),
+        30 + 8 * 30
+    );
+}
+
+/// A capacity holds exactly while eight processes add to the job at once;
+/// each eviction is in the audit log.
+#[test]
+fn capacity_stays_exact_under_concurrent_adds() {
+    let pg = PgDb::new("capacity");
+    let dlq_handle = dlqlite::Dlq::open(pg.url()).unwrap();
+    dlq_handle
+        .ensure_job(
+            "capped",
+            &dlqlite::JobOptions {
+                max_items: Some(25),
+            },
+        )
+        .unwrap();
+    let children: Vec<_> = (0..8)
+        .map(|w| {
+            let lines: String = (0..40)
+                .map(|n| {
+                    let ts = format!("2025-06-01T{w:02}:00:{n:02}Z");
+                    item(&format!("c-{w}-{n}"), 1, &ts, "boom").to_string() + "\n"
+                })
+                .collect();
+            let mut child = dlq(pg.url())
+                .args(["add", "--job-id", "capped"])
+                .stdin(std::process::Stdio::piped())
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap();
+            let mut stdin = child.stdin.take().unwrap();
+            std::thread::spawn(move || {
+                use std::io::Write;
+                stdin.write_all(lines.as_bytes()).unwrap();
+            });
+            child
+        })
+        .collect();
+    for child in children {
+        let output = child.wait_with_output().unwrap();
+        assert!(
+            output.status.success(),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+    assert_eq!(pg.count("SELECT COUNT(*) FROM items"), 25);
+    assert_eq!(
+        pg.count("SELECT COUNT(*) FROM events WHERE kind = 'evicted'"),
+        8 * 40 - 25
+    );
+    // The 25 kept are the newest.
+    assert_eq!(
+        pg.count("SELECT COUNT(*) FROM items WHERE last_attempt >= '2025-06-01T07:00:15Z'"),
+        25
+    );
+    assert_counters_exact(&pg);
+}
+
+#[test]
+fn the_library_opens_a_url_and_keeps_nanoseconds() {
+    let pg = PgDb::new("library");
+    let handle = dlqlite::Dlq::open(pg.url()).unwrap();
+    assert_eq!(handle.backend(), dlqlite::store::Backend::Postgres);
+    let value = item("n1", 3, "2025-03-04T05:06:07.000000999Z", "x");
+    let parsed = dlqlite::DeadLetteredItem::from_json_str(&value.to_string()).unwrap();
+    handle
+        .write(|tx| tx.add("job", Some("repo"), &parsed).map(|_| ()))
+        .unwrap();
+    let back = handle.get(Some("job"), "n1").unwrap();
+    assert_eq!(
+        back.last_attempt.to_storage(),
+        "2025-03-04T05:06:07.000000999Z"
+    );
+    assert_eq!(
+        serde_json::to_string(&back).unwrap(),
+        serde_json::to_string(&parsed.normalised()).unwrap()
+    );
+    // psql sees a real timestamptz, and the nanoseconds beside it.
+    let mut client = pg.client();
+    let row = client
+        .query_one(
+            "SELECT to_char(last_attempt AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS.US'), last_attempt_ns,
+                    pg_typeof(last_attempt)::text, pg_typeof(item_data)::text
+             FROM items",
+            &[],
+        )
+        .unwrap();
+    assert_eq!(row.get::<_, String>(0), "2025-03-04 05:06:07.000000");
+    assert_eq!(row.get::<_, i16>(1), 999);
+    assert_eq!(row.get::<_, String>(2), "timestamp with time zone");
+    assert_eq!(row.get::<_, String>(3), "json");
+}
+
+#[test]
+fn what_postgres_cannot_do_yet_is_one_clear_line() {
+    let pg = PgDb::new("unported");
+    add_lines(pg.url(), "j", [item("a", 1, "2025-01-01T00:00:00Z", "x")]);
+    let stderr = fails(dlq(pg.url()).arg("stats"));
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.contains("dlq stats") && stderr.contains("not available on PostgreSQL yet"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn a_password_is_never_printed() {
+    let dir = TempDir::new("pg-password");
+    // Nothing listens on port 1: the connection fails and says where.
+    let url = "postgres://someone:hunter2-secret@127.0.0.1:1/dlq";
+    for args in [&["list"][..], &["add", "--job-id", "j"]] {
+        let stderr = fails(dlq(Path::new(url)).args(args));
+        assert!(!stderr.contains("hunter2"), "{stderr}");
+        assert!(stderr.contains("someone:***@127.0.0.1:1/dlq"), "{stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    }
+    let stderr = fails(
+        dlq(&dir.join("x.db"))
+            .args(["copy", "--from"])
+            .arg(dir.join("missing.db"))
+            .args(["--to", url]),
+    );
+    assert!(!stderr.contains("hunter2"), "{stderr}");
+}
+
+/// `n` eligible items in job "j" of a fresh database.
+fn retry_job(label: &str, n: usize) -> PgDb {
+    let pg = PgDb::new(label);
+    add_lines(
+        pg.url(),
+        "j",
+        (0..n).map(|i| item(&format!("i{i:03}"), 1, "2025-01-01T00:00:00Z", "boom")),
+    );
+    pg
+}
+
+/// Retry workers in four processes at once on one job: every item runs
+/// exactly once, none twice at the same time, and each leaves the DLQ once.
+#[test]
+fn retry_workers_in_several_processes_never_overlap() {
+    use super::retry::{assert_no_overlap, intervals, logging_command};
+    let dir = TempDir::new("pg-retry-workers");
+    let pg = retry_job("retryworkers", 40);
+    let log = dir.join("log");
+    let command = logging_command(&log, "0.2");
+    let workers: Vec<_> = (0..4)
+        .map(|_| {
+            dlq(pg.url())
+                .args([
+                    "retry",
+                    "j",
+                    "--parallel",
+                    "3",
+                    "--json",
+                    "--exec",
+                    &command,
+                ])
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let mut succeeded = 0;
+    let mut busy = 0;
+    for worker in workers {
+        let output = worker.wait_with_output().unwrap();
+        assert!(
+            output.status.success(),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let summary = super::common::json(&String::from_utf8(output.stdout).unwrap());
+        let n = summary["succeeded"].as_u64().unwrap();
+        succeeded += n;
+        busy += u64::from(n > 0);
+    }
+    assert_eq!(succeeded, 40);
+    assert!(busy >= 2, "one worker did everything");
+    let intervals = intervals(&std::fs::read_to_string(&log).unwrap(), None);
+    assert_eq!(intervals.len(), 40);
+    assert!(
+        intervals.values().all(|runs| runs.len() == 1),
+        "an item ran twice"
+    );
+    assert_no_overlap(&intervals);
+    assert_eq!(pg.count("SELECT COUNT(*) FROM items"), 0);
+    assert_eq!(
+        pg.count("SELECT COUNT(*) FROM events WHERE kind = 'retried_ok'"),
+        40
+    );
+    assert_counters_exact(&pg);
+}
+
+/// A worker killed with SIGKILL mid-run: its items stay (nothing lost),
+/// another worker leaves them alone while the dead one's leases last and
+/// takes them after; every item ran, never two at once.
+#[test]
+fn a_killed_retry_worker_loses_nothing() {
+    use super::retry::{assert_no_overlap, intervals, logging_command, now_nanos};
+    let dir = TempDir::new("pg-retry-kill");
+    let pg = retry_job("retrykill", 24);
+    let log = dir.join("log");
+    let command = logging_command(&log, "0.3");
+    let mut child = dlq(pg.url())
+        .args([
+            "retry",
+            "j",
+            "--parallel",
+            "4",
+            "--lease",
+            "3",
+            "--exec",
+            &command,
+        ])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    super::common::wait_for_lines(&log, 6);
+    child.kill().unwrap();
+    let killed_at = now_nanos();
+    child.wait().unwrap();
+    let held = pg.count(
+        "SELECT COUNT(*) FROM items WHERE lease_owner IS NOT NULL AND lease_expires > now()",
+    );
+    assert!(held > 0, "the kill should land while commands run");
+    let runs = super::common::json(&ok(dlq(pg.url()).args(["retry", "--status", "--json"])));
+    assert_eq!(runs[0]["status"], "crashed", "{runs}");
+    // While the dead worker's leases last, another takes every other item.
+    let early =
+        ok(dlq(pg.url()).args(["retry", "j", "--lease", "3", "--json", "--exec", &command]));
+    let early = super::common::json(&early);
+    let left = pg.count("SELECT COUNT(*) FROM items");
+    assert_eq!(left, held, "exactly the held items are left: {early}");
+    // After they expire, everything completes.
+    std::thread::sleep(std::time::Duration::from_millis(3200));
+    ok(dlq(pg.url()).args([
+        "retry",
+        "j",
+        "--parallel",
+        "4",
+        "--json",
+        "--exec",
+        &command,
+    ]));
+    assert_eq!(pg.count("SELECT COUNT(*) FROM items"), 0);
+    let intervals = intervals(&std::fs::read_to_string(&log).unwrap(), Some(killed_at));
+    assert_eq!(intervals.len(), 24, "every item ran");
+    assert_no_overlap(&intervals);
+    assert_eq!(
+        pg.count("SELECT COUNT(*) FROM events WHERE kind = 'retried_ok'"),
+        24
+    );
+    assert_counters_exact(&pg);
+}
