@@ -1,4 +1,4 @@
--- The schema of a dlqlite database, as the migrations in migrations/ leave
+-- The schema of a dlqlite database, as the migrations in migrations/sqlite/ leave
 -- it (V1 to V8), in one file: what you can query with `sqlite3 dlq.db`.
 -- tests/tests/schema.rs checks that it matches a freshly migrated database,
 -- so it cannot drift. Comments outside the statements are this file's own;

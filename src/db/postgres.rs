@@ -15,7 +15,58 @@ mod embedded {
 }
 
 /// The pool of PostgreSQL connections.
-pub type PgPool = r2d2::Pool<PostgresConnectionManager<postgres::NoTls>>;
+pub type PgPool = r2d2::Pool<Manager>;
+
+/// A pooled connection with its prepared statements: preparing costs a
+/// round trip to the server, and an add runs a dozen statements
+/// (measured: one writer's adds 254/s preparing each time).
+pub struct PgConn {
+    pub client: postgres::Client,
+    statements: std::collections::HashMap<String, postgres::Statement>,
+}
+
+/// Statements a connection keeps prepared at most (filters compile to many
+/// texts): past it the cache starts again.
+const MAX_PREPARED: usize = 256;
+
+impl PgConn {
+    /// The statement for `sql`, prepared on this connection once.
+    pub fn prepare_cached(&mut self, sql: &str) -> Result<postgres::Statement, postgres::Error> {
+        if let Some(statement) = self.statements.get(sql) {
+            return Ok(statement.clone());
+        }
+        let statement = self.client.prepare(sql)?;
+        if self.statements.len() >= MAX_PREPARED {
+            self.statements.clear();
+        }
+        self.statements.insert(sql.to_string(), statement.clone());
+        Ok(statement)
+    }
+}
+
+/// r2d2_postgres's manager, giving [`PgConn`]s.
+#[derive(Debug)]
+pub struct Manager(PostgresConnectionManager<postgres::NoTls>);
+
+impl r2d2::ManageConnection for Manager {
+    type Connection = PgConn;
+    type Error = postgres::Error;
+
+    fn connect(&self) -> Result<PgConn, postgres::Error> {
+        Ok(PgConn {
+            client: self.0.connect()?,
+            statements: std::collections::HashMap::new(),
+        })
+    }
+
+    fn is_valid(&self, conn: &mut PgConn) -> Result<(), postgres::Error> {
+        self.0.is_valid(&mut conn.client)
+    }
+
+    fn has_broken(&self, conn: &mut PgConn) -> bool {
+        self.0.has_broken(&mut conn.client)
+    }
+}
 
 fn open_error(url: &str, reason: impl std::fmt::Display, kind: ErrorKind) -> Error {
     Error::Open {
@@ -61,7 +112,7 @@ pub fn open_pool(url: &str, read_only: bool, busy: Duration, size: u32) -> Resul
         _ => migrate(&mut client, url)?,
     }
     drop(client);
-    let manager = PostgresConnectionManager::new(config, postgres::NoTls);
+    let manager = Manager(PostgresConnectionManager::new(config, postgres::NoTls));
     Ok(r2d2::Pool::builder()
         .max_size(size.max(1))
         .min_idle(Some(0))

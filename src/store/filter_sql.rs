@@ -5,6 +5,7 @@
 //! column expressions below, and every literal (and every path into
 //! item_data) is a bound parameter.
 
+use super::Backend;
 use crate::filter::{AttemptColumn, Column, Expr, Field, Literal, Op};
 use crate::time::Timestamp;
 use rusqlite::types::Value;
@@ -23,6 +24,16 @@ impl Column {
             Column::LastAttempt => "i.last_attempt",
             Column::Category => super::categories::ITEM_CATEGORY_SQL,
         }
+    }
+}
+
+impl Column {
+    /// Whether the column holds text (PostgreSQL compares by type).
+    fn is_text(self) -> bool {
+        matches!(
+            self,
+            Column::JobId | Column::ItemId | Column::ErrorSignature | Column::Category
+        )
     }
 }
 
@@ -50,45 +61,121 @@ impl Expr {
     /// Compiles to a SQL condition on `items AS i`; `now` is the time that
     /// `now` in the expression means.
     pub fn to_sql(&self, now: Timestamp) -> Condition {
+        self.to_sql_on(Backend::Sqlite, now)
+    }
+
+    /// [`Expr::to_sql`] for either backend's SQL.
+    pub fn to_sql_on(&self, backend: Backend, now: Timestamp) -> Condition {
         let mut condition = Condition {
             sql: String::new(),
             values: Vec::new(),
         };
-        self.write_sql(now, &mut condition);
+        self.write_sql(backend, now, &mut condition);
         condition
     }
 
-    fn write_sql(&self, now: Timestamp, out: &mut Condition) {
+    fn write_sql(&self, backend: Backend, now: Timestamp, out: &mut Condition) {
+        let pg = backend == Backend::Postgres;
         match self {
             Expr::Or(a, b) | Expr::And(a, b) => {
                 out.sql.push('(');
-                a.write_sql(now, out);
+                a.write_sql(backend, now, out);
                 out.sql.push_str(if matches!(self, Expr::Or(..)) {
                     " OR "
                 } else {
                     " AND "
                 });
-                b.write_sql(now, out);
+                b.write_sql(backend, now, out);
                 out.sql.push(')');
             }
             Expr::Not(inner) => {
                 // NOT of an unknown (NULL) comparison is still not a match.
                 out.sql.push_str("(NOT COALESCE(");
-                inner.write_sql(now, out);
-                out.sql.push_str(", 0))");
+                inner.write_sql(backend, now, out);
+                out.sql.push_str(if pg { ", FALSE))" } else { ", 0))" });
             }
             Expr::IsTrue(field) => {
-                write_field_test(field, now, out, |lhs, out| {
-                    out.sql
-                        .push_str(&format!("COALESCE({lhs}, 0) NOT IN (0, '')"));
+                let kind = if pg { FieldKind::of(field) } else { FieldKind::Sqlite };
+                write_field_test(field, backend, Reader::Truth, out, |lhs, out| {
+                    out.sql.push_str(&match kind {
+                        FieldKind::Sqlite => format!("COALESCE({lhs}, 0) NOT IN (0, '')"),
+                        FieldKind::Text => format!("COALESCE({lhs}, '') <> ''"),
+                        FieldKind::Number => format!("COALESCE({lhs}, 0) <> 0"),
+                        FieldKind::Time => format!("{lhs} IS NOT NULL"),
+                        FieldKind::Json => format!("COALESCE(dlq_json_truthy({lhs}), FALSE)"),
+                    });
                 });
+            }
+            Expr::Compare {
+                field: Field::Column(column),
+                op,
+                value,
+            } if pg && column.is_time() && !matches!(value, Literal::Null) => {
+                // To the nanosecond: the time and the nanoseconds beside it
+                // (PostgreSQL keeps microseconds in the timestamptz).
+                let bound = bind_value(&Field::Column(*column), value, now);
+                out.sql.push_str(&pg_time_comparison(column.sql(), *op));
+                out.values.push(bound.clone());
+                out.values.push(bound);
             }
             Expr::Compare { field, op, value } => {
-                let value = bind_value(field, value, now);
-                write_field_test(field, now, out, |lhs, out| {
-                    write_comparison(lhs, *op, &value, out)
+                let bound = bind_value(field, value, now);
+                let reader = match (op, value) {
+                    (Op::Contains, _) | (_, Literal::Null) => Reader::Any,
+                    (_, Literal::Integer(_) | Literal::Real(_) | Literal::Bool(_)) => {
+                        Reader::Number
+                    }
+                    _ => Reader::Text,
+                };
+                write_field_test(field, backend, reader, out, |lhs, out| {
+                    write_comparison(lhs, *op, &bound, pg, out)
                 });
             }
+        }
+    }
+}
+
+/// A comparison of a source timestamp column (`i.first_attempt`,
+/// `i.last_attempt`) with a bound storage-form time, on PostgreSQL: the
+/// column and its nanoseconds against the time cut the same way. Binds the
+/// time twice.
+pub(crate) fn pg_time_comparison(column: &str, op: Op) -> String {
+    let sign = match op {
+        Op::Eq => "=",
+        Op::Ne => "<>",
+        Op::Gt => ">",
+        Op::Ge => ">=",
+        Op::Lt => "<",
+        Op::Le => "<=",
+        // The parser allows `contains` only on text fields.
+        Op::Contains => "=",
+    };
+    format!("({column}, {column}_ns) {sign} (dlq_ts(CAST(? AS TEXT)), dlq_ns(CAST(? AS TEXT)))")
+}
+
+/// How PostgreSQL tests a field (it compares by type where SQLite
+/// converts): [`FieldKind::Sqlite`] on SQLite.
+#[derive(Clone, Copy)]
+enum FieldKind {
+    Sqlite,
+    Text,
+    Number,
+    Time,
+    /// A value inside item_data: tested with the dlq_json_* functions.
+    Json,
+}
+
+impl FieldKind {
+    fn of(field: &Field) -> FieldKind {
+        match field {
+            Field::Column(c) if c.is_time() => FieldKind::Time,
+            Field::Column(c) if c.is_text() => FieldKind::Text,
+            Field::Column(_) => FieldKind::Number,
+            Field::Attempt { column, .. } => match column {
+                AttemptColumn::ExitCode => FieldKind::Number,
+                _ => FieldKind::Text,
+            },
+            Field::Data(_) => FieldKind::Json,
         }
     }
 }
@@ -118,7 +205,7 @@ fn bind_value(field: &Field, literal: &Literal, now: Timestamp) -> Value {
     }
 }
 
-fn write_comparison(lhs: &str, op: Op, value: &Value, out: &mut Condition) {
+fn write_comparison(lhs: &str, op: Op, value: &Value, pg: bool, out: &mut Condition) {
     if matches!(value, Value::Null) {
         let sql = match op {
             Op::Eq => format!("{lhs} IS NULL"),
@@ -129,6 +216,7 @@ fn write_comparison(lhs: &str, op: Op, value: &Value, out: &mut Condition) {
             Op::Ge => format!("{lhs} >= NULL"),
             Op::Lt => format!("{lhs} < NULL"),
             Op::Le => format!("{lhs} <= NULL"),
+            Op::Contains if pg => format!("strpos(CAST({lhs} AS TEXT), NULL) > 0"),
             Op::Contains => format!("instr({lhs}, NULL) > 0"),
         };
         out.sql.push_str(&sql);
@@ -141,21 +229,55 @@ fn write_comparison(lhs: &str, op: Op, value: &Value, out: &mut Condition) {
         Op::Ge => format!("{lhs} >= ?"),
         Op::Lt => format!("{lhs} < ?"),
         Op::Le => format!("{lhs} <= ?"),
+        Op::Contains if pg => format!("strpos(CAST({lhs} AS TEXT), CAST(? AS TEXT)) > 0"),
         Op::Contains => format!("instr({lhs}, ?) > 0"),
     };
     out.sql.push_str(&sql);
     out.values.push(value.clone());
 }
 
+/// How PostgreSQL reads a value inside item_data for a test (see
+/// migrations/postgres/V2): the JSON itself (truth tests), a number (a
+/// number or boolean literal: true and false read as 1 and 0, as SQLite's
+/// json_extract gives them), a string (a text literal: strings, and
+/// objects and arrays as their JSON text), or any value as text (`null`
+/// tests and `contains`).
+#[derive(Clone, Copy)]
+enum Reader {
+    Truth,
+    Number,
+    Text,
+    Any,
+}
+
 /// Writes the test for one field: `lhs` is the field's SQL expression.
+/// On PostgreSQL a path into item_data reads the value as the literal it
+/// is compared with asks (a number, text, or the JSON for a truth test):
+/// SQLite's json_extract gives SQL values that compare across types,
+/// PostgreSQL's JSON does not.
 fn write_field_test(
     field: &Field,
-    _now: Timestamp,
+    backend: Backend,
+    reader: Reader,
     out: &mut Condition,
     test: impl FnOnce(&str, &mut Condition),
 ) {
+    let pg = backend == Backend::Postgres;
     match field {
         Field::Column(column) => test(column.sql(), out),
+        Field::Data(path) if pg => {
+            // The path is a bound parameter, a JSON array of its keys.
+            out.values.push(Value::Text(
+                serde_json::to_string(path).unwrap_or_else(|_| "[]".into()),
+            ));
+            let reader = match reader {
+                Reader::Truth => "dlq_json_at",
+                Reader::Number => "dlq_json_number",
+                Reader::Text => "dlq_json_string",
+                Reader::Any => "dlq_json_scalar",
+            };
+            test(&format!("{reader}(i.item_data, CAST(? AS TEXT))"), out);
+        }
         Field::Data(path) => {
             // The path is a bound parameter too; it only ever names keys.
             let mut json_path = String::from("$");
@@ -178,7 +300,10 @@ fn write_field_test(
         }
         Field::Attempt { column, last: true } => {
             let name = column.sql().trim_start_matches("f.");
-            test(&super::last_attempt_select(name, "i.id"), out);
+            test(
+                &super::counters::last_attempt_select_on(backend, name, "i.id"),
+                out,
+            );
         }
     }
 }

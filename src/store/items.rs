@@ -85,6 +85,17 @@ impl ListFilter {
         sql: &mut String,
         values: &mut Vec<Value>,
     ) {
+        self.push_conditions_on(super::Backend::Sqlite, now, sql, values)
+    }
+
+    /// [`ListFilter::push_conditions`] in either backend's SQL.
+    pub(super) fn push_conditions_on(
+        &self,
+        backend: super::Backend,
+        now: Timestamp,
+        sql: &mut String,
+        values: &mut Vec<Value>,
+    ) {
         if let Some(job) = &self.job_id {
             sql.push_str(" AND i.job_id = ?");
             values.push(Value::Text(job.clone()));
@@ -97,20 +108,32 @@ impl ListFilter {
             sql.push_str(" AND i.manual_review_required = ?");
             values.push(Value::Integer(i64::from(manual)));
         }
-        if let Some(since) = self.since {
-            sql.push_str(" AND i.last_attempt >= ?");
-            values.push(Value::Text(since.to_storage()));
-        }
-        if let Some(until) = self.until {
-            sql.push_str(" AND i.last_attempt < ?");
-            values.push(Value::Text(until.to_storage()));
+        let pg = backend == super::Backend::Postgres;
+        for (bound, op) in [
+            (self.since, crate::filter::Op::Ge),
+            (self.until, crate::filter::Op::Lt),
+        ] {
+            let Some(time) = bound else { continue };
+            let text = Value::Text(time.to_storage());
+            if pg {
+                sql.push_str(" AND ");
+                sql.push_str(&super::filter_sql::pg_time_comparison("i.last_attempt", op));
+                values.push(text.clone());
+            } else {
+                sql.push_str(if op == crate::filter::Op::Ge {
+                    " AND i.last_attempt >= ?"
+                } else {
+                    " AND i.last_attempt < ?"
+                });
+            }
+            values.push(text);
         }
         if let Some(max_key) = self.max_key {
             sql.push_str(" AND i.id <= ?");
             values.push(Value::Integer(max_key));
         }
         if let Some(expression) = &self.expression {
-            let condition = expression.to_sql(now);
+            let condition = expression.to_sql_on(backend, now);
             sql.push_str(" AND ");
             sql.push_str(&condition.sql);
             values.extend(condition.values);
@@ -186,6 +209,7 @@ pub enum SortBy {
 /// A page of `select` (a SELECT from `items i`, without WHERE) by
 /// `filter` in `order`, after `after`.
 fn page_query(
+    backend: super::Backend,
     select: &str,
     filter: &ListFilter,
     now: Timestamp,
@@ -195,7 +219,7 @@ fn page_query(
 ) -> (String, Vec<Value>) {
     let mut sql = format!("{select} WHERE 1 = 1");
     let mut values = Vec::new();
-    filter.push_conditions(now, &mut sql, &mut values);
+    filter.push_conditions_on(backend, now, &mut sql, &mut values);
     let by_item_id = filter.job_id.is_some();
     match (order, after) {
         (Order::Newest, Some(cursor)) => {
@@ -314,9 +338,6 @@ impl Dlq {
     ) -> Result<Page<ItemSummary>> {
         use summary_columns as c;
         let backend = self.backend();
-        if backend == super::Backend::Postgres && filter.expression.is_some() {
-            return Err(Error::unsupported("a filter expression"));
-        }
         let columns = match backend {
             super::Backend::Sqlite => c::LIST,
             super::Backend::Postgres => c::PG_LIST,
@@ -325,7 +346,15 @@ impl Dlq {
             "SELECT {columns} FROM items i {}",
             last_failure_join(backend)
         );
-        let (sql, values) = page_query(&select, filter, self.age_now(), after, limit, order);
+        let (sql, values) = page_query(
+            backend,
+            &select,
+            filter,
+            self.age_now(),
+            after,
+            limit,
+            order,
+        );
         let values: Vec<Val<'_>> = values.iter().map(Val::from_value).collect();
         let mut keys = Vec::new();
         let items = self.read(|conn| {
@@ -407,14 +436,12 @@ impl Dlq {
         limit: usize,
     ) -> Result<Page<JobItem>> {
         use item_key_columns as c;
-        if self.backend() == super::Backend::Postgres && filter.expression.is_some() {
-            return Err(Error::unsupported("a filter expression"));
-        }
         // Whole items go in storage order, not newest first: one job's by
         // item_id (its unique index), all jobs' by row key. Reading a large
         // database in last_attempt order jumps all over the file (measured:
         // an export of 1,000,000 items took 236 s that way).
         let (sql, values) = page_query(
+            self.backend(),
             sql!("SELECT ", c::LIST, " FROM items i"),
             filter,
             self.age_now(),

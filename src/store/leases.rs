@@ -172,9 +172,6 @@ impl Dlq {
         // The filter's `now` may be a chosen one (with_clock); whether a
         // lease has expired is always a question for the real clock.
         let age_now = self.age_now();
-        if self.backend() == super::Backend::Postgres && filter.expression.is_some() {
-            return Err(crate::error::Error::unsupported("a filter expression"));
-        }
         self.write(|tx| {
             let now = tx.now();
             let mut condition = String::new();
@@ -184,7 +181,7 @@ impl Dlq {
                 Value::Integer(after),
                 Value::Text(now.to_storage()),
             ];
-            filter.push_conditions(age_now, &mut condition, &mut values);
+            filter.push_conditions_on(tx.sql().backend(), age_now, &mut condition, &mut values);
             values.push(Value::Integer(i64::try_from(limit).unwrap_or(i64::MAX)));
             // Fixed SQL from ListFilter; every value is bound.
             let sql = match tx.sql().backend() {
@@ -390,9 +387,6 @@ impl Dlq {
     /// How many items match `filter` (for skipped and remaining counts).
     pub fn count_matching(&self, filter: &ListFilter) -> Result<u64> {
         if self.backend() == super::Backend::Postgres {
-            if filter.expression.is_some() {
-                return Err(crate::error::Error::unsupported("a filter expression"));
-            }
             return self.read(
                 |conn| match super::jobs::count_from_counters(conn, filter)? {
                     Some(n) => Ok(n),
@@ -575,7 +569,7 @@ fn only_a_category(filter: &ListFilter) -> Option<super::Category> {
 fn count_rows(conn: super::sql::Conn<'_>, filter: &ListFilter, now: Timestamp) -> Result<u64> {
     let mut condition = String::new();
     let mut values = Vec::new();
-    filter.push_conditions(now, &mut condition, &mut values);
+    filter.push_conditions_on(conn.backend(), now, &mut condition, &mut values);
     let sql = format!("SELECT COUNT(*) FROM items i WHERE 1 = 1{condition}");
     let values: Vec<super::sql::Val<'_>> = values.iter().map(super::sql::Val::from_value).collect();
     let n = conn.row(&sql, &values, |row| row.i64(0))?.unwrap_or(0);

@@ -69,7 +69,7 @@ pub use analysis::{
 pub use bulk::{DeleteStep, PurgeProgress, PurgeReport};
 pub use categories::{Category, CategoryChange, CategoryRule};
 pub use check::{NewSignature, OldestItem, SignatureNews};
-use counters::last_attempt_select;
+
 pub use events::{ChangeProbe, Event, EventKind, EventQuery};
 pub use filter_sql::Condition;
 pub use items::{ItemIter, ItemSummary, JobItem, ListFilter, Page, PageCursor, SummaryIter};
@@ -413,11 +413,11 @@ impl Dlq {
             Pools::Postgres { pool, .. } => {
                 let _scope = crate::error::DbScope::enter(self.path.as_ref());
                 let mut client = pool.get()?;
-                client.batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")?;
+                client.client.batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")?;
                 let cell = std::cell::RefCell::new(client);
                 let result = f(sql::Conn::Postgres(&cell));
                 let mut client = cell.into_inner();
-                let end = client.batch_execute(if result.is_ok() { "COMMIT" } else { "ROLLBACK" });
+                let end = client.client.batch_execute(if result.is_ok() { "COMMIT" } else { "ROLLBACK" });
                 let value = result?;
                 end?;
                 Ok(value)
@@ -456,7 +456,7 @@ impl Dlq {
             )?,
         };
         let cell = std::cell::RefCell::new(client);
-        cell.borrow_mut().batch_execute("BEGIN")?;
+        cell.borrow_mut().client.batch_execute("BEGIN")?;
         // A panic in `f` must not hand the connection back to the pool in
         // the middle of this transaction.
         let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
@@ -469,15 +469,15 @@ impl Dlq {
         let mut client = cell.into_inner();
         match result {
             Ok(Ok(value)) => {
-                client.batch_execute("COMMIT")?;
+                client.client.batch_execute("COMMIT")?;
                 Ok(value)
             }
             Ok(Err(error)) => {
-                client.batch_execute("ROLLBACK")?;
+                client.client.batch_execute("ROLLBACK")?;
                 Err(error)
             }
             Err(panic) => {
-                let _ = client.batch_execute("ROLLBACK");
+                let _ = client.client.batch_execute("ROLLBACK");
                 std::panic::resume_unwind(panic)
             }
         }

@@ -25,8 +25,7 @@ pub enum Backend {
 
 /// A pooled PostgreSQL connection.
 #[cfg(feature = "postgres")]
-pub(crate) type PgClient =
-    r2d2::PooledConnection<r2d2_postgres::PostgresConnectionManager<postgres::NoTls>>;
+pub(crate) type PgClient = r2d2::PooledConnection<crate::db::postgres::Manager>;
 
 /// A connection inside the caller's transaction.
 #[derive(Clone, Copy)]
@@ -263,7 +262,9 @@ impl<'c> Conn<'c> {
             Conn::Postgres(client) => {
                 let sql = pg::numbered(sql);
                 let params = pg::params(params);
-                let changed = pg::borrow(client)?.execute(sql.as_str(), &params)?;
+                let mut client = pg::borrow(client)?;
+                let statement = client.prepare_cached(&sql)?;
+                let changed = client.client.execute(&statement, &params)?;
                 Ok(usize::try_from(changed).unwrap_or(usize::MAX))
             }
         }
@@ -289,7 +290,9 @@ impl<'c> Conn<'c> {
             Conn::Postgres(client) => {
                 let sql = pg::numbered(sql);
                 let params = pg::params(params);
-                let row = pg::borrow(client)?.query_opt(sql.as_str(), &params)?;
+                let mut client = pg::borrow(client)?;
+                let statement = client.prepare_cached(&sql)?;
+                let row = client.client.query_opt(&statement, &params)?;
                 row.map(|row| f(&Row::Postgres(&row))).transpose()
             }
         }
@@ -318,7 +321,8 @@ impl<'c> Conn<'c> {
                 let sql = pg::numbered(sql);
                 let params = pg::params(params);
                 let mut client = pg::borrow(client)?;
-                let mut rows = client.query_raw(sql.as_str(), params.iter().copied())?;
+                let statement = client.prepare_cached(&sql)?;
+                let mut rows = client.client.query_raw(&statement, params.iter().copied())?;
                 while let Some(row) = rows.next()? {
                     f(&Row::Postgres(&row))?;
                 }

@@ -532,3 +532,113 @@ fn a_killed_retry_worker_loses_nothing() {
     );
     assert_counters_exact(&pg);
 }
+
+/// The ids of the items `filter` selects, by `dlq export` (stdout, JSON lines).
+fn selected(db: &Path, filter: &str) -> Vec<String> {
+    let out = ok(dlq(db).args(["export", "-", "--format", "jsonl", "--filter", filter]));
+    let mut ids: Vec<String> = out
+        .lines()
+        .map(|line| {
+            super::common::json(line)["item_id"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
+        .collect();
+    ids.sort();
+    ids
+}
+
+/// The filter language selects the same items on PostgreSQL as on SQLite
+/// (the oracle: the SQLite database the PostgreSQL one was copied from),
+/// over item_data of every JSON type, attempt fields, flags and times.
+#[test]
+fn filters_select_the_same_items_on_both_backends() {
+    let dir = TempDir::new("pg-filters");
+    let lite = dir.join("lite.db");
+    let data = [
+        serde_json::json!({"priority": 5, "name": "alpha", "flag": true, "nested": {"k": "v"}, "tags": ["a"]}),
+        serde_json::json!({"priority": 3, "name": "beta", "flag": false, "nested": {"k": "w"}, "tags": []}),
+        serde_json::json!({"priority": 7.5, "name": "", "flag": 1, "missing": null}),
+        serde_json::json!({"priority": 0, "name": "gamma", "nested": {}}),
+        serde_json::json!({"name": "alp", "flag": "yes", "dotted.key": 2}),
+        serde_json::json!({"priority": 12, "flag": 0, "nested": {"k": "v", "deep": {"n": 1}}}),
+    ];
+    let types = [
+        "Timeout",
+        "CommandFailed",
+        "PermissionError",
+        "MergeConflict",
+    ];
+    let items: Vec<serde_json::Value> = data
+        .iter()
+        .enumerate()
+        .map(|(n, value)| {
+            let ts = format!("2025-01-0{}T00:00:00.00000000{}Z", n + 1, n);
+            let mut it = item(&format!("f{n}"), 1, &ts, &format!("boom number {n}"));
+            it["item_data"] = value.clone();
+            it["reprocess_eligible"] = (n % 2 == 0).into();
+            it["failure_history"][0]["error_type"] = match types[n % 4] {
+                "CommandFailed" => serde_json::json!({"CommandFailed": {"exit_code": 100 + n}}),
+                other => other.into(),
+            };
+            if n % 3 == 0 {
+                let mut second = it["failure_history"][0].clone();
+                second["attempt_number"] = 2.into();
+                second["timestamp"] = format!("2025-02-0{}T00:00:00Z", n + 1).into();
+                second["error_type"] = "Timeout".into();
+                second["error_message"] = "timed out".into();
+                it["failure_history"].as_array_mut().unwrap().push(second);
+                it["failure_count"] = 2.into();
+                it["last_attempt"] = format!("2025-02-0{}T00:00:00Z", n + 1).into();
+            }
+            it
+        })
+        .collect();
+    add_lines(&lite, "j", items);
+    let pg = PgDb::new("filters");
+    copy(&lite, pg.url());
+    let filters = [
+        "item.priority >= 5",
+        "item.priority == 3",
+        "item.priority < 7.5",
+        "item.name == \"alpha\"",
+        "item.name != \"alpha\"",
+        "item.name contains \"lp\"",
+        "item.flag",
+        "!item.flag",
+        "item.flag == true",
+        "item.flag == false",
+        "item.missing == null",
+        "item.missing != null",
+        "item.nested.k == \"v\"",
+        "item.nested.deep.n == 1",
+        "item.tags",
+        "item.nested",
+        "error_type == \"Timeout\"",
+        "last.error_type == \"Timeout\"",
+        "last.error_type == \"CommandFailed\"",
+        "exit_code == 101",
+        "exit_code > 100",
+        "error_message contains \"number 3\"",
+        "failure_count > 1 && reprocess_eligible",
+        "last_attempt > \"2025-01-03T00:00:00Z\"",
+        "first_attempt <= \"2025-01-03T00:00:00.000000002Z\"",
+        "last_attempt < now - 1d",
+        "category == \"transient\"",
+        "category != \"permanent\"",
+        "job_id == \"j\" and item_id contains \"3\"",
+        "not (item.priority < 3 or item.name == \"beta\")",
+        "manual_review_required || last.error_type == \"PermissionError\"",
+    ];
+    for filter in filters {
+        let expected = selected(&lite, filter);
+        assert_eq!(selected(pg.url(), filter), expected, "{filter}");
+        // ... and counts the same (dlq list's count of all matches).
+        let listed = |db: &Path| {
+            let out = ok(dlq(db).args(["list", "--filter", filter, "--format", "json"]));
+            super::common::json(&out).as_array().map_or(0, Vec::len)
+        };
+        assert_eq!(listed(pg.url()), expected.len(), "{filter}");
+    }
+}
