@@ -155,25 +155,25 @@ impl InsertCounts {
                  WHERE job_id = ?1",
                 vals![&job_id, items, eligible, manual, failures],
             )?;
-            let mut signatures: Vec<_> = job.signatures.into_iter().collect();
-            signatures.sort_unstable();
-            for (signature, count) in signatures {
-                conn.exec(
+            for (sql, counts) in [
+                (
                     "INSERT INTO signature_counts (job_id, error_signature, item_count) VALUES (?1, ?2, ?3)
                      ON CONFLICT (job_id, error_signature)
                      DO UPDATE SET item_count = signature_counts.item_count + excluded.item_count",
-                    vals![&job_id, &signature, count],
-                )?;
-            }
-            let mut error_types: Vec<_> = job.error_types.into_iter().collect();
-            error_types.sort_unstable();
-            for (error_type, count) in error_types {
-                conn.exec(
+                    job.signatures,
+                ),
+                (
                     "INSERT INTO error_type_counts (job_id, error_type, item_count) VALUES (?1, ?2, ?3)
                      ON CONFLICT (job_id, error_type)
                      DO UPDATE SET item_count = error_type_counts.item_count + excluded.item_count",
-                    vals![&job_id, &error_type, count],
-                )?;
+                    job.error_types,
+                ),
+            ] {
+                let mut counts: Vec<_> = counts.into_iter().collect();
+                counts.sort_unstable();
+                for (key, count) in counts {
+                    conn.exec(sql, vals![&job_id, &key, count])?;
+                }
             }
         }
         Ok(())

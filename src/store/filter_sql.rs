@@ -95,7 +95,11 @@ impl Expr {
                 out.sql.push_str(if pg { ", FALSE))" } else { ", 0))" });
             }
             Expr::IsTrue(field) => {
-                let kind = if pg { FieldKind::of(field) } else { FieldKind::Sqlite };
+                let kind = if pg {
+                    FieldKind::of(field)
+                } else {
+                    FieldKind::Sqlite
+                };
                 write_field_test(field, backend, Reader::Truth, out, |lhs, out| {
                     out.sql.push_str(&match kind {
                         FieldKind::Sqlite => format!("COALESCE({lhs}, 0) NOT IN (0, '')"),

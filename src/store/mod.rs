@@ -413,11 +413,16 @@ impl Dlq {
             Pools::Postgres { pool, .. } => {
                 let _scope = crate::error::DbScope::enter(self.path.as_ref());
                 let mut client = pool.get()?;
-                client.client.batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")?;
+                client
+                    .client
+                    .batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")?;
                 let cell = std::cell::RefCell::new(client);
                 let result = f(sql::Conn::Postgres(&cell));
                 let mut client = cell.into_inner();
-                let end = client.client.batch_execute(if result.is_ok() { "COMMIT" } else { "ROLLBACK" });
+                let end =
+                    client
+                        .client
+                        .batch_execute(if result.is_ok() { "COMMIT" } else { "ROLLBACK" });
                 let value = result?;
                 end?;
                 Ok(value)

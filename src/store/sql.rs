@@ -322,7 +322,9 @@ impl<'c> Conn<'c> {
                 let params = pg::params(params);
                 let mut client = pg::borrow(client)?;
                 let statement = client.prepare_cached(&sql)?;
-                let mut rows = client.client.query_raw(&statement, params.iter().copied())?;
+                let mut rows = client
+                    .client
+                    .query_raw(&statement, params.iter().copied())?;
                 while let Some(row) = rows.next()? {
                     f(&Row::Postgres(&row))?;
                 }

@@ -71,6 +71,35 @@ impl Drop for PgDb {
     }
 }
 
+/// `dlq add --job-id JOB` with `lines` on stdin, started.
+fn spawn_add(db: &Path, job: &str, lines: String) -> std::process::Child {
+    let mut child = dlq(db)
+        .args(["add", "--job-id", job])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    std::thread::spawn(move || {
+        use std::io::Write;
+        stdin.write_all(lines.as_bytes()).unwrap();
+    });
+    child
+}
+
+/// Waits for every child; each must succeed.
+fn wait_all(children: Vec<std::process::Child>) {
+    for child in children {
+        let output = child.wait_with_output().unwrap();
+        assert!(
+            output.status.success(),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+}
+
 fn copy(from: &Path, to: &Path) -> String {
     let scratch = TempDir::new("pg-copy");
     let mut command = dlq(&scratch.join("unused.db"));
@@ -237,29 +266,10 @@ fn eight_writers_on_one_job_lose_nothing() {
                     value.to_string() + "\n"
                 })
                 .collect();
-            let mut child = dlq(pg.url())
-                .args(["add", "--job-id", "j"])
-                .stdin(std::process::Stdio::piped())
-                .stdout(std::process::Stdio::piped())
-                .stderr(std::process::Stdio::piped())
-                .spawn()
-                .unwrap();
-            let mut stdin = child.stdin.take().unwrap();
-            std::thread::spawn(move || {
-                use std::io::Write;
-                stdin.write_all(lines.as_bytes()).unwrap();
-            });
-            child
+            spawn_add(pg.url(), "j", lines)
         })
         .collect();
-    for child in writers {
-        let output = child.wait_with_output().unwrap();
-        assert!(
-            output.status.success(),
-            "{}",
-            String::from_utf8_lossy(&output.stderr)
-        );
-    }
+    wait_all(writers);
     assert_eq!(pg.count("SELECT COUNT(*) FROM items"), 30 + 8 * 30);
     // Each shared item holds all eight writers' attempts.
     assert_eq!(
@@ -298,29 +308,10 @@ fn capacity_stays_exact_under_concurrent_adds() {
                     item(&format!("c-{w}-{n}"), 1, &ts, "boom").to_string() + "\n"
                 })
                 .collect();
-            let mut child = dlq(pg.url())
-                .args(["add", "--job-id", "capped"])
-                .stdin(std::process::Stdio::piped())
-                .stdout(std::process::Stdio::null())
-                .stderr(std::process::Stdio::piped())
-                .spawn()
-                .unwrap();
-            let mut stdin = child.stdin.take().unwrap();
-            std::thread::spawn(move || {
-                use std::io::Write;
-                stdin.write_all(lines.as_bytes()).unwrap();
-            });
-            child
+            spawn_add(pg.url(), "capped", lines)
         })
         .collect();
-    for child in children {
-        let output = child.wait_with_output().unwrap();
-        assert!(
-            output.status.success(),
-            "{}",
-            String::from_utf8_lossy(&output.stderr)
-        );
-    }
+    wait_all(children);
     assert_eq!(pg.count("SELECT COUNT(*) FROM items"), 25);
     assert_eq!(
         pg.count("SELECT COUNT(*) FROM events WHERE kind = 'evicted'"),
