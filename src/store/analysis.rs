@@ -524,6 +524,14 @@ impl Dlq {
         job_id: Option<&str>,
         signatures: &[String],
     ) -> Result<Vec<SignatureSample>> {
+        if self.backend() == super::Backend::Postgres {
+            return self.read(|conn| {
+                signatures
+                    .iter()
+                    .map(|signature| pg_signature_sample(conn, job_id, signature))
+                    .collect()
+            });
+        }
         let conn = self.conn()?;
         signatures
             .iter()
@@ -536,6 +544,31 @@ impl Dlq {
             })
             .collect()
     }
+}
+
+/// [`Dlq::signature_samples`] of one signature on PostgreSQL: the last
+/// attempt of the signature's newest item (ties: the later insert), as
+/// [`sample_of`] picks it.
+fn pg_signature_sample(
+    conn: super::sql::Conn<'_>,
+    job_id: Option<&str>,
+    signature: &str,
+) -> Result<SignatureSample> {
+    let found = conn.row(
+        "SELECT f.error_type, f.error_message FROM items i
+         LEFT JOIN LATERAL (SELECT error_type, error_message FROM failure_history l
+             WHERE l.item_key = i.id
+             ORDER BY l.timestamp DESC, l.timestamp_ns DESC, l.attempt_number DESC LIMIT 1) f ON TRUE
+         WHERE i.error_signature = ?1 AND (CAST(?2 AS TEXT) IS NULL OR i.job_id = ?2)
+         ORDER BY i.last_attempt DESC, i.last_attempt_ns DESC, i.id DESC LIMIT 1",
+        super::sql::vals![signature, job_id],
+        |row| Ok((row.opt_text(0)?, row.opt_text(1)?)),
+    )?;
+    let (error_type, message) = found.unwrap_or((None, None));
+    Ok(SignatureSample {
+        error_type,
+        message,
+    })
 }
 
 struct Sample {

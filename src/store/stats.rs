@@ -8,10 +8,10 @@
 //! memory stays flat in the number of signatures and jobs. [`Dlq::stats`]
 //! and [`Dlq::job_stats`] collect the same pieces into [`Stats`].
 
+use super::sql::{vals, Backend, Conn, Row};
 use super::Dlq;
 use crate::error::{Error, Result};
 use crate::time::Timestamp;
-use rusqlite::{params, Connection, OptionalExtension, Row};
 use serde::Serialize;
 use std::collections::BTreeMap;
 
@@ -76,69 +76,77 @@ fn average(sum: i64, count: i64) -> f64 {
 }
 
 /// The head from a row with the columns total, eligible, manual, failures,
-/// oldest and newest.
-fn head_of(row: &Row<'_>) -> rusqlite::Result<StatsHead> {
-    let total = row.get("total")?;
-    let failures = row.get("failures")?;
+/// oldest and newest, in that order.
+fn head_of(row: &Row<'_>) -> Result<StatsHead> {
+    let total = row.i64(0)?;
+    let failures = row.i64(3)?;
     Ok(StatsHead {
         total_items: total,
-        eligible_for_reprocess: row.get("eligible")?,
-        requiring_manual_review: row.get("manual")?,
-        oldest_item: row.get("oldest")?,
-        newest_item: row.get("newest")?,
+        eligible_for_reprocess: row.i64(1)?,
+        requiring_manual_review: row.i64(2)?,
+        oldest_item: row.opt_ts(4)?,
+        newest_item: row.opt_ts(5)?,
         average_failure_count: average(failures, total),
         failure_count_sum: failures,
     })
 }
 
-/// A job's head, or None when there is no such job.
-fn job_head(conn: &Connection, job_id: &str) -> Result<Option<StatsHead>> {
-    Ok(conn
-        .prepare_cached(
-            "SELECT item_count AS total, eligible_count AS eligible,
-                 manual_review_count AS manual, failure_count_sum AS failures,
-                 (SELECT MIN(first_attempt) FROM items i WHERE i.job_id = j.job_id) AS oldest,
-                 (SELECT MAX(last_attempt) FROM items i WHERE i.job_id = j.job_id) AS newest
-             FROM jobs j WHERE job_id = ?1",
-        )?
-        .query_row([job_id], head_of)
-        .optional()?)
+/// A job's earliest first attempt and latest last attempt, as two
+/// columns (`oldest`, `newest`) of a SELECT on `jobs j`: two index
+/// lookups. On PostgreSQL to the nanosecond (the time and the nanoseconds
+/// beside it, read back as the exact text).
+fn span_columns(backend: Backend) -> &'static str {
+    match backend {
+        Backend::Sqlite => {
+            "(SELECT MIN(first_attempt) FROM items i WHERE i.job_id = j.job_id) AS oldest,
+             (SELECT MAX(last_attempt) FROM items i WHERE i.job_id = j.job_id) AS newest"
+        }
+        Backend::Postgres => {
+            "(SELECT dlq_ts_text(first_attempt, first_attempt_ns) FROM items i
+                 WHERE i.job_id = j.job_id ORDER BY first_attempt, first_attempt_ns LIMIT 1) AS oldest,
+             (SELECT dlq_ts_text(last_attempt, last_attempt_ns) FROM items i
+                 WHERE i.job_id = j.job_id ORDER BY last_attempt DESC, last_attempt_ns DESC LIMIT 1) AS newest"
+        }
+    }
 }
 
-/// Streams the rows of a fixed statement with parameters whose columns are
-/// `key` and `items`.
+/// A job's head, or None when there is no such job.
+fn job_head(conn: Conn<'_>, job_id: &str) -> Result<Option<StatsHead>> {
+    let sql = format!(
+        "SELECT item_count, eligible_count, manual_review_count, failure_count_sum, {}
+         FROM jobs j WHERE job_id = ?1",
+        span_columns(conn.backend())
+    );
+    conn.row(&sql, vals![job_id], head_of)
+}
+
+/// Streams the rows of a fixed statement whose columns are a key and a
+/// count.
 fn each_count(
-    conn: &Connection,
+    conn: Conn<'_>,
     sql: &str,
     job_id: Option<&str>,
     mut f: impl FnMut(&str, i64) -> Result<()>,
 ) -> Result<()> {
-    let mut stmt = conn.prepare_cached(sql)?;
-    // Looked up once, not for every row.
-    let (key, items) = (stmt.column_index("key")?, stmt.column_index("items")?);
-    let mut rows = stmt.query(params![job_id])?;
-    while let Some(row) = rows.next()? {
-        f(row.get_ref(key)?.as_str().unwrap_or(""), row.get(items)?)?;
-    }
-    Ok(())
+    conn.each(sql, vals![job_id], |row| f(&row.text(0)?, row.i64(1)?))
 }
 
 /// One job's signatures and error types, in key order.
 fn job_counts(
-    conn: &Connection,
+    conn: Conn<'_>,
     job_id: &str,
     f: &mut impl FnMut(StatsPart<'_>) -> Result<()>,
 ) -> Result<()> {
     each_count(
         conn,
-        "SELECT error_signature AS key, item_count AS items FROM signature_counts
+        "SELECT error_signature, item_count FROM signature_counts
          WHERE job_id = ?1 ORDER BY error_signature",
         Some(job_id),
         |key, n| f(StatsPart::Signature(key, n)),
     )?;
     each_count(
         conn,
-        "SELECT error_type AS key, item_count AS items FROM error_type_counts
+        "SELECT error_type, item_count FROM error_type_counts
          WHERE job_id = ?1 ORDER BY error_type",
         Some(job_id),
         |key, n| f(StatsPart::ErrorType(key, n)),
@@ -149,100 +157,112 @@ impl Dlq {
     /// The statistics of one job without its signatures and error types
     /// (an error if it does not exist).
     pub fn job_head(&self, job_id: &str) -> Result<StatsHead> {
-        let conn = self.conn()?;
-        job_head(&conn, job_id)?.ok_or_else(|| Error::JobNotFound(job_id.to_string()))
+        self.read(|conn| job_head(conn, job_id))?
+            .ok_or_else(|| Error::JobNotFound(job_id.to_string()))
     }
 
     /// Hands the statistics of one job, or of all jobs (then, with
     /// `with_jobs`, each job's own nested inside), to `f` piece by piece
-    /// (see [`StatsPart`] for the order). Nothing is collected: a million
-    /// signatures cost no memory here. An unknown job is
-    /// [`Error::JobNotFound`].
+    /// (see [`StatsPart`] for the order), from one snapshot. Nothing is
+    /// collected but the job ids: a million signatures cost no memory here.
+    /// An unknown job is [`Error::JobNotFound`].
     pub fn stats_stream(
         &self,
         job_id: Option<&str>,
         with_jobs: bool,
         mut f: impl FnMut(StatsPart<'_>) -> Result<()>,
     ) -> Result<()> {
-        let conn = self.conn()?;
-        if let Some(job) = job_id {
-            let head = job_head(&conn, job)?.ok_or_else(|| Error::JobNotFound(job.to_string()))?;
+        self.read(|conn| {
+            if let Some(job) = job_id {
+                let head =
+                    job_head(conn, job)?.ok_or_else(|| Error::JobNotFound(job.to_string()))?;
+                f(StatsPart::Head {
+                    job_id: Some(job),
+                    head: &head,
+                })?;
+                job_counts(conn, job, &mut f)?;
+                return f(StatsPart::Close);
+            }
+            // The totals: counters summed, and the earliest and latest
+            // attempts from two index lookups per job (the spans are
+            // fixed-width text on both backends, so MIN and MAX are time
+            // order).
+            let head = conn
+                .row(
+                    &format!(
+                        "SELECT COALESCE(SUM(item_count), 0), COALESCE(SUM(eligible_count), 0),
+                             COALESCE(SUM(manual_review_count), 0), COALESCE(SUM(failure_count_sum), 0),
+                             MIN(oldest), MAX(newest)
+                         FROM (SELECT item_count, eligible_count, manual_review_count,
+                                   failure_count_sum, {} FROM jobs j) AS per_job",
+                        span_columns(conn.backend())
+                    ),
+                    &[],
+                    head_of,
+                )?
+                .unwrap_or_default();
             f(StatsPart::Head {
-                job_id: Some(job),
+                job_id: None,
                 head: &head,
             })?;
-            job_counts(&conn, job, &mut f)?;
-            return f(StatsPart::Close);
-        }
-        // The totals: counters summed, and the earliest and latest attempts
-        // from two index lookups per job.
-        let head = conn.query_row(
-            "SELECT COALESCE(SUM(item_count), 0) AS total,
-                 COALESCE(SUM(eligible_count), 0) AS eligible,
-                 COALESCE(SUM(manual_review_count), 0) AS manual,
-                 COALESCE(SUM(failure_count_sum), 0) AS failures,
-                 MIN((SELECT MIN(first_attempt) FROM items i WHERE i.job_id = j.job_id)) AS oldest,
-                 MAX((SELECT MAX(last_attempt) FROM items i WHERE i.job_id = j.job_id)) AS newest
-             FROM jobs j",
-            [],
-            head_of,
-        )?;
-        f(StatsPart::Head {
-            job_id: None,
-            head: &head,
-        })?;
-        // Summed over jobs by SQLite's sorter, which spills to disk past
-        // its cache instead of growing.
-        each_count(
-            &conn,
-            "SELECT error_signature AS key, SUM(item_count) AS items FROM signature_counts
-             WHERE ?1 IS NULL GROUP BY error_signature ORDER BY error_signature",
-            None,
-            |key, n| f(StatsPart::Signature(key, n)),
-        )?;
-        each_count(
-            &conn,
-            "SELECT error_type AS key, SUM(item_count) AS items FROM error_type_counts
-             WHERE ?1 IS NULL GROUP BY error_type ORDER BY error_type",
-            None,
-            |key, n| f(StatsPart::ErrorType(key, n)),
-        )?;
-        if with_jobs {
-            let mut jobs = conn.prepare_cached("SELECT job_id FROM jobs ORDER BY job_id")?;
-            let mut rows = jobs.query([])?;
-            while let Some(row) = rows.next()? {
-                let job: String = row.get(0)?;
-                // A job removed meanwhile is left out, not an error.
-                if let Some(head) = job_head(&conn, &job)? {
-                    f(StatsPart::Head {
-                        job_id: Some(&job),
-                        head: &head,
-                    })?;
-                    job_counts(&conn, &job, &mut f)?;
-                    f(StatsPart::Close)?;
+            // Summed over jobs by the database's sorter, which spills to
+            // disk past its memory instead of growing.
+            each_count(
+                conn,
+                "SELECT error_signature, SUM(item_count) FROM signature_counts
+                 WHERE CAST(?1 AS TEXT) IS NULL GROUP BY error_signature ORDER BY error_signature",
+                None,
+                |key, n| f(StatsPart::Signature(key, n)),
+            )?;
+            each_count(
+                conn,
+                "SELECT error_type, SUM(item_count) FROM error_type_counts
+                 WHERE CAST(?1 AS TEXT) IS NULL GROUP BY error_type ORDER BY error_type",
+                None,
+                |key, n| f(StatsPart::ErrorType(key, n)),
+            )?;
+            if with_jobs {
+                // Collected first: PostgreSQL cannot run the per-job
+                // queries while it streams this one.
+                let jobs = conn.collect("SELECT job_id FROM jobs ORDER BY job_id", &[], |row| {
+                    row.text(0)
+                })?;
+                for job in jobs {
+                    // A job removed meanwhile is left out, not an error.
+                    if let Some(head) = job_head(conn, &job)? {
+                        f(StatsPart::Head {
+                            job_id: Some(&job),
+                            head: &head,
+                        })?;
+                        job_counts(conn, &job, &mut f)?;
+                        f(StatsPart::Close)?;
+                    }
                 }
             }
-        }
-        f(StatsPart::Close)
+            f(StatsPart::Close)
+        })
     }
 
     /// Items per day of their first failure (`YYYY-MM-DD`, oldest first),
     /// of one job or all: how many dead letters arrived each day and are
     /// still here. One pass over a covering index.
     pub fn items_per_day(&self, job_id: Option<&str>) -> Result<Vec<(String, i64)>> {
-        let conn = self.conn()?;
-        let sql = if job_id.is_some() {
-            "SELECT substr(first_attempt, 1, 10) AS day, COUNT(*) FROM items
-             WHERE job_id = ?1 GROUP BY day ORDER BY day"
-        } else {
-            "SELECT substr(first_attempt, 1, 10) AS day, COUNT(*) FROM items
-             WHERE ?1 IS NULL GROUP BY day ORDER BY day"
+        let day = match self.backend() {
+            Backend::Sqlite => "substr(first_attempt, 1, 10)",
+            Backend::Postgres => "to_char(first_attempt AT TIME ZONE 'UTC', 'YYYY-MM-DD')",
         };
-        let mut stmt = conn.prepare_cached(sql)?;
-        let days = stmt
-            .query_map([job_id], |row| Ok((row.get(0)?, row.get(1)?)))?
-            .collect::<rusqlite::Result<Vec<_>>>()?;
-        Ok(days)
+        let sql = if job_id.is_some() {
+            format!(
+                "SELECT {day} AS day, COUNT(*) FROM items
+                 WHERE job_id = ?1 GROUP BY day ORDER BY day"
+            )
+        } else {
+            format!(
+                "SELECT {day} AS day, COUNT(*) FROM items
+                 WHERE CAST(?1 AS TEXT) IS NULL GROUP BY day ORDER BY day"
+            )
+        };
+        self.read(|conn| conn.collect(&sql, vals![job_id], |row| Ok((row.text(0)?, row.i64(1)?))))
     }
 
     /// Statistics of one job (an error if it does not exist), collected.

@@ -209,6 +209,19 @@ fn a_copy_through_postgres_and_back_is_identical() {
     assert_eq!(from_sqlite, from_pg);
     assert!(from_pg.contains(r#"{"k":1,"k":2}"#), "{from_pg}");
     assert!(from_pg.contains("19:42:03.902113848Z"), "{from_pg}");
+    // The statistics agree, all jobs and one, as JSON and as the table.
+    for args in [
+        &["stats", "--json"][..],
+        &["stats"],
+        &["show", "awkward", "--json"],
+        &["stats", "--job-id", "mapreduce-20251123_194253"],
+    ] {
+        assert_eq!(
+            ok(dlq(pg.url()).args(args)),
+            ok(dlq(&a).args(args)),
+            "{args:?}"
+        );
+    }
 }
 
 #[test]
@@ -364,10 +377,10 @@ fn the_library_opens_a_url_and_keeps_nanoseconds() {
 fn what_postgres_cannot_do_yet_is_one_clear_line() {
     let pg = PgDb::new("unported");
     add_lines(pg.url(), "j", [item("a", 1, "2025-01-01T00:00:00Z", "x")]);
-    let stderr = fails(dlq(pg.url()).arg("stats"));
+    let stderr = fails(dlq(pg.url()).arg("events"));
     assert_eq!(stderr.lines().count(), 1, "{stderr}");
     assert!(
-        stderr.contains("dlq stats") && stderr.contains("not available on PostgreSQL yet"),
+        stderr.contains("dlq events") && stderr.contains("not available on PostgreSQL yet"),
         "{stderr}"
     );
 }
