@@ -1166,42 +1166,54 @@ pub fn redacted_url(url: &str) -> String {
     let Some((scheme, rest)) = url.split_once("://") else {
         return url.to_string();
     };
-    let (authority, tail) = match rest.find(['/', '?']) {
-        Some(at) => rest.split_at(at),
-        None => (rest, ""),
-    };
     let mut out = format!("{scheme}://");
-    match authority.rsplit_once('@') {
-        Some((userinfo, host)) => {
-            let user = userinfo.split_once(':').map_or(userinfo, |(user, _)| user);
+    // The client library reads everything up to the last `@` as the user
+    // and password (a password may hold `/`, `?` or `@`): all of it but
+    // the user name goes.
+    let host_and_tail = match rest.rsplit_once('@') {
+        Some((userinfo, after)) => {
+            let user = userinfo.split([':', '/', '?']).next().unwrap_or_default();
             out.push_str(user);
-            if userinfo.contains(':') {
+            if user.len() < userinfo.len() {
                 out.push_str(":***");
             }
             out.push('@');
-            out.push_str(host);
+            after
         }
-        None => out.push_str(authority),
-    }
-    // A password can also come as a query parameter.
-    match tail.split_once('?') {
+        None => rest,
+    };
+    // A password can also come as a query parameter (under a
+    // percent-encoded name, too): every value goes.
+    match host_and_tail.split_once('?') {
         Some((path, query)) => {
             out.push_str(path);
             out.push('?');
             let params: Vec<String> = query
                 .split('&')
                 .map(|pair| match pair.split_once('=') {
-                    Some((key, _)) if key.eq_ignore_ascii_case("password") => {
-                        format!("{key}=***")
-                    }
-                    _ => pair.to_string(),
+                    Some((key, _)) => format!("{key}=***"),
+                    None => pair.to_string(),
                 })
                 .collect();
             out.push_str(&params.join("&"));
         }
-        None => out.push_str(tail),
+        None => out.push_str(host_and_tail),
     }
     out
+}
+
+/// Whether `target` looks like a libpq connection string
+/// (`host=... dbname=...`), which `--db` does not take (it would be a file
+/// name): a URL is what it takes.
+pub fn is_conninfo(target: &str) -> bool {
+    target.split_whitespace().any(|word| {
+        word.split_once('=').is_some_and(|(key, _)| {
+            matches!(
+                key,
+                "host" | "hostaddr" | "port" | "dbname" | "user" | "password" | "sslmode"
+            )
+        })
+    })
 }
 
 #[cfg(feature = "postgres")]

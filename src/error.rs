@@ -193,6 +193,9 @@ pub enum NotDlqReason {
     ForeignSqlite,
     /// Not a SQLite database at all.
     NotSqlite,
+    /// A PostgreSQL database without the dlq schema: empty (and a command
+    /// that only reads must not create it), or another application's.
+    NoDlqSchema,
 }
 
 impl std::fmt::Display for NotDlqReason {
@@ -201,6 +204,7 @@ impl std::fmt::Display for NotDlqReason {
             NotDlqReason::EmptyFile => "empty file",
             NotDlqReason::ForeignSqlite => "a SQLite database without the dlq schema",
             NotDlqReason::NotSqlite => "not a SQLite database",
+            NotDlqReason::NoDlqSchema => "a PostgreSQL database without the dlq schema",
         })
     }
 }
@@ -258,7 +262,9 @@ impl Error {
             Error::SchemaTooNew { .. } => ErrorKind::SchemaTooNew,
             Error::NotDlq { what, .. } => match what {
                 NotDlqReason::NotSqlite => ErrorKind::Corrupt,
-                NotDlqReason::EmptyFile | NotDlqReason::ForeignSqlite => ErrorKind::InvalidInput,
+                NotDlqReason::EmptyFile
+                | NotDlqReason::ForeignSqlite
+                | NotDlqReason::NoDlqSchema => ErrorKind::InvalidInput,
             },
             Error::ReadOnly { .. } => ErrorKind::ReadOnly,
             Error::Migration { .. } => ErrorKind::Other,

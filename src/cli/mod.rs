@@ -47,8 +47,17 @@ use std::sync::Arc;
 #[derive(Debug, Parser)]
 #[command(name = "dlq", version, about, long_about = None)]
 pub struct Cli {
-    /// The database file [default: $PRODIGY_HOME/dlq.db, PRODIGY_HOME defaulting to ~/.prodigy]
-    #[arg(long, global = true, env = "DLQ_DB", value_name = "PATH")]
+    /// The database file, or a PostgreSQL URL (postgres://user@host:port/dbname)
+    /// [default: $PRODIGY_HOME/dlq.db, PRODIGY_HOME defaulting to ~/.prodigy]
+    // hide_env_values: DLQ_DB may hold a URL with a password, which --help
+    // would otherwise print.
+    #[arg(
+        long,
+        global = true,
+        env = "DLQ_DB",
+        value_name = "PATH",
+        hide_env_values = true
+    )]
     db: Option<PathBuf>,
 
     /// How long to wait for another writer, in milliseconds [default: 30000]
@@ -296,6 +305,13 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Some(path) => path,
         None => prodigy_home()?.join("dlq.db"),
     };
+    if db_path.to_str().is_some_and(dlqlite::db::is_conninfo) {
+        // Not echoed: such a string often holds a password.
+        usage!(
+            "--db (or DLQ_DB) looks like a libpq connection string (host=... dbname=...); \
+             give a postgres://user@host:port/dbname URL or a file"
+        );
+    }
     if let Some(now) = cli.now {
         eprintln!(
             "dlq: warning: --now/DLQ_NOW: ages (purge, retention, filters, check, metrics) take {now} as now \

@@ -89,9 +89,19 @@ pub fn supported_schema_version() -> i64 {
 /// Opens a pool on the database at `url` and brings its schema up to date
 /// (unless `read_only`, which refuses a database without the schema).
 /// A password comes from the URL, else `PGPASSWORD`, else `~/.pgpass`.
-pub fn open_pool(url: &str, read_only: bool, busy: Duration, size: u32) -> Result<PgPool> {
+pub fn open_pool(
+    url: &str,
+    create: bool,
+    read_only: bool,
+    busy: Duration,
+    size: u32,
+) -> Result<PgPool> {
     let (config, mut client) = connect(url, busy)?;
     let applied = applied_version(&mut client).map_err(|e| open_error(url, &e, e.kind()))?;
+    if applied.is_none() && !create {
+        // A command that reads must not create the schema.
+        return Err(not_dlq(url));
+    }
     let supported = supported_schema_version();
     match applied {
         Some(found) if found > supported => {
@@ -139,7 +149,8 @@ pub fn connect(url: &str, busy: Duration) -> Result<(postgres::Config, postgres:
     config.connect_timeout(busy.min(Duration::from_secs(30)));
     // Every statement waits for locks at most the busy timeout, as SQLite's
     // busy_timeout does; past it the error is Busy (55P03).
-    let lock_ms = busy.as_millis().min(i32::MAX as u128);
+    // At least 1 ms: PostgreSQL reads a lock_timeout of 0 as "wait forever".
+    let lock_ms = busy.as_millis().clamp(1, i32::MAX as u128);
     config.options(&format!("-c lock_timeout={lock_ms} -c TimeZone=UTC"));
     // The first connection is made here, not by the pool: a server that is
     // down or a wrong password fails at once with the server's reason (the
@@ -239,15 +250,42 @@ fn migrate(client: &mut postgres::Client, url: &str) -> Result<()> {
     // An arbitrary constant naming dlq's migration lock.
     const MIGRATION_LOCK: i64 = 0x0064_6c71_5f6d_6967;
     client.execute("SELECT pg_advisory_lock($1)", &[&MIGRATION_LOCK])?;
-    let result = embedded::migrations::runner()
-        .set_grouped(true)
-        .run(client)
-        .map_err(|e| Error::Migration {
-            path: redacted(url).into(),
-            reason: e.to_string(),
-        });
+    // Only an empty database becomes a dlq database: another application's
+    // tables are left alone. Looked at under the lock, after whoever
+    // created the schema first has committed it.
+    let foreign = match applied_version(client) {
+        Ok(Some(_)) => Ok(false),
+        Ok(None) => client
+            .query_one(
+                "SELECT EXISTS (SELECT 1 FROM pg_tables WHERE schemaname = current_schema()
+                     AND tablename <> 'refinery_schema_history')",
+                &[],
+            )
+            .map(|row| row.get::<_, bool>(0))
+            .map_err(Error::from),
+        Err(e) => Err(e),
+    };
+    let result = match foreign {
+        Ok(true) => Err(not_dlq(url)),
+        Ok(false) => embedded::migrations::runner()
+            .set_grouped(true)
+            .run(client)
+            .map(|_| ())
+            .map_err(|e| Error::Migration {
+                path: redacted(url).into(),
+                reason: e.to_string(),
+            }),
+        Err(e) => Err(e),
+    };
     client.execute("SELECT pg_advisory_unlock($1)", &[&MIGRATION_LOCK])?;
-    result.map(|_| ())
+    result
+}
+
+fn not_dlq(url: &str) -> Error {
+    Error::NotDlq {
+        path: redacted(url).into(),
+        what: crate::error::NotDlqReason::NoDlqSchema,
+    }
 }
 
 #[cfg(test)]
@@ -270,10 +308,29 @@ mod tests {
         );
         assert_eq!(
             redacted("postgresql://me@h/dlq?sslmode=disable&password=x"),
-            "postgresql://me@h/dlq?sslmode=disable&password=***"
+            "postgresql://me@h/dlq?sslmode=***&password=***"
         );
         assert_eq!(redacted("postgres://h/dlq"), "postgres://h/dlq");
         assert_eq!(redacted("postgres://a:b:c@h"), "postgres://a:***@h");
+        // What the client library reads as a password holds / ? and @.
+        assert_eq!(
+            redacted("postgres://app:pa/ss?x@h:5432/db"),
+            "postgres://app:***@h:5432/db"
+        );
+        assert_eq!(redacted("postgres://a:p@ss@h/db"), "postgres://a:***@h/db");
+        assert_eq!(
+            redacted("postgres://app@h/db?passwor%64=HIDDEN"),
+            "postgres://app@h/db?passwor%64=***"
+        );
+        for url in [
+            "postgres://u:SECRET@h/d",
+            "postgres://u:SE/CRET@h/d",
+            "postgres://u:SE?CRET@h/d",
+            "postgres://u@h/d?password=SECRET",
+            "postgres://u@h/d?x=1&%70assword=SECRET",
+        ] {
+            assert!(!redacted(url).contains("SECRET"), "{url}");
+        }
     }
 
     #[test]

@@ -7,10 +7,11 @@
 //! and writers are serialised by SQLite, so events commit in id order: "the
 //! last event id handled" is an exact position in the log.
 
+use super::sql::{vals, Val};
 use super::Dlq;
 use crate::error::Result;
 use crate::time::Timestamp;
-use rusqlite::{params, OptionalExtension};
+
 use serde::Serialize;
 
 /// The kinds of row dlq writes to `events`, one per change to an item or
@@ -175,17 +176,18 @@ impl Dlq {
         kind: Option<EventKind>,
         limit: usize,
     ) -> Result<Vec<Event>> {
-        let conn = self.conn()?;
-        let mut stmt = conn.prepare_cached(
-            "SELECT id, time, kind, job_id, item_id, detail FROM events
-             WHERE (?1 IS NULL OR job_id = ?1) AND (?2 IS NULL OR kind = ?2)
-             ORDER BY id DESC LIMIT ?3",
-        )?;
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-        let events = stmt
-            .query_map(params![job_id, kind, limit], event_of_row)?
-            .collect::<rusqlite::Result<Vec<_>>>()?;
-        Ok(events)
+        let kind = kind.map(EventKind::as_str);
+        self.read(|conn| {
+            conn.collect(
+                "SELECT id, time, kind, job_id, item_id, detail FROM events
+                 WHERE (CAST(?1 AS TEXT) IS NULL OR job_id = ?1)
+                     AND (CAST(?2 AS TEXT) IS NULL OR kind = ?2)
+                 ORDER BY id DESC LIMIT ?3",
+                vals![job_id, kind, limit],
+                event_of_row,
+            )
+        })
     }
 
     /// One page of the log, newest first: events before the one with id
@@ -219,12 +221,8 @@ impl Dlq {
         }
         sql.push_str(" ORDER BY id DESC LIMIT ?");
         values.push(i64::try_from(limit).unwrap_or(i64::MAX).into());
-        let conn = self.conn()?;
-        let mut stmt = conn.prepare_cached(&sql)?;
-        let events = stmt
-            .query_map(rusqlite::params_from_iter(values), event_of_row)?
-            .collect::<rusqlite::Result<Vec<_>>>()?;
-        Ok(events)
+        let values: Vec<Val<'_>> = values.iter().map(Val::from_value).collect();
+        self.read(|conn| conn.collect(&sql, &values, event_of_row))
     }
 
     /// Up to `limit` events after the one with id `after`, oldest first,
@@ -241,36 +239,37 @@ impl Dlq {
         kinds: Option<&[EventKind]>,
         limit: usize,
     ) -> Result<Vec<Event>> {
+        // SQLite's (json_each, unary +): followers are not on PostgreSQL yet.
         let conn = self.conn()?;
-        let mut stmt = conn.prepare_cached(EVENTS_AFTER)?;
         let kinds = kinds.map(|kinds| {
             let names: Vec<&str> = kinds.iter().map(|k| k.as_str()).collect();
             serde_json::Value::from(names).to_string()
         });
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-        let events = stmt
-            .query_map(params![after, job_id, kinds, limit], event_of_row)?
-            .collect::<rusqlite::Result<Vec<_>>>()?;
-        Ok(events)
+        super::sql::Conn::Sqlite(&conn).collect(
+            EVENTS_AFTER,
+            vals![after, job_id, kinds.as_ref(), limit],
+            event_of_row,
+        )
     }
 
     /// The event with this id, if there is one.
     pub fn event(&self, id: i64) -> Result<Option<Event>> {
-        let conn = self.conn()?;
-        let mut stmt = conn.prepare_cached(
-            "SELECT id, time, kind, job_id, item_id, detail FROM events WHERE id = ?1",
-        )?;
-        Ok(stmt.query_row([id], event_of_row).optional()?)
+        self.read(|conn| {
+            conn.row(
+                "SELECT id, time, kind, job_id, item_id, detail FROM events WHERE id = ?1",
+                vals![id],
+                event_of_row,
+            )
+        })
     }
 
     /// The id of the newest event, 0 when the log is empty: the end of the
     /// log, where a follower that wants only what comes next starts.
     pub fn last_event_id(&self) -> Result<i64> {
-        let conn = self.conn()?;
-        let id: Option<i64> = conn
-            .prepare_cached("SELECT MAX(id) FROM events")?
-            .query_row([], |row| row.get(0))?;
-        Ok(id.unwrap_or(0))
+        let id =
+            self.read(|conn| conn.row("SELECT MAX(id) FROM events", &[], |row| row.opt_i64(0)))?;
+        Ok(id.flatten().unwrap_or(0))
     }
 
     /// A cheap "has anything changed?" for a follower (see
@@ -301,14 +300,15 @@ const EVENTS_AFTER: &str = "SELECT id, time, kind, job_id, item_id, detail FROM 
        AND (?3 IS NULL OR +kind IN (SELECT value FROM json_each(?3)))
      ORDER BY id LIMIT ?4";
 
-fn event_of_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<Event> {
-    let detail: Option<String> = row.get("detail")?;
+/// An [`Event`] from the columns id, time, kind, job_id, item_id, detail.
+fn event_of_row(row: &super::sql::Row<'_>) -> Result<Event> {
+    let detail = row.opt_text(5)?;
     Ok(Event {
-        id: row.get("id")?,
-        time: row.get("time")?,
-        kind: row.get("kind")?,
-        job_id: row.get("job_id")?,
-        item_id: row.get("item_id")?,
+        id: row.i64(0)?,
+        time: row.ts(1)?,
+        kind: row.text(2)?,
+        job_id: row.opt_text(3)?,
+        item_id: row.opt_text(4)?,
         detail: detail
             .and_then(|text| serde_json::from_str(&text).ok())
             .unwrap_or(serde_json::Value::Null),
@@ -351,6 +351,7 @@ impl std::fmt::Debug for ChangeProbe {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rusqlite::params;
 
     fn plan(dlq: &Dlq, sql: &str, params: impl rusqlite::Params) -> Vec<String> {
         let conn = dlq.conn().unwrap();

@@ -114,6 +114,13 @@ impl OpenOptions {
         if let Some(url) = path.to_str().filter(|p| db::is_url(p)) {
             return self.open_postgres(url);
         }
+        if path.to_str().is_some_and(db::is_conninfo) {
+            return Err(Error::invalid_argument(
+                "database",
+                "it looks like a libpq connection string (host=... dbname=...); \
+                 give a postgres://user@host:port/dbname URL",
+            ));
+        }
         #[cfg(not(feature = "postgres"))]
         if let Some(url) = path.to_str().filter(|p| db::is_url(p)) {
             return Err(Error::Open {
@@ -160,6 +167,7 @@ impl OpenOptions {
     fn open_postgres(&self, url: &str) -> Result<Dlq> {
         let pool = db::postgres::open_pool(
             url,
+            self.setup.create,
             self.setup.read_only,
             self.setup.busy_timeout,
             self.setup.pool_size,

@@ -377,10 +377,10 @@ fn the_library_opens_a_url_and_keeps_nanoseconds() {
 fn what_postgres_cannot_do_yet_is_one_clear_line() {
     let pg = PgDb::new("unported");
     add_lines(pg.url(), "j", [item("a", 1, "2025-01-01T00:00:00Z", "x")]);
-    let stderr = fails(dlq(pg.url()).arg("events"));
+    let stderr = fails(dlq(pg.url()).arg("metrics"));
     assert_eq!(stderr.lines().count(), 1, "{stderr}");
     assert!(
-        stderr.contains("dlq events") && stderr.contains("not available on PostgreSQL yet"),
+        stderr.contains("dlq metrics") && stderr.contains("not available on PostgreSQL yet"),
         "{stderr}"
     );
 }
@@ -471,6 +471,19 @@ fn retry_workers_in_several_processes_never_overlap() {
         pg.count("SELECT COUNT(*) FROM events WHERE kind = 'retried_ok'"),
         40
     );
+    // `dlq events` reads the same log.
+    let events = ok(dlq(pg.url()).args([
+        "events",
+        "--kind",
+        "retried_ok",
+        "--limit",
+        "0",
+        "--format",
+        "json",
+    ]));
+    let events = super::common::json(&events);
+    assert_eq!(events.as_array().map(Vec::len), Some(40), "{events}");
+    assert!(events[0]["detail"]["run_id"].is_string(), "{events}");
     assert_counters_exact(&pg);
 }
 
@@ -645,4 +658,79 @@ fn filters_select_the_same_items_on_both_backends() {
         };
         assert_eq!(listed(pg.url()), expected.len(), "{filter}");
     }
+}
+
+/// What the client library reads as a password (with `/`, `?` or `@` in
+/// it, or as a query parameter under an encoded name) never shows: not in
+/// errors, not in `--help` (DLQ_DB), not in a copy's events.
+#[test]
+fn a_password_never_shows_however_it_is_spelt() {
+    let dir = TempDir::new("pg-password-spelt");
+    for url in [
+        "postgres://app:SECRET/x?y@127.0.0.1:1/db",
+        "postgres://app:SE@CRET@127.0.0.1:1/db",
+        "postgres://app@127.0.0.1:1/db?passwor%64=SECRET",
+    ] {
+        let stderr = fails(dlq(Path::new(url)).arg("jobs"));
+        assert!(!stderr.contains("SECRET"), "{stderr}");
+    }
+    let help = ok(dlq(&dir.join("x.db"))
+        .env("DLQ_DB", "postgres://app:SECRET@h/db")
+        .args(["list", "--help"]));
+    assert!(!help.contains("SECRET"), "{help}");
+    // A libpq connection string is refused, not taken as a file name.
+    let conninfo = dir.join("host=127.0.0.1 dbname=x password=SECRET");
+    let stderr = fails(dlq(&conninfo).arg("jobs"));
+    assert!(
+        !stderr.contains("SECRET") && stderr.contains("postgres://"),
+        "{stderr}"
+    );
+    assert!(
+        std::fs::read_dir(dir.path()).unwrap().next().is_none(),
+        "a file was made"
+    );
+}
+
+/// A PostgreSQL database without the dlq schema is not made one by a
+/// command that reads (nor by copying from it), and another application's
+/// database is refused even by one that writes.
+#[test]
+fn a_database_without_the_schema_is_left_alone() {
+    let dir = TempDir::new("pg-foreign");
+    let empty = PgDb::new("empty");
+    for args in [
+        &["list"][..],
+        &["stats"],
+        &["export", "-", "--format", "jsonl"],
+    ] {
+        let stderr = fails(dlq(empty.url()).args(args));
+        assert!(stderr.contains("without the dlq schema"), "{stderr}");
+    }
+    let stderr = fails(
+        dlq(&dir.join("x.db"))
+            .args(["copy", "--from"])
+            .arg(empty.url())
+            .arg("--to")
+            .arg(dir.join("to.db")),
+    );
+    assert!(stderr.contains("without the dlq schema"), "{stderr}");
+    assert_eq!(
+        empty.count("SELECT COUNT(*) FROM pg_tables WHERE schemaname = 'public'"),
+        0
+    );
+    let other = PgDb::new("other");
+    other
+        .client()
+        .batch_execute("CREATE TABLE customers (id int)")
+        .unwrap();
+    let stderr = fails(
+        dlq(other.url())
+            .args(["add", "--job-id", "j"])
+            .stdin(std::process::Stdio::null()),
+    );
+    assert!(stderr.contains("without the dlq schema"), "{stderr}");
+    assert_eq!(
+        other.count("SELECT COUNT(*) FROM pg_tables WHERE schemaname = 'public'"),
+        1
+    );
 }
