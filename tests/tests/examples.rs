@@ -34,9 +34,10 @@ const EXIT_ONE: &[(&str, &str)] = &[
 /// tests/tests/postgres.rs).
 const EXAMPLE_PG_URL: &str = "postgres://dlq@db.internal/dlq";
 
-/// A fresh database on the test server, for one example.
+/// A fresh database on the test server for one example, holding the
+/// sample as `demo.db` does (a copy of it).
 #[cfg(feature = "postgres")]
-fn example_pg_database() -> String {
+fn example_pg_database(root: &Path) -> String {
     static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
     let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
     let server = std::env::var("DLQ_TEST_PG_URL")
@@ -48,11 +49,23 @@ fn example_pg_database() -> String {
         .batch_execute(&format!("CREATE DATABASE \"{name}\""))
         .unwrap();
     let at = server.rfind('/').unwrap();
-    format!("{}/{name}", &server[..at])
+    let url = format!("{}/{name}", &server[..at]);
+    let copied = Command::new(env!("CARGO_BIN_EXE_dlq"))
+        .args(["copy", "--from"])
+        .arg(root.join("demo.db"))
+        .args(["--to", &url])
+        .output()
+        .unwrap();
+    assert!(
+        copied.status.success(),
+        "{}",
+        String::from_utf8_lossy(&copied.stderr)
+    );
+    url
 }
 
 #[cfg(not(feature = "postgres"))]
-fn example_pg_database() -> String {
+fn example_pg_database(_: &Path) -> String {
     panic!("an example names a PostgreSQL database: build with the `postgres` feature")
 }
 
@@ -159,7 +172,7 @@ fn run_example(dir: &TempDir, index: usize, source: &str, line: &str) -> Option<
     );
     let mut command = concrete(line);
     if command.contains(EXAMPLE_PG_URL) {
-        command = command.replace(EXAMPLE_PG_URL, &example_pg_database());
+        command = command.replace(EXAMPLE_PG_URL, &example_pg_database(&root));
     }
     let long_running = LONG_RUNNING.iter().any(|part| command.contains(part));
     let limit: &[&str] = if long_running {
