@@ -41,7 +41,24 @@ use std::time::Duration;
 /// ```
 #[derive(Clone, Debug)]
 pub struct AsyncDlq {
-    dlq: Dlq,
+    dlq: std::mem::ManuallyDrop<Dlq>,
+}
+
+impl Drop for AsyncDlq {
+    /// A PostgreSQL handle closes its connections by blocking on the
+    /// client's own runtime, which must not happen on a tokio worker: there
+    /// the handle is dropped on a thread of its own.
+    fn drop(&mut self) {
+        // SAFETY: `dlq` is never used again (this is its owner's drop).
+        let dlq = unsafe { std::mem::ManuallyDrop::take(&mut self.dlq) };
+        if dlq.backend() == crate::store::Backend::Postgres
+            && tokio::runtime::Handle::try_current().is_ok()
+        {
+            std::thread::spawn(move || drop(dlq));
+        } else {
+            drop(dlq);
+        }
+    }
 }
 
 /// What an async retry handler gets for one attempt (owned: the future may
@@ -55,7 +72,9 @@ pub struct AsyncAttempt {
 
 impl From<Dlq> for AsyncDlq {
     fn from(dlq: Dlq) -> Self {
-        AsyncDlq { dlq }
+        AsyncDlq {
+            dlq: std::mem::ManuallyDrop::new(dlq),
+        }
     }
 }
 
@@ -82,7 +101,8 @@ impl AsyncDlq {
         &self,
         f: impl FnOnce(&Dlq) -> Result<T> + Send + 'static,
     ) -> Result<T> {
-        let dlq = self.dlq.clone();
+        // A plain clone (a ManuallyDrop one would never close its share).
+        let dlq: Dlq = Dlq::clone(&self.dlq);
         blocking(move || f(&dlq)).await
     }
 

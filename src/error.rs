@@ -395,8 +395,36 @@ impl From<postgres::Error> for Error {
         Error::storage(
             crate::store::sql::pg::kind(&error),
             DbScope::current(),
-            error,
+            PgError(error),
         )
+    }
+}
+
+/// A PostgreSQL client error that says the server's message (the client's
+/// own Display is only "db error").
+#[cfg(feature = "postgres")]
+#[derive(Debug)]
+struct PgError(postgres::Error);
+
+#[cfg(feature = "postgres")]
+impl std::fmt::Display for PgError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.0.as_db_error() {
+            Some(db) => write!(f, "{} (SQLSTATE {})", db.message(), db.code().code()),
+            None => self.0.fmt(f),
+        }
+    }
+}
+
+#[cfg(feature = "postgres")]
+impl std::error::Error for PgError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        // The server's error is already the message.
+        if self.0.as_db_error().is_some() {
+            None
+        } else {
+            self.0.source()
+        }
     }
 }
 

@@ -141,7 +141,9 @@ pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
     }
     // The file opened: a watch that went on reading a database removed or
     // replaced under it would print nothing ever again.
+    // (A database on a server has no file to be replaced.)
     let identity = file_identity(ctx.db_path());
+    let on_file = dlq.backend() == dlqlite::store::Backend::Sqlite;
     let cursor = args
         .since_cursor
         .as_deref()
@@ -204,7 +206,9 @@ pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
             // saved above, is consistent: the next run may use it).
             if identity_checked.elapsed() >= IDENTITY_CHECK {
                 identity_checked = Instant::now();
-                still_the_database(ctx.db_path(), identity)?;
+                if on_file {
+                    still_the_database(ctx.db_path(), identity)?;
+                }
             }
             sleep_unless_stopped(POLL, &stop);
             continue;
@@ -245,7 +249,9 @@ pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
                         }
                         // A hook retried for a database that is gone would
                         // go on for ever.
-                        still_the_database(ctx.db_path(), identity)?;
+                        if on_file {
+                            still_the_database(ctx.db_path(), identity)?;
+                        }
                         backoff = (backoff * 2).min(HOOK_BACKOFF_MAX);
                     }
                 }
@@ -455,10 +461,16 @@ impl Cursor {
     /// Reads FILE, or creates it at the starting point (the end of the log,
     /// or the start with `from_start`) when it is missing.
     fn open(path: &Path, dlq: &Dlq, db_path: &Path, from_start: bool) -> Result<Self> {
-        let database = std::fs::canonicalize(db_path)
-            .unwrap_or_else(|_| db_path.to_path_buf())
-            .display()
-            .to_string();
+        let database = match dlq.backend() {
+            // A URL is kept without its password.
+            dlqlite::store::Backend::Postgres => {
+                dlqlite::db::redacted_url(&db_path.to_string_lossy())
+            }
+            dlqlite::store::Backend::Sqlite => std::fs::canonicalize(db_path)
+                .unwrap_or_else(|_| db_path.to_path_buf())
+                .display()
+                .to_string(),
+        };
         let shown = path.display().to_string();
         match read_no_follow(path) {
             Ok(text) => {

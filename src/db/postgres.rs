@@ -98,8 +98,25 @@ pub fn open_pool(
 ) -> Result<PgPool> {
     let (config, mut client) = connect(url, busy)?;
     let applied = applied_version(&mut client).map_err(|e| open_error(url, &e, e.kind()))?;
-    if applied.is_none() && !create {
-        // A command that reads must not create the schema.
+    if applied.is_none() && (!create || read_only) {
+        // A command that reads must not create the schema. A database
+        // with no tables at all is where a dlq database would be made: as
+        // a missing file, NotFound; one holding other tables is not ours.
+        let empty = !client
+            .query_one(
+                "SELECT EXISTS (SELECT 1 FROM pg_tables WHERE schemaname = current_schema())",
+                &[],
+            )
+            .map_err(|e| open_error(url, &e, ErrorKind::Io))?
+            .get::<_, bool>(0);
+        if empty {
+            return Err(open_error(
+                url,
+                "no database here yet (the first command that writes creates the dlq schema): \
+                 import or add items first",
+                ErrorKind::NotFound,
+            ));
+        }
         return Err(not_dlq(url));
     }
     let supported = supported_schema_version();
@@ -126,7 +143,9 @@ pub fn open_pool(
     Ok(r2d2::Pool::builder()
         .max_size(size.max(1))
         .min_idle(Some(0))
-        .connection_timeout(busy.max(Duration::from_secs(1)))
+        // Capped at a year: r2d2 adds it to the clock (Duration::MAX
+        // would overflow).
+        .connection_timeout(busy.clamp(Duration::from_secs(1), Duration::from_secs(365 * 86_400)))
         .build_unchecked(manager))
 }
 

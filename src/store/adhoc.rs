@@ -112,6 +112,14 @@ fn query_postgres(
         .collect();
     columns(&names)?;
     let mut count = 0;
+    // A reader that stops early (a closed pipe) must stop the server too:
+    // closing the connection would first drain every row still coming (a
+    // query without end never ends).
+    let cancel = client.cancel_token();
+    let stopped = |error: Error| {
+        let _ = cancel.cancel_query(postgres::NoTls);
+        error
+    };
     {
         let mut rows = client
             .query_raw(
@@ -122,7 +130,9 @@ fn query_postgres(
         while let Some(r) = rows.next().map_err(refused)? {
             let mut values = Vec::with_capacity(names.len());
             for index in 0..names.len() {
-                let value = super::sql::Row::Postgres(&r).value(index)?;
+                let value = super::sql::Row::Postgres(&r)
+                    .value(index)
+                    .map_err(stopped)?;
                 values.push(match value {
                     Value::Null => serde_json::Value::Null,
                     Value::Int(n) => n.into(),
@@ -133,7 +143,7 @@ fn query_postgres(
                     Value::Ts(ts) => ts.to_storage().into(),
                 });
             }
-            row(values)?;
+            row(values).map_err(stopped)?;
             count += 1;
         }
     }

@@ -6,12 +6,12 @@
 //! (sample items and messages of the listed groups, and the top agents or
 //! steps by SQL when there were too many to count in memory).
 
-use super::columns::{columns, sql};
+use super::columns::columns;
 use super::message_groups::LastAttempts;
+use super::sql::{vals, Conn};
 use super::{Category, Dlq};
 use crate::error::Result;
 use crate::time::Timestamp;
-use rusqlite::{params, Connection, OptionalExtension};
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
 use std::hash::{BuildHasherDefault, Hasher};
@@ -329,15 +329,17 @@ impl Dlq {
         // parallel parts need two at once, and an in-memory database has a
         // pool of one (holding one here made them wait out the pool's
         // timeout and fail).
-        let (item_count, last_attempts) = {
-            let conn = self.conn()?;
-            let items: i64 = conn
-                .prepare_cached(
-                    "SELECT COALESCE(SUM(item_count), 0) FROM jobs WHERE ?1 IS NULL OR job_id = ?1",
+        let (item_count, last_attempts) = self.read(|conn| {
+            let items = conn
+                .row(
+                    "SELECT CAST(COALESCE(SUM(item_count), 0) AS BIGINT) FROM jobs
+                     WHERE CAST(?1 AS TEXT) IS NULL OR job_id = ?1",
+                    vals![job_id],
+                    |row| row.i64(0),
                 )?
-                .query_row(params![job_id], |row| row.get(0))?;
-            (items, last_error_types(&conn, job_id)?)
-        };
+                .unwrap_or(0);
+            Ok((items, last_error_types(conn, job_id)?))
+        })?;
         // Looked up now, not cached: a `dlq categories set` shows at once.
         let category_map = self.category_map()?;
         let category_of = |error_type: &str| {
@@ -357,10 +359,8 @@ impl Dlq {
         let last = std::mem::replace(&mut scan.last, LastAttempts::new(0, -1, 0));
         // One pass over the items in signature order: the message groups,
         // and the signatures' counts (the largest kept, the rest counted).
-        let (groups, signatures) = {
-            let conn = self.conn()?;
-            super::message_groups::group_items(&conn, job_id, last, top)?
-        };
+        let (groups, signatures) =
+            self.read(|conn| super::message_groups::group_items(conn, job_id, last, top))?;
 
         let samples = samples(self, job_id, &signatures.largest)?;
         let mut pattern_groups = Vec::with_capacity(signatures.largest.len());
@@ -380,8 +380,7 @@ impl Dlq {
             items: signatures.total - pattern_groups.iter().map(|g| g.count).sum::<i64>(),
         };
 
-        let (message_groups, message_groups_omitted) = {
-            let conn = self.conn()?;
+        let (message_groups, message_groups_omitted) = self.read(|conn| {
             let all = groups.len();
             let items: i64 = groups.iter().map(|g| g.items).sum();
             let order = |a: &super::message_groups::Group, b: &super::message_groups::Group| {
@@ -394,7 +393,7 @@ impl Dlq {
             let mut message_groups = Vec::with_capacity(groups.len());
             for group in groups {
                 message_groups.push(MessageGroup {
-                    sample_message: last_message(&conn, group.sample_item)?,
+                    sample_message: last_message(conn, group.sample_item)?,
                     pattern: group.pattern,
                     count: group.items,
                     signatures: group.signatures,
@@ -405,8 +404,8 @@ impl Dlq {
                 groups: all - message_groups.len(),
                 items: items - listed,
             };
-            (message_groups, omitted)
-        };
+            Ok((message_groups, omitted))
+        })?;
 
         Ok(Analysis {
             job_id: job_id.map(str::to_string),
@@ -449,8 +448,6 @@ impl Dlq {
 /// (grouped in its sorter, which spills to disk) when there were too many
 /// to count in memory. `column` is one of the fixed names above.
 fn top_by_sql(dlq: &Dlq, job_id: Option<&str>, column: &str) -> Result<Vec<Ranked>> {
-    let conn = dlq.conn()?;
-    let _cache = crate::db::CacheSize::set(&conn, "main", SCAN_CACHE_KIB)?;
     let sql = if job_id.is_some() {
         format!(
             "SELECT {column} AS name, COUNT(*) AS failures FROM failure_history
@@ -459,20 +456,17 @@ fn top_by_sql(dlq: &Dlq, job_id: Option<&str>, column: &str) -> Result<Vec<Ranke
     } else {
         format!(
             "SELECT {column} AS name, COUNT(*) AS failures FROM failure_history
-             WHERE ?1 IS NULL GROUP BY {column}"
+             WHERE CAST(?1 AS TEXT) IS NULL GROUP BY {column}"
         )
     };
-    let mut stmt = conn.prepare(&sql)?;
-    // Looked up once, not for every row.
-    let (name, failures) = (stmt.column_index("name")?, stmt.column_index("failures")?);
-    let mut rows = stmt.query(params![job_id])?;
     let mut largest = super::message_groups::Largest::new(TOP);
-    while let Some(row) = rows.next()? {
-        largest.offer(
-            row.get_ref(name)?.as_bytes().unwrap_or(b""),
-            row.get(failures)?,
-        );
-    }
+    dlq.read(|conn| {
+        let _cache = conn.scan_cache(SCAN_CACHE_KIB)?;
+        conn.each(&sql, vals![job_id], |row| {
+            largest.offer(row.bytes(0)?, row.i64(1)?);
+            Ok(())
+        })
+    })?;
     Ok(largest
         .finish()
         .largest
@@ -482,27 +476,26 @@ fn top_by_sql(dlq: &Dlq, job_id: Option<&str>, column: &str) -> Result<Vec<Ranke
 }
 
 /// The message of an item's last attempt ('' when it has none).
-fn last_message(conn: &Connection, item_key: i64) -> Result<String> {
+fn last_message(conn: Conn<'_>, item_key: i64) -> Result<String> {
     let sql = format!(
         "SELECT {}",
-        super::counters::last_attempt_select("error_message", "?1")
+        super::counters::last_attempt_select_on(conn.backend(), "error_message", "?1")
     );
-    let message: Option<String> = conn
-        .prepare_cached(&sql)?
-        .query_row([item_key], |row| row.get(0))?;
-    Ok(message.unwrap_or_default())
+    let message = conn.row(&sql, vals![item_key], |row| row.opt_text(0))?;
+    Ok(message.flatten().unwrap_or_default())
 }
 
-fn last_error_types(conn: &Connection, job_id: Option<&str>) -> Result<BTreeMap<String, i64>> {
-    let mut stmt = conn.prepare_cached(
-        "SELECT error_type, SUM(item_count) AS items FROM error_type_counts
-         WHERE ?1 IS NULL OR job_id = ?1 GROUP BY error_type",
+fn last_error_types(conn: Conn<'_>, job_id: Option<&str>) -> Result<BTreeMap<String, i64>> {
+    let mut rows = BTreeMap::new();
+    conn.each(
+        "SELECT error_type, CAST(SUM(item_count) AS BIGINT) AS items FROM error_type_counts
+         WHERE CAST(?1 AS TEXT) IS NULL OR job_id = ?1 GROUP BY error_type",
+        vals![job_id],
+        |row| {
+            rows.insert(row.text(0)?, row.i64(1)?);
+            Ok(())
+        },
     )?;
-    let rows = stmt
-        .query_map(params![job_id], |row| {
-            Ok((row.get("error_type")?, row.get("items")?))
-        })?
-        .collect::<rusqlite::Result<BTreeMap<_, _>>>()?;
     Ok(rows)
 }
 
@@ -524,25 +517,21 @@ impl Dlq {
         job_id: Option<&str>,
         signatures: &[String],
     ) -> Result<Vec<SignatureSample>> {
-        if self.backend() == super::Backend::Postgres {
-            return self.read(|conn| {
-                signatures
-                    .iter()
-                    .map(|signature| pg_signature_sample(conn, job_id, signature))
-                    .collect()
-            });
-        }
-        let conn = self.conn()?;
-        signatures
-            .iter()
-            .map(|signature| {
-                let sample = sample_of(&conn, job_id, signature)?;
-                Ok(SignatureSample {
-                    error_type: sample.error_type,
-                    message: sample.message,
+        self.read(|conn| {
+            signatures
+                .iter()
+                .map(|signature| {
+                    if conn.backend() == super::Backend::Postgres {
+                        return pg_signature_sample(conn, job_id, signature);
+                    }
+                    let sample = sample_of(conn, job_id, signature)?;
+                    Ok(SignatureSample {
+                        error_type: sample.error_type,
+                        message: sample.message,
+                    })
                 })
-            })
-            .collect()
+                .collect()
+        })
     }
 }
 
@@ -589,14 +578,15 @@ fn samples(dlq: &Dlq, job_id: Option<&str>, signatures: &[(String, i64)]) -> Res
         .map(|(rank, (signature, _))| (rank, signature.as_str()))
         .collect();
     let share = |parity: usize| -> Result<Vec<(usize, Sample)>> {
-        let conn = dlq.conn()?;
-        // Each sample walks its signature's range of an index once.
-        let _cache = crate::db::CacheSize::set(&conn, "main", SCAN_CACHE_KIB)?;
-        ranked
-            .iter()
-            .filter(|(rank, _)| rank % 2 == parity)
-            .map(|&(rank, signature)| Ok((rank, sample_of(&conn, job_id, signature)?)))
-            .collect()
+        dlq.read(|conn| {
+            // Each sample walks its signature's range of an index once.
+            let _cache = conn.scan_cache(SCAN_CACHE_KIB)?;
+            ranked
+                .iter()
+                .filter(|(rank, _)| rank % 2 == parity)
+                .map(|&(rank, signature)| Ok((rank, sample_of(conn, job_id, signature)?)))
+                .collect()
+        })
     };
     let (mut all, odd) = on_two_connections(dlq, || share(0), || share(1))?;
     all.extend(odd);
@@ -608,8 +598,8 @@ columns! {
     /// The columns of `items` that [`sample_of`] reads.
     mod sample_columns {
         KEY = "id",
-        FIRST_ATTEMPT = "first_attempt",
-        LAST_ATTEMPT = "last_attempt",
+        FIRST_ATTEMPT = "first_attempt" pg "dlq_ts_text(first_attempt, first_attempt_ns)",
+        LAST_ATTEMPT = "last_attempt" pg "dlq_ts_text(last_attempt, last_attempt_ns)",
     }
 }
 
@@ -627,34 +617,31 @@ columns! {
 /// index items_signature does it all: ordering by last_attempt in SQL made
 /// SQLite read every row of the range from the table, and the span took a
 /// second pass.
-fn sample_of(conn: &Connection, job_id: Option<&str>, signature: &str) -> Result<Sample> {
+fn sample_of(conn: Conn<'_>, job_id: Option<&str>, signature: &str) -> Result<Sample> {
     use sample_columns as c;
     use sample_message_columns as m;
     let wanted = 3;
+    let list = match conn.backend() {
+        super::Backend::Sqlite => c::LIST,
+        super::Backend::Postgres => c::PG_LIST,
+    };
     // Two statements rather than `(?2 IS NULL OR job_id = ?2)`: with the OR,
     // SQLite cannot narrow the range to the job.
-    let mut stmt = match job_id {
-        Some(_) => conn.prepare_cached(sql!(
-            "SELECT ",
-            c::LIST,
-            " FROM items WHERE error_signature = ?1 AND job_id = ?2"
-        ))?,
-        None => conn.prepare_cached(sql!(
-            "SELECT ",
-            c::LIST,
-            " FROM items WHERE error_signature = ?1 AND ?2 IS NULL"
-        ))?,
+    let sql = match job_id {
+        Some(_) => format!("SELECT {list} FROM items WHERE error_signature = ?1 AND job_id = ?2"),
+        None => format!(
+            "SELECT {list} FROM items WHERE error_signature = ?1 AND CAST(?2 AS TEXT) IS NULL"
+        ),
     };
-    let mut rows = stmt.query(params![signature, job_id])?;
     let mut first: Option<String> = None;
     let mut last: Option<String> = None;
     // The newest (last_attempt, id) pairs, newest first; ties go to the
     // later insert.
     let mut newest: Vec<(String, i64)> = Vec::with_capacity(wanted + 1);
-    while let Some(row) = rows.next()? {
-        let id: i64 = row.get(c::KEY)?;
-        let first_attempt = text(row, c::FIRST_ATTEMPT)?;
-        let last_attempt = text(row, c::LAST_ATTEMPT)?;
+    conn.each(&sql, vals![signature, job_id], |row| {
+        let id = row.i64(c::KEY)?;
+        let first_attempt = std::str::from_utf8(row.bytes(c::FIRST_ATTEMPT)?).unwrap_or("");
+        let last_attempt = std::str::from_utf8(row.bytes(c::LAST_ATTEMPT)?).unwrap_or("");
         if first.as_deref().is_none_or(|f| first_attempt < f) {
             first = Some(first_attempt.to_string());
         }
@@ -667,29 +654,36 @@ fn sample_of(conn: &Connection, job_id: Option<&str>, signature: &str) -> Result
             newest.insert(place, (last_attempt.to_string(), id));
             newest.truncate(wanted);
         }
-    }
+        Ok(())
+    })?;
     let mut items = Vec::with_capacity(newest.len());
     for (_, id) in &newest {
-        let item_id: String = conn
-            .prepare_cached("SELECT item_id FROM items WHERE id = ?1")?
-            .query_row([id], |row| row.get(0))?;
-        items.push(item_id);
+        let item_id = conn.row(
+            "SELECT item_id FROM items WHERE id = ?1",
+            vals![*id],
+            |row| row.text(0),
+        )?;
+        items.extend(item_id);
     }
+    let order = match conn.backend() {
+        super::Backend::Sqlite => super::counters::last_attempt_order(""),
+        super::Backend::Postgres => "timestamp DESC, timestamp_ns DESC, attempt_number DESC".into(),
+    };
     let (message, error_type) = match newest.first() {
         Some((_, key)) => conn
-            .prepare_cached(&format!(
-                "SELECT {} FROM failure_history WHERE item_key = ?1
-                 ORDER BY {} LIMIT 1",
-                m::LIST,
-                super::counters::last_attempt_order("")
-            ))?
-            .query_row([key], |row| {
-                Ok((
-                    Some(row.get(m::ERROR_MESSAGE)?),
-                    Some(row.get(m::ERROR_TYPE)?),
-                ))
-            })
-            .optional()?
+            .row(
+                &format!(
+                    "SELECT {} FROM failure_history WHERE item_key = ?1 ORDER BY {order} LIMIT 1",
+                    m::LIST,
+                ),
+                vals![*key],
+                |row| {
+                    Ok((
+                        Some(row.text(m::ERROR_MESSAGE)?),
+                        Some(row.text(m::ERROR_TYPE)?),
+                    ))
+                },
+            )?
             .unwrap_or((None, None)),
         None => (None, None),
     };
@@ -710,15 +704,6 @@ fn sample_of(conn: &Connection, job_id: Option<&str>, signature: &str) -> Result
     })
 }
 
-/// Column `index` as borrowed text (no copy), failing as `Row::get` would
-/// on another type.
-fn text<'row>(row: &'row rusqlite::Row<'_>, index: usize) -> rusqlite::Result<&'row str> {
-    let value = row.get_ref(index)?;
-    value.as_str().map_err(|e| {
-        rusqlite::Error::FromSqlConversionFailure(index, value.data_type(), Box::new(e))
-    })
-}
-
 struct AttemptScan {
     agents_overflow: bool,
     steps_overflow: bool,
@@ -734,20 +719,23 @@ struct AttemptScan {
 /// two connections on two threads: the pass is most of analyze's time, and
 /// SQLite reads in parallel happily under WAL.
 fn scan_attempts_parallel(dlq: &Dlq, job_id: Option<&str>, item_count: i64) -> Result<AttemptScan> {
-    let ((low, high), (first_item, last_item)): ((Option<i64>, Option<i64>), (i64, i64)) = {
-        let conn = dlq.conn()?;
-        let attempts = conn.query_row(
-            "SELECT MIN(id) AS low, MAX(id) AS high FROM failure_history",
-            [],
-            |row| Ok((row.get("low")?, row.get("high")?)),
-        )?;
-        let item_keys = conn.query_row(
-            "SELECT COALESCE(MIN(id), 0) AS low, COALESCE(MAX(id), -1) AS high FROM items",
-            [],
-            |row| Ok((row.get("low")?, row.get("high")?)),
-        )?;
-        (attempts, item_keys)
-    };
+    let ((low, high), (first_item, last_item)) = dlq.read(|conn| {
+        let attempts = conn
+            .row(
+                "SELECT MIN(id) AS low, MAX(id) AS high FROM failure_history",
+                &[],
+                |row| Ok((row.opt_i64(0)?, row.opt_i64(1)?)),
+            )?
+            .unwrap_or((None, None));
+        let item_keys = conn
+            .row(
+                "SELECT COALESCE(MIN(id), 0) AS low, COALESCE(MAX(id), -1) AS high FROM items",
+                &[],
+                |row| Ok((row.i64(0)?, row.i64(1)?)),
+            )?
+            .unwrap_or((0, -1));
+        Ok((attempts, item_keys))
+    })?;
     let (Some(low), Some(high)) = (low, high) else {
         let none = LastAttempts::new(first_item, last_item, item_count);
         return Ok(finish_scan(AttemptCounts::new(none)));
@@ -758,20 +746,20 @@ fn scan_attempts_parallel(dlq: &Dlq, job_id: Option<&str>, item_count: i64) -> R
     // half of the attempts belongs to (the item of the middle attempt
     // divides them), and a map for any other.
     let boundary: i64 = dlq
-        .conn()?
-        .query_row(
-            "SELECT item_key FROM failure_history WHERE id >= ?1 ORDER BY id LIMIT 1",
-            [middle],
-            |row| row.get(0),
-        )
+        .read(|conn| {
+            conn.row(
+                "SELECT item_key FROM failure_history WHERE id >= ?1 ORDER BY id LIMIT 1",
+                vals![middle],
+                |row| row.i64(0),
+            )
+        })?
         .unwrap_or(last_item)
         .clamp(first_item, last_item.max(first_item));
     let half = |low: i64, high: i64, items: (i64, i64)| -> Result<AttemptCounts> {
-        let conn = dlq.conn()?;
         // Dense only where the keys are (the items of a job may be spread
         // over the whole table, and many rows may have been deleted).
         let last = LastAttempts::new(items.0, items.1, item_count / 2);
-        scan_range(&conn, job_id, low, high, AttemptCounts::new(last))
+        dlq.read(|conn| scan_range(conn, job_id, low, high, AttemptCounts::new(last)))
     };
     let (mut counts, second) = on_two_connections(
         dlq,
@@ -876,7 +864,7 @@ impl AttemptCounts {
 columns! {
     /// The columns of `failure_history` that [`scan_range`] reads.
     mod attempt_columns {
-        TIMESTAMP = "timestamp",
+        TIMESTAMP = "timestamp" pg "dlq_ts_text(timestamp, timestamp_ns)",
         ERROR_TYPE = "error_type",
         AGENT_ID = "agent_id",
         STEP_FAILED = "step_failed",
@@ -887,39 +875,34 @@ columns! {
 }
 
 fn scan_range(
-    conn: &Connection,
+    conn: Conn<'_>,
     job_id: Option<&str>,
     low: i64,
     high: i64,
     mut counts: AttemptCounts,
 ) -> Result<AttemptCounts> {
     use attempt_columns as c;
+    let list = match conn.backend() {
+        super::Backend::Sqlite => c::LIST,
+        super::Backend::Postgres => c::PG_LIST,
+    };
     let sql = if job_id.is_some() {
-        sql!(
-            "SELECT ",
-            c::LIST,
-            " FROM failure_history
+        format!(
+            "SELECT {list} FROM failure_history
              WHERE id BETWEEN ?2 AND ?3 AND item_key IN (SELECT id FROM items WHERE job_id = ?1)"
         )
     } else {
-        sql!(
-            "SELECT ",
-            c::LIST,
-            " FROM failure_history WHERE id BETWEEN ?2 AND ?3 AND ?1 IS NULL"
+        format!(
+            "SELECT {list} FROM failure_history
+             WHERE id BETWEEN ?2 AND ?3 AND CAST(?1 AS TEXT) IS NULL"
         )
     };
-    // A scan reads each page once: a big cache would only hold memory.
-    let _cache = crate::db::CacheSize::set(conn, "main", SCAN_CACHE_KIB)?;
-    let mut stmt = conn.prepare_cached(sql)?;
-    let mut rows = stmt.query(params![job_id, low, high])?;
-    while let Some(row) = rows.next()? {
+    let _cache = conn.scan_cache(SCAN_CACHE_KIB)?;
+    conn.each(&sql, vals![job_id, low, high], |row| {
         counts.attempts += 1;
-        let timestamp = row.get_ref(c::TIMESTAMP)?.as_bytes().unwrap_or(b"");
+        let timestamp = row.bytes(c::TIMESTAMP)?;
         bump(&mut counts.hours, timestamp.get(..13).unwrap_or(timestamp));
-        bump(
-            &mut counts.error_types,
-            row.get_ref(c::ERROR_TYPE)?.as_bytes().unwrap_or(b""),
-        );
+        bump(&mut counts.error_types, row.bytes(c::ERROR_TYPE)?);
         for (tally, overflow, column) in [
             (&mut counts.agents, &mut counts.agents_overflow, c::AGENT_ID),
             (
@@ -931,7 +914,7 @@ fn scan_range(
             if *overflow {
                 continue;
             }
-            bump(tally, row.get_ref(column)?.as_bytes().unwrap_or(b""));
+            bump(tally, row.bytes(column)?);
             if tally.len() > MAX_TALLY_KEYS {
                 // A distinct agent id per attempt (the legacy writer uses
                 // agent-<item_id>): a million keys here were 250 MB.
@@ -940,12 +923,14 @@ fn scan_range(
             }
         }
         counts.last.offer(
-            row.get(c::ITEM_KEY)?,
-            row.get(c::ATTEMPT_NUMBER)?,
+            row.i64(c::ITEM_KEY)?,
+            // Stored attempt numbers are u32 (checked on the way in).
+            u32::try_from(row.i64(c::ATTEMPT_NUMBER)?.max(0)).unwrap_or(u32::MAX),
             timestamp,
-            row.get_ref(c::ERROR_MESSAGE)?.as_bytes().unwrap_or(b""),
+            row.bytes(c::ERROR_MESSAGE)?,
         );
-    }
+        Ok(())
+    })?;
     Ok(counts)
 }
 

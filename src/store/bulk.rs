@@ -4,6 +4,7 @@
 //! `Dlq::write_bulk` (foreign key actions off: the children are deleted
 //! here).
 
+use super::sql::{vals, Backend, Val};
 use super::write::WriteTx;
 use super::EventKind;
 use crate::error::Result;
@@ -25,9 +26,64 @@ pub(super) fn delete_items(
     kind: EventKind,
     extra: serde_json::Value,
 ) -> Result<usize> {
+    if tx.sql().backend() == Backend::Postgres {
+        return delete_postgres(tx, condition, values, kind, &extra, &mut |_, _| {});
+    }
     with_temp_cache(tx, |tx| {
         delete(tx, condition, values, kind, &extra, &mut |_, _| {})
     })
+}
+
+/// The bulk delete on PostgreSQL: one statement deletes the rows and
+/// writes their events (the cascades remove attempts and artifacts, the
+/// row triggers keep the counters). The jobs involved are locked first,
+/// in the order adds lock them (job row, then items), so a delete and an
+/// add never deadlock; a row a concurrent add changed is checked against
+/// the condition again before it goes (READ COMMITTED re-evaluation).
+fn delete_postgres(
+    tx: &mut WriteTx<'_>,
+    condition: &str,
+    values: &[Value],
+    kind: EventKind,
+    extra: &serde_json::Value,
+    step: &mut dyn FnMut(DeleteStep, usize),
+) -> Result<usize> {
+    step(DeleteStep::Selecting, 0);
+    let conn = tx.sql();
+    let bound: Vec<Val<'_>> = values.iter().map(Val::from_value).collect();
+    conn.exec(
+        &format!(
+            "SELECT 1 FROM jobs WHERE job_id IN (SELECT i.job_id FROM items i WHERE 1 = 1{condition})
+             ORDER BY job_id FOR UPDATE"
+        ),
+        &bound,
+    )?;
+    step(DeleteStep::Deleting, 0);
+    let extra = extra.to_string();
+    let kind = kind.as_str();
+    let mut all = bound.clone();
+    all.extend_from_slice(vals![tx.now(), kind, &extra]);
+    // The condition's placeholders come first in the text, then the
+    // event's: bare `?` are numbered in order.
+    let events = tx.events_table()?;
+    let deleted = conn.row(
+        &format!(
+            "WITH gone AS (
+                 DELETE FROM items i WHERE 1 = 1{condition}
+                 RETURNING i.id, i.job_id, i.item_id, i.error_signature, i.last_attempt, i.last_attempt_ns),
+             logged AS (
+                 INSERT INTO {events} (time, kind, job_id, item_id, detail)
+                 SELECT ?, ?, job_id, item_id,
+                     jsonb_build_object('error_signature', error_signature,
+                         'last_attempt', dlq_ts_text(last_attempt, last_attempt_ns)) || jsonb_strip_nulls(CAST(? AS jsonb))
+                 FROM gone ORDER BY id
+                 RETURNING 1)
+             SELECT COUNT(*) FROM logged"
+        ),
+        &all,
+        |row| row.i64(0),
+    )?;
+    Ok(usize::try_from(deleted.unwrap_or(0)).unwrap_or(0))
 }
 
 /// The steps of a bulk delete, each reported as it starts. A step is one
@@ -222,12 +278,13 @@ impl super::Dlq {
         });
         let mut condition = String::new();
         let mut values = Vec::new();
-        filter.push_conditions(now, &mut condition, &mut values);
+        filter.push_conditions_on(self.backend(), now, &mut condition, &mut values);
         if dry_run {
-            let conn = self.conn()?;
             let sql = format!("SELECT COUNT(*) FROM items i WHERE 1 = 1{condition}");
-            let items: i64 =
-                conn.query_row(&sql, rusqlite::params_from_iter(values), |row| row.get(0))?;
+            let bound: Vec<Val<'_>> = values.iter().map(Val::from_value).collect();
+            let items = self
+                .read(|conn| conn.row(&sql, &bound, |row| row.i64(0)))?
+                .unwrap_or(0);
             return Ok(PurgeReport {
                 cutoff,
                 items: usize::try_from(items).unwrap_or(0),
@@ -237,6 +294,16 @@ impl super::Dlq {
         }
         let items = self.write_bulk(|tx| {
             let extra = serde_json::json!({"cutoff": cutoff});
+            if tx.sql().backend() == Backend::Postgres {
+                return delete_postgres(
+                    tx,
+                    &condition,
+                    &values,
+                    EventKind::Purged,
+                    &extra,
+                    &mut step,
+                );
+            }
             let items = with_temp_cache(tx, |tx| {
                 delete(
                     tx,

@@ -5,9 +5,9 @@
 //! made here or by hand in sqlite3 shows at once in list, filters, analyze,
 //! metrics and retention.
 
+use super::sql::{vals, Conn};
 use super::{Dlq, EventKind};
 use crate::error::{Error, Result};
-use rusqlite::{params, OptionalExtension};
 use serde::Serialize;
 use std::collections::HashMap;
 
@@ -109,7 +109,7 @@ fn job_scope(job_id: Option<&str>) -> &'static str {
     if job_id.is_some() {
         "t.job_id = ?1"
     } else {
-        "?1 IS NULL"
+        "CAST(?1 AS TEXT) IS NULL"
     }
 }
 
@@ -117,19 +117,23 @@ fn job_scope(job_id: Option<&str>) -> &'static str {
 /// type counters (kept equal to a recount): the count of a listing
 /// filtered by category alone, without a lookup per item.
 pub(crate) fn count_in_category(
-    conn: &rusqlite::Connection,
+    conn: Conn<'_>,
     job_id: Option<&str>,
     category: Category,
 ) -> Result<u64> {
-    let n: i64 = conn
-        .prepare_cached(&format!(
-            "SELECT COALESCE(SUM(t.item_count), 0) FROM error_type_counts AS t
-             WHERE {}
-               AND COALESCE((SELECT c.category FROM error_categories AS c
-                             WHERE c.error_type = t.error_type), 'unclassified') = ?2",
-            job_scope(job_id)
-        ))?
-        .query_row(params![job_id, category], |row| row.get(0))?;
+    let sql = format!(
+        "SELECT CAST(COALESCE(SUM(t.item_count), 0) AS BIGINT) FROM error_type_counts AS t
+         WHERE {}
+           AND COALESCE((SELECT c.category FROM error_categories AS c
+                         WHERE c.error_type = t.error_type), 'unclassified') = ?2",
+        job_scope(job_id)
+    );
+    one_count(conn, &sql, vals![job_id, category.as_str()])
+}
+
+/// The one integer a counting statement gives, as a count.
+fn one_count(conn: Conn<'_>, sql: &str, params: &[super::sql::Val<'_>]) -> Result<u64> {
+    let n = conn.row(sql, params, |row| row.i64(0))?.unwrap_or(0);
     Ok(u64::try_from(n).unwrap_or(0))
 }
 
@@ -137,18 +141,16 @@ pub(crate) fn count_in_category(
 /// "X"`), of one job or all, from the counters (kept equal to a recount of
 /// items.last_error_type, which is what that filter reads).
 pub(crate) fn count_last_error_type(
-    conn: &rusqlite::Connection,
+    conn: Conn<'_>,
     job_id: Option<&str>,
     error_type: &str,
 ) -> Result<u64> {
-    let n: i64 = conn
-        .prepare_cached(&format!(
-            "SELECT COALESCE(SUM(t.item_count), 0) FROM error_type_counts AS t
-             WHERE t.error_type = ?2 AND {}",
-            job_scope(job_id)
-        ))?
-        .query_row(params![job_id, error_type], |row| row.get(0))?;
-    Ok(u64::try_from(n).unwrap_or(0))
+    let sql = format!(
+        "SELECT CAST(COALESCE(SUM(t.item_count), 0) AS BIGINT) FROM error_type_counts AS t
+         WHERE t.error_type = ?2 AND {}",
+        job_scope(job_id)
+    );
+    one_count(conn, &sql, vals![job_id, error_type])
 }
 
 /// Items with any attempt of this error type (`error_type == "X"`), of one
@@ -157,44 +159,51 @@ pub(crate) fn count_last_error_type(
 /// items). For one job, the cheaper of a probe per item of the job and a
 /// look-up of each matching item's job.
 pub(crate) fn count_any_error_type(
-    conn: &rusqlite::Connection,
+    conn: Conn<'_>,
     job_id: Option<&str>,
     error_type: &str,
 ) -> Result<u64> {
-    let matches: i64 = conn
-        .prepare_cached(
-            "SELECT COUNT(DISTINCT item_key) FROM failure_history WHERE error_type = ?1",
-        )?
-        .query_row([error_type], |row| row.get(0))?;
+    let matches = one_count(
+        conn,
+        "SELECT COUNT(DISTINCT item_key) FROM failure_history WHERE error_type = ?1",
+        vals![error_type],
+    )?;
     let Some(job_id) = job_id else {
-        return Ok(u64::try_from(matches).unwrap_or(0));
+        return Ok(matches);
     };
-    let (in_job, total): (i64, i64) = conn
-        .prepare_cached(
-            "SELECT COALESCE(SUM(CASE WHEN job_id = ?1 THEN item_count END), 0),
-                 COALESCE(SUM(item_count), 0)
+    let (in_job, total) = conn
+        .row(
+            "SELECT CAST(COALESCE(SUM(CASE WHEN job_id = ?1 THEN item_count END), 0) AS BIGINT),
+                 CAST(COALESCE(SUM(item_count), 0) AS BIGINT)
              FROM jobs",
+            vals![job_id],
+            |row| Ok((row.i64(0)?, row.i64(1)?)),
         )?
-        .query_row([job_id], |row| Ok((row.get(0)?, row.get(1)?)))?;
-    let n: i64 = if in_job == total {
+        .unwrap_or_default();
+    let in_job = u64::try_from(in_job).unwrap_or(0);
+    if in_job == u64::try_from(total).unwrap_or(0) {
         // The job holds every item: its matches are all the matches.
-        matches
+        Ok(matches)
     } else if in_job <= matches {
-        conn.prepare_cached(
+        one_count(
+            conn,
             "SELECT COUNT(*) FROM items i WHERE i.job_id = ?1 AND EXISTS
                  (SELECT 1 FROM failure_history f WHERE f.error_type = ?2 AND f.item_key = i.id)",
-        )?
-        .query_row(params![job_id, error_type], |row| row.get(0))?
+            vals![job_id, error_type],
+        )
     } else {
-        conn.prepare_cached(
-            "SELECT COUNT(*) FROM
-                 (SELECT DISTINCT item_key FROM failure_history WHERE error_type = ?2) AS m
-                 CROSS JOIN items i ON i.id = m.item_key
-             WHERE i.job_id = ?1",
-        )?
-        .query_row(params![job_id, error_type], |row| row.get(0))?
-    };
-    Ok(u64::try_from(n).unwrap_or(0))
+        one_count(
+            conn,
+            &format!(
+                "SELECT COUNT(*) FROM
+                     (SELECT DISTINCT item_key FROM failure_history WHERE error_type = ?2) AS m
+                     {} items i ON i.id = m.item_key
+                 WHERE i.job_id = ?1",
+                conn.backend().ordered_join()
+            ),
+            vals![job_id, error_type],
+        )
+    }
 }
 
 /// The longest error type name `categories set` takes: names are short
@@ -225,67 +234,69 @@ pub struct CategoryChange {
 impl Dlq {
     /// The category of every error type that has one, by name.
     pub fn category_map(&self) -> Result<HashMap<String, Category>> {
-        let conn = self.conn()?;
-        let mut stmt = conn.prepare_cached("SELECT error_type, category FROM error_categories")?;
-        let map = stmt
-            .query_map([], |row| Ok((row.get(0)?, row.get(1)?)))?
-            .collect::<rusqlite::Result<_>>()?;
-        Ok(map)
+        self.read(|conn| {
+            let mut map = HashMap::new();
+            conn.each(
+                "SELECT error_type, category FROM error_categories",
+                &[],
+                &mut |row: &super::sql::Row<'_>| {
+                    map.insert(row.text(0)?, category_at(row, 1)?);
+                    Ok(())
+                },
+            )?;
+            Ok(map)
+        })
     }
 
     /// The category of one error type (`Unclassified` without a row).
     pub fn category_of(&self, error_type: &str) -> Result<Category> {
-        let conn = self.conn()?;
-        let found = conn
-            .prepare_cached("SELECT category FROM error_categories WHERE error_type = ?1")?
-            .query_row(params![error_type], |row| row.get(0))
-            .optional()?;
-        Ok(found.unwrap_or(Category::Unclassified))
+        self.read(|conn| category_row(conn, error_type))
+            .map(|found| found.unwrap_or(Category::Unclassified))
     }
 
     /// Items per error type of their last attempt, with its category, of
     /// one job or all, from the counters, most items first.
     pub fn error_type_counts(&self, job_id: Option<&str>) -> Result<Vec<(String, Category, i64)>> {
-        let conn = self.conn()?;
-        let mut stmt = conn.prepare_cached(&format!(
+        let sql = format!(
             "SELECT t.error_type,
                  COALESCE((SELECT c.category FROM error_categories AS c WHERE c.error_type = t.error_type), 'unclassified'),
-                 SUM(t.item_count) AS n
+                 CAST(SUM(t.item_count) AS BIGINT) AS n
              FROM error_type_counts AS t WHERE {}
-             GROUP BY t.error_type HAVING n > 0 ORDER BY n DESC, t.error_type",
+             GROUP BY t.error_type HAVING SUM(t.item_count) > 0 ORDER BY n DESC, t.error_type",
             job_scope(job_id)
-        ))?;
-        let counts = stmt
-            .query_map([job_id], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)))?
-            .collect::<rusqlite::Result<Vec<_>>>()?;
-        Ok(counts)
+        );
+        self.read(|conn| {
+            conn.collect(&sql, vals![job_id], |row| {
+                Ok((row.text(0)?, category_at(row, 1)?, row.i64(2)?))
+            })
+        })
     }
 
     /// Every row of `error_categories`, by category then type, with the
     /// items each classifies now; then, as `Unclassified`, the error types
     /// that items have but the table does not name.
     pub fn category_rules(&self) -> Result<Vec<CategoryRule>> {
-        let conn = self.conn()?;
         // error_type_counts is small (jobs × types): the counts come from
         // the counters, never from a scan of items.
-        let mut stmt = conn.prepare_cached(
-            "SELECT t.error_type, COALESCE(c.category, 'unclassified'), SUM(t.items) FROM (
-                 SELECT error_type, 0 AS items FROM error_categories
-                 UNION ALL
-                 SELECT error_type, item_count FROM error_type_counts WHERE error_type <> ''
-             ) AS t
-             LEFT JOIN error_categories AS c ON c.error_type = t.error_type
-             GROUP BY t.error_type",
-        )?;
-        let mut rules = stmt
-            .query_map([], |row| {
-                Ok(CategoryRule {
-                    error_type: row.get(0)?,
-                    category: row.get(1)?,
-                    items: row.get(2)?,
-                })
-            })?
-            .collect::<rusqlite::Result<Vec<_>>>()?;
+        let mut rules = self.read(|conn| {
+            conn.collect(
+                "SELECT t.error_type, COALESCE(MAX(c.category), 'unclassified'), CAST(SUM(t.items) AS BIGINT) FROM (
+                     SELECT error_type, 0 AS items FROM error_categories
+                     UNION ALL
+                     SELECT error_type, item_count FROM error_type_counts WHERE error_type <> ''
+                 ) AS t
+                 LEFT JOIN error_categories AS c ON c.error_type = t.error_type
+                 GROUP BY t.error_type",
+                &[],
+                |row| {
+                    Ok(CategoryRule {
+                        error_type: row.text(0)?,
+                        category: category_at(row, 1)?,
+                        items: row.i64(2)?,
+                    })
+                },
+            )
+        })?;
         rules.sort_by(|a, b| (a.category, &a.error_type).cmp(&(b.category, &b.error_type)));
         Ok(rules)
     }
@@ -297,21 +308,21 @@ impl Dlq {
     pub fn set_category(&self, error_type: &str, category: Category) -> Result<CategoryChange> {
         check_type_name(error_type)?;
         self.write(|tx| {
-            let conn = tx.conn()?;
-            let before: Option<Category> = conn
-                .prepare_cached("SELECT category FROM error_categories WHERE error_type = ?1")?
-                .query_row(params![error_type], |row| row.get(0))
-                .optional()?;
-            conn.prepare_cached(
+            let conn = tx.sql();
+            let before = category_row(conn, error_type)?;
+            conn.exec(
                 "INSERT INTO error_categories (error_type, category) VALUES (?1, ?2)
                  ON CONFLICT (error_type) DO UPDATE SET category = excluded.category",
-            )?
-            .execute(params![error_type, category])?;
-            let items: i64 = conn
-                .prepare_cached(
-                    "SELECT COALESCE(SUM(item_count), 0) FROM error_type_counts WHERE error_type = ?1",
+                vals![error_type, category.as_str()],
+            )?;
+            let items = conn
+                .row(
+                    "SELECT CAST(COALESCE(SUM(item_count), 0) AS BIGINT) FROM error_type_counts
+                     WHERE error_type = ?1",
+                    vals![error_type],
+                    |row| row.i64(0),
                 )?
-                .query_row(params![error_type], |row| row.get(0))?;
+                .unwrap_or(0);
             tx.event(
                 EventKind::CategorySet,
                 None,
@@ -331,6 +342,20 @@ impl Dlq {
             })
         })
     }
+}
+
+/// The category stored for `error_type`, if it has a row.
+fn category_row(conn: Conn<'_>, error_type: &str) -> Result<Option<Category>> {
+    conn.row(
+        "SELECT category FROM error_categories WHERE error_type = ?1",
+        vals![error_type],
+        |row| category_at(row, 0),
+    )
+}
+
+/// Column `idx` read as a category name.
+fn category_at(row: &super::sql::Row<'_>, idx: usize) -> Result<Category> {
+    row.text(idx)?.parse()
 }
 
 /// An error type name `set_category` accepts: not blank, not huge. Any

@@ -4,11 +4,11 @@
 //! since a named check last ran ([`Dlq::new_signatures`], whose state is
 //! the `checks` and `check_signatures` tables).
 
+use super::sql::{vals, Backend, Row, Val};
 use super::{Dlq, EventKind, ListFilter};
 use crate::error::Result;
 use crate::time::Timestamp;
 use rusqlite::types::Value;
-use rusqlite::{params, params_from_iter, OptionalExtension};
 use serde::Serialize;
 use std::collections::BTreeMap;
 
@@ -49,57 +49,52 @@ pub struct SignatureNews {
 /// merge (a `merged` event) is not.
 const ARRIVALS: [EventKind; 2] = [EventKind::Added, EventKind::Imported];
 
+/// An [`OldestItem`] from columns job_id, item_id, first_attempt.
+fn oldest_of_row(row: &Row<'_>) -> Result<OldestItem> {
+    Ok(OldestItem {
+        job_id: row.text(0)?,
+        item_id: row.text(1)?,
+        first_attempt: row.ts(2)?,
+    })
+}
+
 impl Dlq {
     /// The oldest item (earliest `first_attempt`; ties to the first
     /// stored) of each job that has items, by job_id, or of one job. One
     /// seek of items_job_first_attempt per job.
     pub fn oldest_items(&self, job_id: Option<&str>) -> Result<Vec<OldestItem>> {
-        let conn = self.conn()?;
-        let mut stmt = conn.prepare_cached(
-            "SELECT i.job_id, i.item_id, i.first_attempt
+        let b = self.backend();
+        let sql = format!(
+            "SELECT i.job_id, i.item_id, {}
              FROM jobs AS j
              JOIN items AS i ON i.id = (
                  SELECT o.id FROM items AS o
                  WHERE o.job_id = j.job_id
-                 ORDER BY o.first_attempt, o.id LIMIT 1)
-             WHERE ?1 IS NULL OR j.job_id = ?1
+                 ORDER BY {}, o.id LIMIT 1)
+             WHERE CAST(?1 AS TEXT) IS NULL OR j.job_id = ?1
              ORDER BY j.job_id",
-        )?;
-        let oldest = stmt
-            .query_map(params![job_id], |row| {
-                Ok(OldestItem {
-                    job_id: row.get("job_id")?,
-                    item_id: row.get("item_id")?,
-                    first_attempt: row.get("first_attempt")?,
-                })
-            })?
-            .collect::<rusqlite::Result<Vec<_>>>()?;
-        Ok(oldest)
+            b.ts_text("i.first_attempt"),
+            b.ts_order("o.first_attempt", false),
+        );
+        self.read(|conn| conn.collect(&sql, vals![job_id], oldest_of_row))
     }
 
     /// The oldest item matching `filter` (earliest `first_attempt`), if
     /// any. With the filter's job set, it walks that job's range of
     /// items_job_first_attempt from the oldest until an item matches.
     pub fn oldest_matching(&self, filter: &ListFilter) -> Result<Option<OldestItem>> {
-        let conn = self.conn()?;
+        let b = self.backend();
         let mut condition = String::new();
         let mut values: Vec<Value> = Vec::new();
-        filter.push_conditions(self.age_now(), &mut condition, &mut values);
+        filter.push_conditions_on(b, self.age_now(), &mut condition, &mut values);
         let sql = format!(
-            "SELECT i.job_id, i.item_id, i.first_attempt FROM items AS i
-             WHERE 1 = 1{condition} ORDER BY i.first_attempt, i.id LIMIT 1"
+            "SELECT i.job_id, i.item_id, {} FROM items AS i
+             WHERE 1 = 1{condition} ORDER BY {}, i.id LIMIT 1",
+            b.ts_text("i.first_attempt"),
+            b.ts_order("i.first_attempt", false),
         );
-        let oldest = conn
-            .prepare(&sql)?
-            .query_row(params_from_iter(values), |row| {
-                Ok(OldestItem {
-                    job_id: row.get("job_id")?,
-                    item_id: row.get("item_id")?,
-                    first_attempt: row.get("first_attempt")?,
-                })
-            })
-            .optional()?;
-        Ok(oldest)
+        let bound: Vec<Val<'_>> = values.iter().map(Val::from_value).collect();
+        self.read(|conn| conn.row(&sql, &bound, oldest_of_row))
     }
 
     /// How many dead letters arrived (were added, or imported) at or after
@@ -114,37 +109,44 @@ impl Dlq {
         since: Timestamp,
         job_id: Option<&str>,
     ) -> Result<BTreeMap<String, u64>> {
-        let conn = self.conn()?;
-        let since = since.to_storage();
         let mut counts: BTreeMap<String, u64> = BTreeMap::new();
         // Every event of the kind is looked at, whatever its job: filtering
         // by job in SQL would walk past the window to find an old event of
-        // that job to stop at.
-        let mut stmt = conn.prepare_cached(
-            "SELECT time, job_id,
-                 item_id IS NOT NULL AND (kind <> 'imported'
-                     OR json_extract(detail, '$.outcome') = 'new') AS arrival
-             FROM events WHERE kind = ?1 ORDER BY id DESC",
-        )?;
-        for kind in ARRIVALS {
-            let mut rows = stmt.query(params![kind])?;
-            while let Some(row) = rows.next()? {
-                let time: String = row.get("time")?;
-                if time < since {
-                    break;
-                }
-                let arrival: bool = row.get("arrival")?;
-                let job: Option<String> = row.get("job_id")?;
-                let Some(job) = job.filter(|_| arrival) else {
-                    continue;
-                };
-                if job_id.is_some_and(|wanted| wanted != job) {
-                    continue;
-                }
-                *counts.entry(job).or_default() += 1;
+        // that job to stop at. On PostgreSQL, where writers do not take
+        // turns, ids do not follow time: the window is a condition there.
+        let sql = match self.backend() {
+            Backend::Sqlite => {
+                "SELECT time, job_id,
+                     item_id IS NOT NULL AND (kind <> 'imported'
+                         OR json_extract(detail, '$.outcome') = 'new') AS arrival
+                 FROM events WHERE kind = ?1 AND ?2 IS NOT NULL ORDER BY id DESC"
             }
-        }
-        Ok(counts)
+            Backend::Postgres => {
+                "SELECT time, job_id,
+                     CASE WHEN item_id IS NOT NULL AND (kind <> 'imported'
+                         OR detail->>'outcome' = 'new') THEN 1 ELSE 0 END AS arrival
+                 FROM events WHERE kind = ?1 AND time >= ?2 ORDER BY id DESC"
+            }
+        };
+        self.read(|conn| {
+            for kind in ARRIVALS {
+                conn.each_while(sql, vals![kind.as_str(), since], |row| {
+                    if row.ts(0)? < since {
+                        return Ok(false);
+                    }
+                    let job = row.opt_text(1)?;
+                    let Some(job) = job.filter(|_| row.bool(2).unwrap_or(false)) else {
+                        return Ok(true);
+                    };
+                    if job_id.is_some_and(|wanted| wanted != job) {
+                        return Ok(true);
+                    }
+                    *counts.entry(job).or_default() += 1;
+                    Ok(true)
+                })?;
+            }
+            Ok(counts)
+        })
     }
 
     /// The error signatures present now (within `job_id`, or every job)
@@ -155,21 +157,22 @@ impl Dlq {
     /// records a baseline. Each run writes only the signatures that came or
     /// went since the last.
     pub fn new_signatures(&self, name: &str, job_id: Option<&str>) -> Result<SignatureNews> {
-        let now = self.now().to_storage();
+        let now = self.now();
         self.write(|tx| {
-            let conn = tx.conn()?;
-            let earlier: Option<Option<String>> = conn
-                .prepare_cached("SELECT job_id FROM checks WHERE name = ?1")?
-                .query_row([name], |row| row.get(0))
-                .optional()?;
+            let conn = tx.sql();
+            let earlier = conn.row(
+                "SELECT job_id FROM checks WHERE name = ?1",
+                vals![name],
+                |row| row.opt_text(0),
+            )?;
             let baseline = earlier
                 .as_ref()
                 .is_none_or(|scope| scope.as_deref() != job_id);
-            conn.prepare_cached(
+            conn.exec(
                 "INSERT INTO checks (name, job_id, checked_at) VALUES (?1, ?2, ?3)
-                 ON CONFLICT (name) DO UPDATE SET job_id = ?2, checked_at = ?3",
-            )?
-            .execute(params![name, job_id, now])?;
+                 ON CONFLICT (name) DO UPDATE SET job_id = excluded.job_id, checked_at = excluded.checked_at",
+                vals![name, job_id, now],
+            )?;
             // The signatures present now: two statements rather than
             // `?1 IS NULL OR job_id = ?1`, with which SQLite cannot seek to
             // the job's range of the primary key.
@@ -177,48 +180,56 @@ impl Dlq {
                 Some(_) => {
                     "SELECT error_signature, item_count FROM signature_counts WHERE job_id = ?2"
                 }
-                None => "SELECT error_signature, item_count FROM signature_counts WHERE ?2 IS NULL",
+                None => {
+                    "SELECT error_signature, item_count FROM signature_counts
+                     WHERE CAST(?2 AS TEXT) IS NULL"
+                }
             };
             let mut new = Vec::new();
             if baseline {
-                conn.prepare_cached("DELETE FROM check_signatures WHERE name = ?1")?
-                    .execute([name])?;
+                conn.exec("DELETE FROM check_signatures WHERE name = ?1", vals![name])?;
             } else {
-                let mut stmt = conn.prepare_cached(&format!(
-                    "SELECT p.error_signature, SUM(p.item_count) AS items FROM ({present}) AS p
-                     WHERE NOT EXISTS (SELECT 1 FROM check_signatures AS s
-                         WHERE s.name = ?1 AND s.error_signature = p.error_signature)
-                     GROUP BY p.error_signature
-                     ORDER BY items DESC, p.error_signature"
-                ))?;
-                new = stmt
-                    .query_map(params![name, job_id], |row| {
+                new = conn.collect(
+                    &format!(
+                        "SELECT p.error_signature, CAST(SUM(p.item_count) AS BIGINT) AS items
+                         FROM ({present}) AS p
+                         WHERE NOT EXISTS (SELECT 1 FROM check_signatures AS s
+                             WHERE s.name = ?1 AND s.error_signature = p.error_signature)
+                         GROUP BY p.error_signature
+                         ORDER BY items DESC, p.error_signature"
+                    ),
+                    vals![name, job_id],
+                    |row| {
                         Ok(NewSignature {
-                            error_signature: row.get("error_signature")?,
-                            items: row.get("items")?,
+                            error_signature: row.text(0)?,
+                            items: row.i64(1)?,
                         })
-                    })?
-                    .collect::<rusqlite::Result<Vec<_>>>()?;
+                    },
+                )?;
                 // Those gone since the last run, so that one coming back
                 // is news again.
-                conn.prepare_cached(&format!(
-                    "DELETE FROM check_signatures WHERE name = ?1 AND error_signature NOT IN (
-                         SELECT error_signature FROM ({present}))"
-                ))?
-                .execute(params![name, job_id])?;
+                conn.exec(
+                    &format!(
+                        "DELETE FROM check_signatures WHERE name = ?1 AND error_signature NOT IN (
+                             SELECT error_signature FROM ({present}) AS p)"
+                    ),
+                    vals![name, job_id],
+                )?;
             }
             let recorded = if baseline {
-                conn.prepare_cached(&format!(
-                    "INSERT INTO check_signatures (name, error_signature)
-                     SELECT DISTINCT ?1, error_signature FROM ({present})"
-                ))?
-                .execute(params![name, job_id])?
+                conn.exec(
+                    &format!(
+                        "INSERT INTO check_signatures (name, error_signature)
+                         SELECT DISTINCT CAST(?1 AS TEXT), error_signature FROM ({present}) AS p"
+                    ),
+                    vals![name, job_id],
+                )?
             } else {
-                let mut insert = conn.prepare_cached(
-                    "INSERT INTO check_signatures (name, error_signature) VALUES (?1, ?2)",
-                )?;
                 for signature in &new {
-                    insert.execute(params![name, signature.error_signature])?;
+                    conn.exec(
+                        "INSERT INTO check_signatures (name, error_signature) VALUES (?1, ?2)",
+                        vals![name, &signature.error_signature],
+                    )?;
                 }
                 0
             };

@@ -220,23 +220,25 @@ pub(super) fn subtract_doomed(conn: &Connection) -> Result<()> {
 
 /// Recomputes every counter from the rows: the job counters, the signature
 /// and error type counts, and each item's last_error_type from its history.
-pub fn recount(conn: &Connection) -> Result<()> {
-    let last_type = last_attempt_select("error_type", "items.id");
-    conn.execute_batch(&format!(
+pub fn recount(conn: super::sql::Conn<'_>) -> Result<()> {
+    let last_type = last_attempt_select_on(conn.backend(), "error_type", "items.id");
+    for statement in [
         "UPDATE jobs SET
              item_count = (SELECT COUNT(*) FROM items i WHERE i.job_id = jobs.job_id),
              eligible_count = (SELECT COUNT(*) FROM items i WHERE i.job_id = jobs.job_id AND i.reprocess_eligible = 1),
              manual_review_count = (SELECT COUNT(*) FROM items i WHERE i.job_id = jobs.job_id AND i.manual_review_required = 1),
-             failure_count_sum = (SELECT COALESCE(SUM(failure_count), 0) FROM items i WHERE i.job_id = jobs.job_id);
-         DELETE FROM signature_counts;
-         INSERT INTO signature_counts (job_id, error_signature, item_count)
-             SELECT job_id, error_signature, COUNT(*) FROM items GROUP BY job_id, error_signature;
-         UPDATE items SET last_error_type = {last_type} WHERE last_error_type IS NOT {last_type};
-         DELETE FROM error_type_counts;
-         INSERT INTO error_type_counts (job_id, error_type, item_count)
+             failure_count_sum = (SELECT COALESCE(SUM(failure_count), 0) FROM items i WHERE i.job_id = jobs.job_id)".to_string(),
+        "DELETE FROM signature_counts".to_string(),
+        "INSERT INTO signature_counts (job_id, error_signature, item_count)
+             SELECT job_id, error_signature, COUNT(*) FROM items GROUP BY job_id, error_signature".to_string(),
+        format!("UPDATE items SET last_error_type = {last_type} WHERE last_error_type IS DISTINCT FROM {last_type}"),
+        "DELETE FROM error_type_counts".to_string(),
+        "INSERT INTO error_type_counts (job_id, error_type, item_count)
              SELECT job_id, COALESCE(last_error_type, ''), COUNT(*) FROM items
-             GROUP BY job_id, COALESCE(last_error_type, '');"
-    ))?;
+             GROUP BY job_id, COALESCE(last_error_type, '')".to_string(),
+    ] {
+        conn.exec(&statement, &[])?;
+    }
     Ok(())
 }
 
@@ -245,7 +247,7 @@ impl super::Dlq {
     /// after rows were inserted by hand (updates and deletes are counted by
     /// triggers, inserts by dlq itself).
     pub fn recount(&self) -> Result<()> {
-        self.write(|tx| super::counters::recount(tx.conn()?))
+        self.write(|tx| super::counters::recount(tx.sql()))
     }
 }
 

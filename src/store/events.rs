@@ -239,18 +239,22 @@ impl Dlq {
         kinds: Option<&[EventKind]>,
         limit: usize,
     ) -> Result<Vec<Event>> {
-        // SQLite's (json_each, unary +): followers are not on PostgreSQL yet.
-        let conn = self.conn()?;
         let kinds = kinds.map(|kinds| {
             let names: Vec<&str> = kinds.iter().map(|k| k.as_str()).collect();
             serde_json::Value::from(names).to_string()
         });
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-        super::sql::Conn::Sqlite(&conn).collect(
-            EVENTS_AFTER,
-            vals![after, job_id, kinds.as_ref(), limit],
-            event_of_row,
-        )
+        let sql = match self.backend() {
+            super::Backend::Sqlite => EVENTS_AFTER,
+            super::Backend::Postgres => EVENTS_AFTER_PG,
+        };
+        self.read(|conn| {
+            conn.collect(
+                sql,
+                vals![after, job_id, kinds.as_ref(), limit],
+                event_of_row,
+            )
+        })
     }
 
     /// The event with this id, if there is one.
@@ -279,14 +283,15 @@ impl Dlq {
         // holding it would leave nothing for the queries it triggers.
         if !self.parallel_reads() {
             return Ok(ChangeProbe {
-                conn: None,
+                source: Probe::Always,
                 seen: None,
             });
         }
-        Ok(ChangeProbe {
-            conn: Some(self.conn()?),
-            seen: None,
-        })
+        let source = match self.backend() {
+            super::Backend::Sqlite => Probe::DataVersion(self.conn()?),
+            super::Backend::Postgres => Probe::LastEvent(self.clone()),
+        };
+        Ok(ChangeProbe { source, seen: None })
     }
 }
 
@@ -298,6 +303,14 @@ const EVENTS_AFTER: &str = "SELECT id, time, kind, job_id, item_id, detail FROM 
      WHERE id > ?1
        AND (?2 IS NULL OR +job_id = ?2)
        AND (?3 IS NULL OR +kind IN (SELECT value FROM json_each(?3)))
+     ORDER BY id LIMIT ?4";
+
+/// [`EVENTS_AFTER`] on PostgreSQL (ids there are handed out in commit
+/// order: see `WriteTx::events_table`).
+const EVENTS_AFTER_PG: &str = "SELECT id, time, kind, job_id, item_id, detail FROM events
+     WHERE id > ?1
+       AND (CAST(?2 AS TEXT) IS NULL OR job_id = ?2)
+       AND (CAST(?3 AS TEXT) IS NULL OR kind IN (SELECT json_array_elements_text(CAST(?3 AS json))))
      ORDER BY id LIMIT ?4";
 
 /// An [`Event`] from the columns id, time, kind, job_id, item_id, detail.
@@ -322,18 +335,32 @@ fn event_of_row(row: &super::sql::Row<'_>) -> Result<Event> {
 /// log only when it says yes, so an idle follower costs one pragma a poll.
 /// (On an in-memory database it always says yes.)
 pub struct ChangeProbe {
-    conn: Option<super::Conn>,
+    source: Probe,
     seen: Option<i64>,
+}
+
+/// What a [`ChangeProbe`] asks.
+enum Probe {
+    /// No connection to spare (an in-memory database): always "changed".
+    Always,
+    /// SQLite's `PRAGMA data_version` on a connection of its own: it moves
+    /// with every commit by another connection.
+    DataVersion(super::Conn),
+    /// PostgreSQL: the newest event id (every change writes an event).
+    LastEvent(Dlq),
 }
 
 impl ChangeProbe {
     /// Whether anything was committed since the last call (the first call
     /// says yes).
     pub fn changed(&mut self) -> Result<bool> {
-        let Some(conn) = &self.conn else {
-            return Ok(true);
+        let version = match &self.source {
+            Probe::Always => return Ok(true),
+            Probe::DataVersion(conn) => {
+                conn.query_row("PRAGMA data_version", [], |row| row.get(0))?
+            }
+            Probe::LastEvent(dlq) => dlq.last_event_id()?,
         };
-        let version: i64 = conn.query_row("PRAGMA data_version", [], |row| row.get(0))?;
         let changed = self.seen != Some(version);
         self.seen = Some(version);
         Ok(changed)

@@ -157,6 +157,39 @@ pub(crate) fn pg_time_comparison(column: &str, op: Op) -> String {
     format!("({column}, {column}_ns) {sign} (dlq_ts(CAST(? AS TEXT)), dlq_ns(CAST(? AS TEXT)))")
 }
 
+/// Appends ` AND <column> <op> ?` for a source timestamp column
+/// (`i.first_attempt`, `i.last_attempt`) and `time`, in `backend`'s SQL
+/// (to the nanosecond on both).
+pub(crate) fn push_time_bound(
+    backend: Backend,
+    column: &str,
+    op: Op,
+    time: crate::time::Timestamp,
+    sql: &mut String,
+    values: &mut Vec<rusqlite::types::Value>,
+) {
+    let text = rusqlite::types::Value::Text(time.to_storage());
+    sql.push_str(" AND ");
+    match backend {
+        Backend::Postgres => {
+            sql.push_str(&pg_time_comparison(column, op));
+            values.push(text.clone());
+        }
+        Backend::Sqlite => {
+            let sign = match op {
+                Op::Ge => ">=",
+                Op::Gt => ">",
+                Op::Le => "<=",
+                Op::Ne => "<>",
+                Op::Lt => "<",
+                Op::Eq | Op::Contains => "=",
+            };
+            sql.push_str(&format!("{column} {sign} ?"));
+        }
+    }
+    values.push(text);
+}
+
 /// How PostgreSQL tests a field (it compares by type where SQLite
 /// converts): [`FieldKind::Sqlite`] on SQLite.
 #[derive(Clone, Copy)]

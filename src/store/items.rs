@@ -13,7 +13,6 @@ use crate::error::{Error, Result};
 use crate::model::DeadLetteredItem;
 use crate::time::Timestamp;
 use rusqlite::types::Value;
-use rusqlite::{params, OptionalExtension};
 use serde::Serialize;
 use std::collections::VecDeque;
 
@@ -76,19 +75,9 @@ pub struct ItemSummary {
 }
 
 impl ListFilter {
-    /// Appends this filter's conditions on `items AS i` to `sql`, with their
-    /// values to `values`. Only fixed SQL text is appended; every value is a
-    /// parameter.
-    pub(super) fn push_conditions(
-        &self,
-        now: Timestamp,
-        sql: &mut String,
-        values: &mut Vec<Value>,
-    ) {
-        self.push_conditions_on(super::Backend::Sqlite, now, sql, values)
-    }
-
-    /// [`ListFilter::push_conditions`] in either backend's SQL.
+    /// Appends this filter's conditions on `items AS i` to `sql` in
+    /// `backend`'s SQL, with their values to `values`. Only fixed SQL text
+    /// is appended; every value is a parameter.
     pub(super) fn push_conditions_on(
         &self,
         backend: super::Backend,
@@ -108,25 +97,20 @@ impl ListFilter {
             sql.push_str(" AND i.manual_review_required = ?");
             values.push(Value::Integer(i64::from(manual)));
         }
-        let pg = backend == super::Backend::Postgres;
         for (bound, op) in [
             (self.since, crate::filter::Op::Ge),
             (self.until, crate::filter::Op::Lt),
         ] {
-            let Some(time) = bound else { continue };
-            let text = Value::Text(time.to_storage());
-            if pg {
-                sql.push_str(" AND ");
-                sql.push_str(&super::filter_sql::pg_time_comparison("i.last_attempt", op));
-                values.push(text.clone());
-            } else {
-                sql.push_str(if op == crate::filter::Op::Ge {
-                    " AND i.last_attempt >= ?"
-                } else {
-                    " AND i.last_attempt < ?"
-                });
+            if let Some(time) = bound {
+                super::filter_sql::push_time_bound(
+                    backend,
+                    "i.last_attempt",
+                    op,
+                    time,
+                    sql,
+                    values,
+                );
             }
-            values.push(text);
         }
         if let Some(max_key) = self.max_key {
             sql.push_str(" AND i.id <= ?");
@@ -494,11 +478,12 @@ impl Dlq {
                 Some(job) => job.to_string(),
                 None => resolve_job(tx.sql(), item_id)?,
             };
-            let signature: Option<String> = tx
-                .conn()?
-                .prepare_cached("DELETE FROM items WHERE job_id = ?1 AND item_id = ?2 RETURNING error_signature")?
-                .query_row(params![job, item_id], |row| row.get(0))
-                .optional()?;
+            tx.lock_job(&job)?;
+            let signature = tx.sql().row(
+                "DELETE FROM items WHERE job_id = ?1 AND item_id = ?2 RETURNING error_signature",
+                vals![&job, item_id],
+                |row| row.text(0),
+            )?;
             let Some(signature) = signature else {
                 return Err(Error::ItemNotFound {
                     job_id: Some(job),
@@ -530,22 +515,18 @@ impl Dlq {
                 Some(job) => job.to_string(),
                 None => resolve_job(tx.sql(), item_id)?,
             };
-            let flags: Option<(bool, bool)> = tx
-                .conn()?
-                .prepare_cached(
-                    "UPDATE items SET
-                         reprocess_eligible = COALESCE(?3, reprocess_eligible),
-                         reprocess_eligible_marked = CASE WHEN ?3 IS NULL THEN reprocess_eligible_marked ELSE 1 END,
-                         manual_review_required = COALESCE(?4, manual_review_required),
-                         manual_review_required_marked = CASE WHEN ?4 IS NULL THEN manual_review_required_marked ELSE 1 END
-                     WHERE job_id = ?1 AND item_id = ?2
-                     RETURNING reprocess_eligible, manual_review_required",
-                )?
-                .query_row(
-                    params![job, item_id, request.reprocess_eligible, request.manual_review_required],
-                    |row| Ok((row.get(0)?, row.get(1)?)),
-                )
-                .optional()?;
+            tx.lock_job(&job)?;
+            let flags = tx.sql().row(
+                "UPDATE items SET
+                     reprocess_eligible = COALESCE(?3, reprocess_eligible),
+                     reprocess_eligible_marked = CASE WHEN ?3 IS NULL THEN reprocess_eligible_marked ELSE 1 END,
+                     manual_review_required = COALESCE(?4, manual_review_required),
+                     manual_review_required_marked = CASE WHEN ?4 IS NULL THEN manual_review_required_marked ELSE 1 END
+                 WHERE job_id = ?1 AND item_id = ?2
+                 RETURNING reprocess_eligible, manual_review_required",
+                vals![&job, item_id, request.reprocess_eligible, request.manual_review_required],
+                |row| Ok((row.bool(0)?, row.bool(1)?)),
+            )?;
             let Some((reprocess_eligible, manual_review_required)) = flags else {
                 return Err(Error::ItemNotFound {
                     job_id: Some(job),

@@ -5,12 +5,11 @@
 //! in `events`; nothing leaves the DLQ silently.
 
 use super::leases::{process_alive, RunStatus};
-use super::sql::vals;
+use super::sql::{vals, Backend};
 use super::write::{default_capacity, EvictedItem, WriteTx};
 use super::{Dlq, EventKind};
 use crate::error::{Error, Result};
 use crate::time::Timestamp;
-use rusqlite::{params, OptionalExtension};
 use serde::Serialize;
 
 /// One job and its counters.
@@ -81,38 +80,36 @@ impl Dlq {
     /// Each job's oldest first failure and newest last failure (`None`
     /// for an empty job), by job_id: two index seeks per job.
     pub fn job_spans(&self) -> Result<Vec<JobSpan>> {
-        let conn = self.conn()?;
-        let mut stmt = conn.prepare_cached(
-            "SELECT j.job_id,
-                 (SELECT MIN(i.first_attempt) FROM items i WHERE i.job_id = j.job_id),
-                 (SELECT MAX(i.last_attempt) FROM items i WHERE i.job_id = j.job_id)
-             FROM jobs j ORDER BY j.job_id",
-        )?;
-        let spans = stmt
-            .query_map([], |row| {
-                Ok(JobSpan {
-                    job_id: row.get(0)?,
-                    oldest: row.get(1)?,
-                    newest: row.get(2)?,
-                })
-            })?
-            .collect::<rusqlite::Result<Vec<_>>>()?;
-        Ok(spans)
+        self.spans_where("", None)
     }
 
     /// One job's span ([`Dlq::job_spans`]): two index seeks.
     pub fn job_span(&self, job_id: &str) -> Result<JobSpan> {
-        let conn = self.conn()?;
-        let (oldest, newest) = conn
-            .prepare_cached(
-                "SELECT (SELECT MIN(first_attempt) FROM items WHERE job_id = ?1),
-                     (SELECT MAX(last_attempt) FROM items WHERE job_id = ?1)",
-            )?
-            .query_row([job_id], |row| Ok((row.get(0)?, row.get(1)?)))?;
-        Ok(JobSpan {
-            job_id: job_id.to_string(),
-            oldest,
-            newest,
+        Ok(self
+            .spans_where(" WHERE j.job_id = ?1", Some(job_id))?
+            .pop()
+            .unwrap_or_else(|| JobSpan {
+                job_id: job_id.to_string(),
+                oldest: None,
+                newest: None,
+            }))
+    }
+
+    /// Spans of the jobs `filter` (fixed SQL; `?1` is `job`) keeps.
+    fn spans_where(&self, filter: &str, job: Option<&str>) -> Result<Vec<JobSpan>> {
+        self.read(|conn| {
+            let sql = format!(
+                "SELECT j.job_id, {} FROM jobs j{filter} ORDER BY j.job_id",
+                super::stats::span_columns(conn.backend())
+            );
+            let params = if job.is_some() { vals![job] } else { vals![] };
+            conn.collect(&sql, params, |row| {
+                Ok(JobSpan {
+                    job_id: row.text(0)?,
+                    oldest: row.opt_ts(1)?,
+                    newest: row.opt_ts(2)?,
+                })
+            })
         })
     }
 
@@ -138,29 +135,43 @@ impl Dlq {
     /// Jobs, item counts and flag counts summed over every job, from the
     /// counters: (jobs, items, eligible, manual review).
     pub fn job_totals(&self) -> Result<(i64, i64, i64, i64)> {
-        Ok(self.conn()?.query_row(
-            "SELECT COUNT(*), COALESCE(SUM(item_count), 0), COALESCE(SUM(eligible_count), 0),
-                 COALESCE(SUM(manual_review_count), 0) FROM jobs",
-            [],
-            |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?)),
-        )?)
+        self.read(|conn| {
+            Ok(conn
+                .row(
+                    "SELECT COUNT(*), COALESCE(SUM(item_count), 0), COALESCE(SUM(eligible_count), 0),
+                         COALESCE(SUM(manual_review_count), 0) FROM jobs",
+                    &[],
+                    |row| Ok((row.i64(0)?, row.i64(1)?, row.i64(2)?, row.i64(3)?)),
+                )?
+                .unwrap_or_default())
+        })
     }
 
     /// The newest last_attempt of all items: one seek of its index.
     pub fn newest_failure(&self) -> Result<Option<Timestamp>> {
-        Ok(self
-            .conn()?
-            .query_row("SELECT MAX(last_attempt) FROM items", [], |row| row.get(0))?)
+        let sql = match self.backend() {
+            Backend::Sqlite => "SELECT MAX(last_attempt) FROM items",
+            Backend::Postgres => {
+                "SELECT dlq_ts_text(last_attempt, last_attempt_ns) FROM items
+                 ORDER BY last_attempt DESC, last_attempt_ns DESC LIMIT 1"
+            }
+        };
+        self.read(|conn| Ok(conn.row(sql, &[], |row| row.opt_ts(0))?.flatten()))
     }
 
     /// The oldest first_attempt of all items: one index seek per job.
     pub fn oldest_failure(&self) -> Result<Option<Timestamp>> {
-        Ok(self.conn()?.query_row(
-            "SELECT MIN((SELECT MIN(i.first_attempt) FROM items i WHERE i.job_id = j.job_id))
-             FROM jobs j",
-            [],
-            |row| row.get(0),
-        )?)
+        let sql = match self.backend() {
+            Backend::Sqlite => {
+                "SELECT MIN((SELECT MIN(i.first_attempt) FROM items i WHERE i.job_id = j.job_id))
+                 FROM jobs j"
+            }
+            Backend::Postgres => {
+                "SELECT dlq_ts_text(first_attempt, first_attempt_ns) FROM items
+                 ORDER BY first_attempt, first_attempt_ns LIMIT 1"
+            }
+        };
+        self.read(|conn| Ok(conn.row(sql, &[], |row| row.opt_ts(0))?.flatten()))
     }
 
     /// One job and its counters ([`Error::JobNotFound`] if there is none).
@@ -231,36 +242,37 @@ impl Dlq {
     /// How many items [`Dlq::set_capacity`] with the same arguments would
     /// evict now (what `dlq capacity --set` asks about first).
     pub fn capacity_evictions(&self, job_id: Option<&str>, max_items: Option<i64>) -> Result<i64> {
-        let conn = self.conn()?;
-        let default = default_capacity(super::sql::Conn::Sqlite(&conn))?;
-        let over = |sql: &str, params: &[&dyn rusqlite::ToSql]| -> Result<i64> {
-            Ok(conn
-                .prepare_cached(sql)?
-                .query_row(params, |row| row.get::<_, Option<i64>>(0))
-                .optional()?
-                .flatten()
-                .unwrap_or(0))
-        };
-        match job_id {
-            Some(job) => {
-                let limit = max_items.unwrap_or(default);
-                if limit == 0 {
-                    return Ok(0);
+        self.read(|conn| {
+            let default = default_capacity(conn)?;
+            let over = |sql: &str, params: &[super::sql::Val<'_>]| -> Result<i64> {
+                Ok(conn
+                    .row(sql, params, |row| row.opt_i64(0))?
+                    .flatten()
+                    .unwrap_or(0))
+            };
+            match job_id {
+                Some(job) => {
+                    let limit = max_items.unwrap_or(default);
+                    if limit == 0 {
+                        return Ok(0);
+                    }
+                    over(
+                        "SELECT CASE WHEN item_count > ?2 THEN item_count - ?2 ELSE 0 END
+                         FROM jobs WHERE job_id = ?1",
+                        vals![job, limit],
+                    )
                 }
-                over(
-                    "SELECT MAX(item_count - ?2, 0) FROM jobs WHERE job_id = ?1",
-                    &[&job, &limit],
-                )
+                // The default binds the jobs without an override.
+                None => match max_items {
+                    Some(limit) if limit > 0 => over(
+                        "SELECT CAST(SUM(item_count - ?1) AS BIGINT) FROM jobs
+                         WHERE max_items IS NULL AND item_count > ?1",
+                        vals![limit],
+                    ),
+                    _ => Ok(0),
+                },
             }
-            // The default binds the jobs without an override.
-            None => match max_items {
-                Some(limit) if limit > 0 => over(
-                    "SELECT SUM(MAX(item_count - ?1, 0)) FROM jobs WHERE max_items IS NULL",
-                    &[&limit],
-                ),
-                _ => Ok(0),
-            },
-        }
+        })
     }
 
     /// Sets the default capacity (`job_id` None) or one job's override
@@ -375,14 +387,10 @@ impl Dlq {
     /// transaction, so a job that gains an item meanwhile stays.
     pub fn prune_jobs(&self, host: &str, dry_run: bool) -> Result<Vec<RemovedJob>> {
         if dry_run {
-            let conn = self.conn()?;
-            let read = conn.unchecked_transaction()?;
-            let found = removable_jobs(&read, None, host)?;
-            read.finish()?;
-            return Ok(found);
+            return self.read(|conn| removable_jobs(conn, None, host));
         }
         self.write(|tx| {
-            let found = removable_jobs(tx.conn()?, None, host)?;
+            let found = removable_jobs(tx.sql(), None, host)?;
             for job in &found {
                 remove_job(tx, job)?;
             }
@@ -407,11 +415,13 @@ impl Dlq {
     /// Clears a job; with `remove_on`, also removes it.
     fn clear_job_with(&self, job_id: &str, remove_on: Option<&str>) -> Result<usize> {
         self.write_bulk(|tx| {
-            let exists: bool = tx
-                .conn()?
-                .prepare_cached("SELECT EXISTS (SELECT 1 FROM jobs WHERE job_id = ?1)")?
-                .query_row([job_id], |row| row.get(0))?;
-            if !exists {
+            // On PostgreSQL this also takes the job's row lock (see
+            // WriteTx::lock_job).
+            let lock = match tx.sql().backend() {
+                Backend::Sqlite => "SELECT 1 FROM jobs WHERE job_id = ?1",
+                Backend::Postgres => "SELECT 1 FROM jobs WHERE job_id = ?1 FOR UPDATE",
+            };
+            if tx.sql().row(lock, vals![job_id], |_| Ok(()))?.is_none() {
                 return Err(Error::JobNotFound(job_id.to_string()));
             }
             let removed = super::bulk::delete_items(
@@ -422,7 +432,7 @@ impl Dlq {
                 serde_json::json!({}),
             )?;
             if let Some(host) = remove_on {
-                let job = removable_jobs(tx.conn()?, Some(job_id), host)?
+                let job = removable_jobs(tx.sql(), Some(job_id), host)?
                     .pop()
                     .ok_or_else(|| {
                         Error::invalid_argument(
@@ -441,35 +451,32 @@ impl Dlq {
 /// may be alive, by job_id. Both the counter and the items table are asked:
 /// a job is only removed when nothing at all refers to it.
 fn removable_jobs(
-    conn: &rusqlite::Connection,
+    conn: super::sql::Conn<'_>,
     only: Option<&str>,
     host: &str,
 ) -> Result<Vec<RemovedJob>> {
-    let mut stmt = conn.prepare_cached(
+    let empty = conn.collect(
         "SELECT j.job_id, j.repo, j.created_at, j.max_items FROM jobs j
-         WHERE (?1 IS NULL OR j.job_id = ?1) AND j.item_count = 0
+         WHERE (CAST(?1 AS TEXT) IS NULL OR j.job_id = ?1) AND j.item_count = 0
              AND NOT EXISTS (SELECT 1 FROM items i WHERE i.job_id = j.job_id)
          ORDER BY j.job_id",
-    )?;
-    let empty = stmt
-        .query_map(params![only], |row| {
+        vals![only],
+        |row| {
             Ok(RemovedJob {
-                job_id: row.get("job_id")?,
-                repo: row.get("repo")?,
-                created_at: row.get("created_at")?,
-                max_items: row.get("max_items")?,
+                job_id: row.text(0)?,
+                repo: row.opt_text(1)?,
+                created_at: row.ts(2)?,
+                max_items: row.opt_i64(3)?,
             })
-        })?
-        .collect::<rusqlite::Result<Vec<_>>>()?;
-    let mut runs =
-        conn.prepare_cached("SELECT host, pid FROM retry_runs WHERE job_id = ?1 AND status = ?2")?;
+        },
+    )?;
     let mut removable = Vec::with_capacity(empty.len());
     for job in empty {
-        let running = runs
-            .query_map(params![job.job_id, RunStatus::Running], |row| {
-                Ok((row.get::<_, String>(0)?, row.get::<_, i64>(1)?))
-            })?
-            .collect::<rusqlite::Result<Vec<_>>>()?;
+        let running = conn.collect(
+            "SELECT host, pid FROM retry_runs WHERE job_id = ?1 AND status = ?2",
+            vals![&job.job_id, RunStatus::Running.as_str()],
+            |row| Ok((row.text(0)?, row.i64(1)?)),
+        )?;
         // A run elsewhere cannot be seen from here: only one of this host
         // whose process is gone is known to be dead.
         let live = running
@@ -484,9 +491,10 @@ fn removable_jobs(
 
 /// Deletes one job row found by [`removable_jobs`] and records it.
 fn remove_job(tx: &mut WriteTx<'_>, job: &RemovedJob) -> Result<()> {
-    tx.conn()?
-        .prepare_cached("DELETE FROM jobs WHERE job_id = ?1 AND item_count = 0")?
-        .execute([&job.job_id])?;
+    tx.sql().exec(
+        "DELETE FROM jobs WHERE job_id = ?1 AND item_count = 0",
+        vals![&job.job_id],
+    )?;
     tx.event(
         EventKind::JobRemoved,
         Some(&job.job_id),

@@ -80,7 +80,7 @@ impl rusqlite::types::FromSql for RunStatus {
 
 impl RunStatus {
     /// The status stored under `name`.
-    fn from_name(name: &str) -> Option<RunStatus> {
+    pub(super) fn from_name(name: &str) -> Option<RunStatus> {
         [
             RunStatus::Running,
             RunStatus::Finished,
@@ -386,32 +386,28 @@ impl Dlq {
 
     /// How many items match `filter` (for skipped and remaining counts).
     pub fn count_matching(&self, filter: &ListFilter) -> Result<u64> {
-        if self.backend() == super::Backend::Postgres {
-            return self.read(
-                |conn| match super::jobs::count_from_counters(conn, filter)? {
-                    Some(n) => Ok(n),
-                    None => count_rows(conn, filter, self.age_now()),
-                },
-            );
-        }
-        let conn = self.conn()?;
-        if let Some(category) = only_a_category(filter) {
-            // From the counters, not a lookup per item.
-            return super::categories::count_in_category(&conn, filter.job_id.as_deref(), category);
-        }
-        if let Some(n) = super::jobs::count_from_counters(super::sql::Conn::Sqlite(&conn), filter)?
-        {
-            return Ok(n);
-        }
-        if let Some((error_type, last)) = only_an_error_type(filter) {
-            let job = filter.job_id.as_deref();
-            return if last {
-                super::categories::count_last_error_type(&conn, job, error_type)
-            } else {
-                super::categories::count_any_error_type(&conn, job, error_type)
-            };
-        }
-        count_rows(super::sql::Conn::Sqlite(&conn), filter, self.age_now())
+        self.read(|conn| {
+            if let Some(category) = only_a_category(filter) {
+                // From the counters, not a lookup per item.
+                return super::categories::count_in_category(
+                    conn,
+                    filter.job_id.as_deref(),
+                    category,
+                );
+            }
+            if let Some(n) = super::jobs::count_from_counters(conn, filter)? {
+                return Ok(n);
+            }
+            if let Some((error_type, last)) = only_an_error_type(filter) {
+                let job = filter.job_id.as_deref();
+                return if last {
+                    super::categories::count_last_error_type(conn, job, error_type)
+                } else {
+                    super::categories::count_any_error_type(conn, job, error_type)
+                };
+            }
+            count_rows(conn, filter, self.age_now())
+        })
     }
 
     /// Recent runs, newest first. A run recorded as running whose process is

@@ -18,10 +18,10 @@
 //! plus the distinct patterns; never the messages themselves.
 
 use super::analysis::FxBuild;
-use super::columns::{columns, sql};
+use super::columns::columns;
 use super::normalise_message;
+use super::sql::{vals, Conn};
 use crate::error::Result;
-use rusqlite::{params, Connection};
 use std::collections::HashMap;
 use std::hash::{BuildHasher, Hasher};
 
@@ -273,7 +273,7 @@ columns! {
 /// attempt: one pass over the signature index, so each signature's items
 /// come together and distinct signatures are counted without a set.
 pub(super) fn group_items(
-    conn: &Connection,
+    conn: Conn<'_>,
     job_id: Option<&str>,
     mut last: LastAttempts,
     top_signatures: usize,
@@ -286,29 +286,30 @@ pub(super) fn group_items(
     let mut names = std::mem::take(&mut last.patterns.names);
     let mut groups: Vec<Option<Group>> = Vec::new();
     groups.resize_with(names.len(), || None);
-    let _cache = crate::db::CacheSize::set(conn, "main", super::analysis::SCAN_CACHE_KIB)?;
-    let mut stmt = match job_id {
-        Some(_) => conn.prepare_cached(sql!(
-            "SELECT ",
-            c::LIST,
-            " FROM items INDEXED BY items_signature
-             WHERE job_id = ?1 ORDER BY error_signature"
-        ))?,
-        None => conn.prepare_cached(sql!(
-            "SELECT ",
-            c::LIST,
-            " FROM items INDEXED BY items_signature
-             WHERE ?1 IS NULL ORDER BY error_signature"
-        ))?,
+    let _cache = conn.scan_cache(super::analysis::SCAN_CACHE_KIB)?;
+    // SQLite is told the index that gives the signature order; PostgreSQL
+    // picks its own plan for the ORDER BY.
+    let indexed = match conn.backend() {
+        super::Backend::Sqlite => " INDEXED BY items_signature",
+        super::Backend::Postgres => "",
     };
-    let mut rows = stmt.query(params![job_id])?;
+    let sql = match job_id {
+        Some(_) => format!(
+            "SELECT {} FROM items{indexed} WHERE job_id = ?1 ORDER BY error_signature",
+            c::LIST
+        ),
+        None => format!(
+            "SELECT {} FROM items{indexed} WHERE CAST(?1 AS TEXT) IS NULL ORDER BY error_signature",
+            c::LIST
+        ),
+    };
     let mut signature: Vec<u8> = Vec::new();
     // The patterns the current signature's items have shown so far
     // (nearly always one).
     let mut seen: Vec<u32> = Vec::new();
-    while let Some(row) = rows.next()? {
-        let this = row.get_ref(c::ERROR_SIGNATURE)?.as_bytes().unwrap_or(b"");
-        let key: i64 = row.get(c::KEY)?;
+    conn.each(&sql, vals![job_id], |row| {
+        let this = row.bytes(c::ERROR_SIGNATURE)?;
+        let key = row.i64(c::KEY)?;
         if this != signature.as_slice() {
             if run > 0 {
                 largest.offer(&signature, run);
@@ -340,7 +341,8 @@ pub(super) fn group_items(
                     .push(String::from_utf8_lossy(&signature).into_owned());
             }
         }
-    }
+        Ok(())
+    })?;
     if run > 0 {
         largest.offer(&signature, run);
     }

@@ -8,10 +8,10 @@
 //! `retry --status` uses). Rendering is [`crate::metrics`].
 
 use super::leases::run_crashed;
+use super::sql::vals;
 use super::{Dlq, OldestItem, RunStatus};
 use crate::error::Result;
 use crate::time::Timestamp;
-use rusqlite::params;
 use serde::Serialize;
 use std::collections::BTreeMap;
 
@@ -87,15 +87,16 @@ fn statements(one_job: bool) -> (&'static str, &'static str, &'static str, &'sta
     } else {
         (
             "SELECT job_id, item_count, eligible_count, manual_review_count
-             FROM jobs WHERE ?1 IS NULL ORDER BY job_id",
+             FROM jobs WHERE CAST(?1 AS TEXT) IS NULL ORDER BY job_id",
             "SELECT t.job_id, t.error_type, COALESCE(c.category, 'unclassified') AS category,
                  t.item_count
              FROM error_type_counts AS t
              LEFT JOIN error_categories AS c ON c.error_type = t.error_type
-             WHERE ?1 IS NULL ORDER BY t.job_id, t.error_type",
+             WHERE CAST(?1 AS TEXT) IS NULL ORDER BY t.job_id, t.error_type",
             // events_kind holds (kind, id): counted from the index alone.
-            "SELECT kind, COUNT(*) FROM events WHERE ?1 IS NULL GROUP BY kind",
-            "SELECT job_id, status, host, pid, heartbeat_at FROM retry_runs WHERE ?1 IS NULL",
+            "SELECT kind, COUNT(*) FROM events WHERE CAST(?1 AS TEXT) IS NULL GROUP BY kind",
+            "SELECT job_id, status, host, pid, heartbeat_at FROM retry_runs
+             WHERE CAST(?1 AS TEXT) IS NULL",
         )
     }
 }
@@ -119,65 +120,61 @@ impl Dlq {
         let oldest = self.oldest_items(job_id)?;
         let now = self.age_now();
         let real_now = self.now();
-        let mut conn = self.conn()?;
         // One read transaction: the counts below agree with each other.
-        let tx = conn.transaction()?;
-        let schema_version = crate::db::applied_schema_version(&tx)?;
         let (jobs_sql, types_sql, events_sql, runs_sql) = statements(job_id.is_some());
-        let jobs = tx
-            .prepare(jobs_sql)?
-            .query_map(params![job_id], |row| {
+        let (schema_version, jobs, error_types, events, runs) = self.read(|tx| {
+            let schema_version = super::schema_version(tx)?;
+            let jobs = tx.collect(jobs_sql, vals![job_id], |row| {
                 Ok(JobCounts {
-                    job_id: row.get(0)?,
-                    items: row.get(1)?,
-                    eligible: row.get(2)?,
-                    manual_review: row.get(3)?,
+                    job_id: row.text(0)?,
+                    items: row.i64(1)?,
+                    eligible: row.i64(2)?,
+                    manual_review: row.i64(3)?,
                 })
-            })?
-            .collect::<rusqlite::Result<Vec<_>>>()?;
-        let error_types = tx
-            .prepare(types_sql)?
-            .query_map(params![job_id], |row| {
+            })?;
+            let error_types = tx.collect(types_sql, vals![job_id], |row| {
                 Ok(ErrorTypeCount {
-                    job_id: row.get(0)?,
-                    error_type: row.get(1)?,
-                    category: row.get(2)?,
-                    items: row.get(3)?,
+                    job_id: row.text(0)?,
+                    error_type: row.text(1)?,
+                    category: row.text(2)?.parse()?,
+                    items: row.i64(3)?,
                 })
-            })?
-            .collect::<rusqlite::Result<Vec<_>>>()?;
-        let events = tx
-            .prepare(events_sql)?
-            .query_map(params![job_id], |row| Ok((row.get(0)?, row.get(1)?)))?
-            .collect::<rusqlite::Result<BTreeMap<String, i64>>>()?;
-        // retry_runs holds a row per run (a few per retry command), not per
-        // item: read whole, counted here, so that each running one can be
-        // checked for a crash.
-        let mut runs: BTreeMap<(String, &'static str), (RunStatus, i64)> = BTreeMap::new();
-        let mut stmt = tx.prepare(runs_sql)?;
-        let mut rows = stmt.query(params![job_id])?;
-        while let Some(row) = rows.next()? {
-            let job: String = row.get(0)?;
-            let mut status: RunStatus = row.get(1)?;
-            if status == RunStatus::Running {
-                let run_host: String = row.get(2)?;
-                let heartbeat_at: Timestamp = row.get(4)?;
-                if run_crashed(
-                    &run_host,
-                    row.get(3)?,
-                    heartbeat_at,
-                    host,
-                    real_now,
-                    stale_after_secs,
-                ) {
+            })?;
+            let mut events = BTreeMap::new();
+            tx.each(events_sql, vals![job_id], |row| {
+                events.insert(row.text(0)?, row.i64(1)?);
+                Ok(())
+            })?;
+            // retry_runs holds a row per run (a few per retry command), not
+            // per item: read whole, counted here, so that each running one
+            // can be checked for a crash.
+            let mut runs: BTreeMap<(String, &'static str), (RunStatus, i64)> = BTreeMap::new();
+            tx.each(runs_sql, vals![job_id], |row| {
+                let job = row.text(0)?;
+                let name = row.text(1)?;
+                let mut status = RunStatus::from_name(&name).ok_or_else(|| {
+                    crate::error::Error::invalid_argument(
+                        "retry_runs.status",
+                        format!("{name:?} is not a run status"),
+                    )
+                })?;
+                if status == RunStatus::Running
+                    && run_crashed(
+                        &row.text(2)?,
+                        row.i64(3)?,
+                        row.ts(4)?,
+                        host,
+                        real_now,
+                        stale_after_secs,
+                    )
+                {
                     status = RunStatus::Crashed;
                 }
-            }
-            runs.entry((job, status.as_str())).or_insert((status, 0)).1 += 1;
-        }
-        drop(rows);
-        drop(stmt);
-        tx.finish()?;
+                runs.entry((job, status.as_str())).or_insert((status, 0)).1 += 1;
+                Ok(())
+            })?;
+            Ok((schema_version, jobs, error_types, events, runs))
+        })?;
         let runs = runs
             .into_iter()
             .map(|((job_id, _), (status, runs))| RunStatusCount {

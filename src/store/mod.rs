@@ -242,27 +242,53 @@ impl Dlq {
 
     /// Facts about the database.
     pub fn db_info(&self) -> Result<DbInfo> {
-        let conn = self.conn()?;
-        let count = |table: &str| -> Result<i64> {
-            // Table names come from the fixed list below, never from input.
-            Ok(
-                conn.query_row(&format!("SELECT COUNT(*) FROM {table}"), [], |row| {
-                    row.get(0)
-                })?,
-            )
+        let path = self.path().map(|p| match self.backend() {
+            // A URL is shown without its password.
+            Backend::Postgres => crate::db::redacted_url(&p.to_string_lossy()),
+            Backend::Sqlite => p.display().to_string(),
+        });
+        let supported_schema_version = match self.backend() {
+            Backend::Sqlite => crate::db::supported_schema_version(),
+            #[cfg(feature = "postgres")]
+            Backend::Postgres => crate::db::postgres::supported_schema_version(),
+            #[cfg(not(feature = "postgres"))]
+            Backend::Postgres => 0,
         };
-        let page_count: i64 = conn.query_row("PRAGMA page_count", [], |row| row.get(0))?;
-        let page_size: i64 = conn.query_row("PRAGMA page_size", [], |row| row.get(0))?;
-        Ok(DbInfo {
-            path: self.path().map(|p| p.display().to_string()),
-            schema_version: crate::db::applied_schema_version(&conn)?,
-            supported_schema_version: crate::db::supported_schema_version(),
-            jobs: count("jobs")?,
-            items: count("items")?,
-            failure_history: count("failure_history")?,
-            worktree_artifacts: count("worktree_artifacts")?,
-            events: count("events")?,
-            size_bytes: page_count * page_size,
+        self.read(|conn| {
+            let count = |table: &str| -> Result<i64> {
+                // Table names come from the fixed list below, never from input.
+                Ok(conn
+                    .row(&format!("SELECT COUNT(*) FROM {table}"), &[], |row| {
+                        row.i64(0)
+                    })?
+                    .unwrap_or(0))
+            };
+            let size_bytes = match conn.backend() {
+                Backend::Sqlite => {
+                    let sqlite = conn.sqlite("the database size")?;
+                    let page_count: i64 =
+                        sqlite.query_row("PRAGMA page_count", [], |row| row.get(0))?;
+                    let page_size: i64 =
+                        sqlite.query_row("PRAGMA page_size", [], |row| row.get(0))?;
+                    page_count * page_size
+                }
+                Backend::Postgres => conn
+                    .row("SELECT pg_database_size(current_database())", &[], |row| {
+                        row.i64(0)
+                    })?
+                    .unwrap_or(0),
+            };
+            Ok(DbInfo {
+                path,
+                schema_version: schema_version(conn)?,
+                supported_schema_version,
+                jobs: count("jobs")?,
+                items: count("items")?,
+                failure_history: count("failure_history")?,
+                worktree_artifacts: count("worktree_artifacts")?,
+                events: count("events")?,
+                size_bytes,
+            })
         })
     }
 
@@ -465,10 +491,21 @@ impl Dlq {
         // A panic in `f` must not hand the connection back to the pool in
         // the middle of this transaction.
         let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            if let Some(deadline) = deadline {
+                // The call's deadline bounds its lock waits too (the
+                // connection's lock_timeout is the handle's busy timeout).
+                // At least 1 ms: 0 would mean "wait forever".
+                let left = deadline.saturating_duration_since(std::time::Instant::now());
+                let ms = left.as_millis().clamp(1, i32::MAX as u128);
+                cell.borrow_mut()
+                    .client
+                    .batch_execute(&format!("SET LOCAL lock_timeout = {ms}"))?;
+            }
             let mut writer = WriteTx::new(sql::Conn::Postgres(&cell), self.now())?;
             let value = f(&mut writer)?;
             writer.settle_evictions()?;
             writer.flush_counts()?;
+            writer.publish_events()?;
             Ok(value)
         }));
         let mut client = cell.into_inner();
@@ -518,6 +555,20 @@ enum Pools {
 
 /// What an operation not yet written for PostgreSQL is called in the error
 /// it gets there (the command line adds its subcommand's name).
+/// The newest migration applied to the database `conn` reads.
+fn schema_version(conn: sql::Conn<'_>) -> Result<Option<i64>> {
+    match conn.backend() {
+        Backend::Sqlite => crate::db::applied_schema_version(conn.sqlite("the schema version")?),
+        Backend::Postgres => Ok(conn
+            .row(
+                "SELECT MAX(CAST(version AS BIGINT)) FROM refinery_schema_history",
+                &[],
+                |row| row.opt_i64(0),
+            )?
+            .flatten()),
+    }
+}
+
 fn unported_operation() -> &'static str {
     "this operation"
 }

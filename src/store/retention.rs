@@ -16,12 +16,14 @@
 
 use super::bulk::delete_items;
 use super::categories::ITEM_CATEGORY_SQL;
+use super::filter_sql::push_time_bound;
+use super::sql::{vals, Backend, Conn, Row, Val};
 use super::write::WriteTx;
 use super::{Category, Dlq, EventKind};
 use crate::error::{Error, Result};
+use crate::filter::Op;
 use crate::time::Timestamp;
 use rusqlite::types::Value;
-use rusqlite::{params, params_from_iter, Connection, OptionalExtension};
 use serde::Serialize;
 
 /// One row of `retention_policies`.
@@ -155,44 +157,47 @@ type Condition = (String, Vec<Value>);
 
 const POLICY_COLUMNS: &str = "id, job_id, category, max_age_seconds, created_at, updated_at";
 
-fn policy_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<RetentionPolicy> {
+fn policy_row(row: &Row<'_>) -> Result<RetentionPolicy> {
     Ok(RetentionPolicy {
-        id: row.get(0)?,
-        job_id: row.get(1)?,
-        category: row.get(2)?,
-        max_age_seconds: row.get(3)?,
-        created_at: row.get(4)?,
-        updated_at: row.get(5)?,
+        id: row.i64(0)?,
+        job_id: row.opt_text(1)?,
+        category: row.opt_text(2)?.map(|c| c.parse()).transpose()?,
+        max_age_seconds: row.opt_i64(3)?,
+        created_at: row.ts(4)?,
+        updated_at: row.ts(5)?,
     })
 }
 
 /// Every policy: a job's own first (by job), within each its category
 /// policies before its any-category one, then the any-job policies the
 /// same way. Reading down, the first row that matches an item governs it.
-fn read_policies(conn: &Connection) -> Result<Vec<RetentionPolicy>> {
-    let mut stmt = conn.prepare_cached(&format!(
-        "SELECT {POLICY_COLUMNS} FROM retention_policies
-         ORDER BY job_id IS NULL, job_id, category IS NULL, category"
-    ))?;
-    let policies = stmt
-        .query_map([], policy_row)?
-        .collect::<rusqlite::Result<_>>()?;
-    Ok(policies)
+fn read_policies(conn: Conn<'_>) -> Result<Vec<RetentionPolicy>> {
+    conn.collect(
+        &format!(
+            "SELECT {POLICY_COLUMNS} FROM retention_policies
+             ORDER BY job_id IS NULL, job_id, category IS NULL, category"
+        ),
+        &[],
+        policy_row,
+    )
 }
 
-/// The policy of exactly this scope. `IS` compares NULL with NULL, and the
-/// scope is unique (the V5 index).
+/// The policy of exactly this scope. `IS NOT DISTINCT FROM` compares NULL
+/// with NULL, and the scope is unique (the V5 index).
 fn find_policy(
-    conn: &Connection,
+    conn: Conn<'_>,
     job_id: Option<&str>,
     category: Option<Category>,
 ) -> Result<Option<RetentionPolicy>> {
-    Ok(conn
-        .prepare_cached(&format!(
-            "SELECT {POLICY_COLUMNS} FROM retention_policies WHERE job_id IS ?1 AND category IS ?2"
-        ))?
-        .query_row(params![job_id, category], policy_row)
-        .optional()?)
+    conn.row(
+        &format!(
+            "SELECT {POLICY_COLUMNS} FROM retention_policies
+             WHERE job_id IS NOT DISTINCT FROM CAST(?1 AS TEXT)
+                 AND category IS NOT DISTINCT FROM CAST(?2 AS TEXT)"
+        ),
+        vals![job_id, category.map(Category::as_str)],
+        policy_row,
+    )
 }
 
 /// Appends to `sql` (conditions on `items AS i`, each starting with AND)
@@ -248,6 +253,7 @@ fn cutoff(policy: &RetentionPolicy, now: Timestamp) -> Option<Timestamp> {
 /// The conditions of the items `policy` removes at `now` (`None` for a
 /// keep-forever policy, which removes nothing).
 fn removal_condition(
+    backend: Backend,
     policy: &RetentionPolicy,
     all: &[RetentionPolicy],
     now: Timestamp,
@@ -258,27 +264,35 @@ fn removal_condition(
     let mut sql = String::new();
     let mut values = Vec::new();
     push_governed(policy, all, &mut sql, &mut values);
-    sql.push_str(" AND i.last_attempt < ?");
-    values.push(Value::Text(cutoff.to_storage()));
+    push_time_bound(
+        backend,
+        "i.last_attempt",
+        Op::Lt,
+        cutoff,
+        &mut sql,
+        &mut values,
+    );
     Some((sql, values))
 }
 
-fn count_items(conn: &Connection, condition: &str, values: Vec<Value>) -> Result<usize> {
+fn count_items(conn: Conn<'_>, condition: &str, values: &[Value]) -> Result<usize> {
     // `condition` is SQL built from fixed fragments; the values are bound.
     let sql = format!("SELECT COUNT(*) FROM items AS i WHERE 1 = 1{condition}");
-    let n: i64 = conn
-        .prepare_cached(&sql)?
-        .query_row(params_from_iter(values), |row| row.get(0))?;
+    let bound: Vec<Val<'_>> = values.iter().map(Val::from_value).collect();
+    let n = conn.row(&sql, &bound, |row| row.i64(0))?.unwrap_or(0);
     Ok(usize::try_from(n).unwrap_or(0))
 }
 
 /// Each policy with the conditions of the items it removes at `now`
 /// (`None`: kept forever), all built before anything is removed.
-fn plan(conn: &Connection, now: Timestamp) -> Result<Vec<(RetentionPolicy, Option<Condition>)>> {
+fn plan(conn: Conn<'_>, now: Timestamp) -> Result<Vec<(RetentionPolicy, Option<Condition>)>> {
     let policies = read_policies(conn)?;
     Ok(policies
         .iter()
-        .map(|policy| (policy.clone(), removal_condition(policy, &policies, now)))
+        .map(|policy| {
+            let condition = removal_condition(conn.backend(), policy, &policies, now);
+            (policy.clone(), condition)
+        })
         .collect())
 }
 
@@ -307,41 +321,50 @@ impl Dlq {
     /// [`RetentionPolicy`]; reading down, the first that matches an item
     /// governs it).
     pub fn retention_policies(&self) -> Result<Vec<RetentionPolicy>> {
-        read_policies(&*self.conn()?)
+        self.read(read_policies)
     }
 
     /// Every policy with the items it governs and the items an apply would
     /// remove at [`Dlq::age_now`], from one snapshot.
     pub fn retention_status(&self) -> Result<Vec<PolicyStatus>> {
         let now = self.age_now();
-        let conn = self.conn()?;
-        let snapshot = conn.unchecked_transaction()?;
-        let policies = read_policies(&snapshot)?;
-        let mut status = Vec::with_capacity(policies.len());
-        for policy in &policies {
-            // Both counts in one pass over the governed items.
-            let mut sql = String::from(
-                "SELECT COUNT(*), COALESCE(SUM(i.last_attempt < ?), 0) FROM items AS i WHERE 1 = 1",
-            );
-            let mut values = vec![match cutoff(policy, now) {
-                Some(cutoff) => Value::Text(cutoff.to_storage()),
-                // Keep forever: no last_attempt is before NULL.
-                None => Value::Null,
-            }];
-            push_governed(policy, &policies, &mut sql, &mut values);
-            let (items, would_remove): (i64, i64) = snapshot
-                .prepare_cached(&sql)?
-                .query_row(params_from_iter(values), |row| {
-                    Ok((row.get(0)?, row.get(1)?))
-                })?;
-            status.push(PolicyStatus {
-                policy: policy.clone(),
-                items: usize::try_from(items).unwrap_or(0),
-                would_remove: usize::try_from(would_remove).unwrap_or(0),
-            });
-        }
-        snapshot.finish()?;
-        Ok(status)
+        self.read(|snapshot| {
+            let policies = read_policies(snapshot)?;
+            let mut status = Vec::with_capacity(policies.len());
+            for policy in &policies {
+                // Both counts in one pass over the governed items.
+                let mut aged = String::new();
+                let mut values = Vec::new();
+                if let Some(cutoff) = cutoff(policy, now) {
+                    push_time_bound(
+                        snapshot.backend(),
+                        "i.last_attempt",
+                        Op::Lt,
+                        cutoff,
+                        &mut aged,
+                        &mut values,
+                    );
+                } else {
+                    // Keep forever: nothing would go.
+                    aged.push_str(" AND 1 = 0");
+                }
+                let mut sql = format!(
+                    "SELECT COUNT(*), COALESCE(SUM(CASE WHEN 1 = 1{aged} THEN 1 ELSE 0 END), 0)
+                     FROM items AS i WHERE 1 = 1"
+                );
+                push_governed(policy, &policies, &mut sql, &mut values);
+                let bound: Vec<Val<'_>> = values.iter().map(Val::from_value).collect();
+                let (items, would_remove) = snapshot
+                    .row(&sql, &bound, |row| Ok((row.i64(0)?, row.i64(1)?)))?
+                    .unwrap_or_default();
+                status.push(PolicyStatus {
+                    policy: policy.clone(),
+                    items: usize::try_from(items).unwrap_or(0),
+                    would_remove: usize::try_from(would_remove).unwrap_or(0),
+                });
+            }
+            Ok(status)
+        })
     }
 
     /// Sets the policy of a scope (`None`: any job, any category): items it
@@ -367,7 +390,7 @@ impl Dlq {
             ));
         }
         let (before, after) = self.write(|tx| {
-            let conn = tx.conn()?;
+            let conn = tx.sql();
             let before = find_policy(conn, job_id, category)?;
             if before
                 .as_ref()
@@ -377,17 +400,15 @@ impl Dlq {
             }
             let now = tx.now();
             match &before {
-                Some(policy) => conn
-                    .prepare_cached(
-                        "UPDATE retention_policies SET max_age_seconds = ?1, updated_at = ?2 WHERE id = ?3",
-                    )?
-                    .execute(params![max_age_seconds, now, policy.id])?,
-                None => conn
-                    .prepare_cached(
-                        "INSERT INTO retention_policies (job_id, category, max_age_seconds, created_at, updated_at)
-                         VALUES (?1, ?2, ?3, ?4, ?4)",
-                    )?
-                    .execute(params![job_id, category, max_age_seconds, now])?,
+                Some(policy) => conn.exec(
+                    "UPDATE retention_policies SET max_age_seconds = ?1, updated_at = ?2 WHERE id = ?3",
+                    vals![max_age_seconds, now, policy.id],
+                )?,
+                None => conn.exec(
+                    "INSERT INTO retention_policies (job_id, category, max_age_seconds, created_at, updated_at)
+                     VALUES (?1, ?2, ?3, ?4, ?4)",
+                    vals![job_id, category.map(Category::as_str), max_age_seconds, now],
+                )?,
             };
             let after = find_policy(conn, job_id, category)?;
             retention_event(tx, job_id, category, before.as_ref(), after.as_ref())?;
@@ -405,14 +426,16 @@ impl Dlq {
         category: Option<Category>,
     ) -> Result<RetentionChange> {
         let before = self.write(|tx| {
-            let conn = tx.conn()?;
+            let conn = tx.sql();
             let Some(before) = find_policy(conn, job_id, category)? else {
                 return Err(Error::RetentionPolicyNotFound {
                     scope: scope_text(job_id, category),
                 });
             };
-            conn.prepare_cached("DELETE FROM retention_policies WHERE id = ?1")?
-                .execute(params![before.id])?;
+            conn.exec(
+                "DELETE FROM retention_policies WHERE id = ?1",
+                vals![before.id],
+            )?;
             retention_event(tx, job_id, category, Some(&before), None)?;
             Ok(before)
         })?;
@@ -453,24 +476,23 @@ impl Dlq {
     /// snapshot and changes nothing.
     pub fn apply_retention_at(&self, now: Timestamp, dry_run: bool) -> Result<RetentionReport> {
         if dry_run {
-            let conn = self.conn()?;
-            let snapshot = conn.unchecked_transaction()?;
-            let mut outcomes = Vec::new();
-            for (policy, condition) in plan(&snapshot, now)? {
-                let removed = match condition {
-                    Some((condition, values)) => count_items(&snapshot, &condition, values)?,
-                    None => 0,
-                };
-                outcomes.push(outcome(&policy, now, removed));
-            }
-            snapshot.finish()?;
-            return Ok(report(true, now, outcomes));
+            return self.read(|snapshot| {
+                let mut outcomes = Vec::new();
+                for (policy, condition) in plan(snapshot, now)? {
+                    let removed = match condition {
+                        Some((condition, values)) => count_items(snapshot, &condition, &values)?,
+                        None => 0,
+                    };
+                    outcomes.push(outcome(&policy, now, removed));
+                }
+                Ok(report(true, now, outcomes))
+            });
         }
         // The policies are read inside the write transaction: a policy set
         // meanwhile is either applied whole or not at all.
         self.write_bulk(|tx| {
             let mut outcomes = Vec::new();
-            for (policy, condition) in plan(tx.conn()?, now)? {
+            for (policy, condition) in plan(tx.sql(), now)? {
                 let removed = match condition {
                     Some((condition, values)) => delete_items(
                         tx,

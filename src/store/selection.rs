@@ -9,11 +9,11 @@
 
 use super::bulk;
 use super::items::{ListFilter, MarkRequest};
+use super::sql::{vals, Backend, Conn, Val};
 use super::write::WriteTx;
 use super::{Dlq, EventKind};
 use crate::error::{Error, Result};
 use crate::time::Timestamp;
-use rusqlite::params_from_iter;
 use rusqlite::types::Value;
 use serde::Serialize;
 
@@ -51,11 +51,13 @@ pub struct ActionReport {
 impl Target {
     /// This target's conditions on `items AS i` (fixed SQL text, each
     /// starting with " AND ") and their bound values.
-    fn condition(&self, now: Timestamp) -> Result<(String, Vec<Value>)> {
+    fn condition(&self, backend: Backend, now: Timestamp) -> Result<(String, Vec<Value>)> {
         let mut sql = String::new();
         let mut values = Vec::new();
         match self {
-            Target::Filter(filter) => filter.push_conditions(now, &mut sql, &mut values),
+            Target::Filter(filter) => {
+                filter.push_conditions_on(backend, now, &mut sql, &mut values)
+            }
             Target::Items(pairs) => {
                 if pairs.len() > MAX_NAMED_ITEMS {
                     return Err(Error::invalid_argument(
@@ -67,7 +69,7 @@ impl Target {
                     ));
                 }
                 if pairs.is_empty() {
-                    sql.push_str(" AND 0");
+                    sql.push_str(" AND 1 = 0");
                 } else {
                     sql.push_str(" AND (i.job_id, i.item_id) IN (VALUES ");
                     for (n, (job, item)) in pairs.iter().enumerate() {
@@ -91,24 +93,31 @@ impl Target {
 /// was counted (a merge moves last_attempt or failure_count), or was
 /// removed and stored again under its name, is not the item that was
 /// confirmed. Swapping one matching row for another changes the sum.
-fn fingerprint(
-    conn: &rusqlite::Connection,
-    condition: &str,
-    values: &[Value],
-) -> Result<(u64, i64, i64)> {
+fn fingerprint(conn: Conn<'_>, condition: &str, values: &[Value]) -> Result<(u64, i64, i64)> {
+    // PostgreSQL hashes the same fields with its own text hash (a token
+    // is only ever compared with one of the same database).
+    let hash = match conn.backend() {
+        Backend::Sqlite => {
+            "dlq_key_hash(i.job_id, i.item_id, i.first_attempt, i.last_attempt, i.error_signature)"
+        }
+        Backend::Postgres => {
+            "(hashtextextended(concat_ws(chr(31), i.job_id, i.item_id, i.first_attempt, i.first_attempt_ns,
+                 i.last_attempt, i.last_attempt_ns, i.error_signature), 0) % 4294967291)"
+        }
+    };
     let sql = format!(
         "SELECT COUNT(*),
-             COALESCE(SUM((dlq_key_hash(i.job_id, i.item_id, i.first_attempt, i.last_attempt,
-                                        i.error_signature) + i.id * 2654435761
-                           + i.failure_count * 40503) % 4294967291), 0),
+             CAST(COALESCE(SUM(({hash} + i.id * 2654435761
+                           + i.failure_count * 40503) % 4294967291), 0) AS BIGINT),
              COALESCE(MAX(i.id), 0)
          FROM items i WHERE 1 = 1{condition}"
     );
-    let (count, sum, max): (i64, i64, i64) = conn
-        .prepare(&sql)?
-        .query_row(params_from_iter(values.iter()), |row| {
-            Ok((row.get(0)?, row.get(1)?, row.get(2)?))
-        })?;
+    let bound: Vec<Val<'_>> = values.iter().map(Val::from_value).collect();
+    let (count, sum, max) = conn
+        .row(&sql, &bound, |row| {
+            Ok((row.i64(0)?, row.i64(1)?, row.i64(2)?))
+        })?
+        .unwrap_or_default();
     Ok((u64::try_from(count).unwrap_or(0), sum, max))
 }
 
@@ -134,9 +143,8 @@ impl Dlq {
     /// them later.
     pub fn select(&self, target: &Target) -> Result<Selection> {
         let now = self.age_now();
-        let (condition, values) = target.condition(now)?;
-        let conn = self.conn()?;
-        let print = fingerprint(&conn, &condition, &values)?;
+        let (condition, values) = target.condition(self.backend(), now)?;
+        let print = self.read(|conn| fingerprint(conn, &condition, &values))?;
         Ok(Selection {
             count: print.0,
             max_key: print.2,
@@ -150,9 +158,8 @@ impl Dlq {
     /// starts.
     pub fn check_selection(&self, target: &Target, token_given: &str) -> Result<Selection> {
         let (now, counted) = parse_token(token_given)?;
-        let (condition, values) = target.condition(now)?;
-        let conn = self.conn()?;
-        let print = fingerprint(&conn, &condition, &values)?;
+        let (condition, values) = target.condition(self.backend(), now)?;
+        let print = self.read(|conn| fingerprint(conn, &condition, &values))?;
         if token(now, print) != token_given {
             return Err(Error::SelectionChanged {
                 counted,
@@ -179,35 +186,53 @@ impl Dlq {
             return Err(Error::invalid_argument("mark", "nothing to change"));
         }
         self.act(target, expect, |tx, condition, values| {
-            let conn = tx.conn()?;
-            conn.execute_batch(
-                "CREATE TEMP TABLE IF NOT EXISTS selected_ids (id INTEGER PRIMARY KEY);
-                 DELETE FROM temp.selected_ids;",
+            let conn = tx.sql();
+            // Unqualified: both backends look in the temp schema first.
+            conn.exec(
+                "CREATE TEMP TABLE IF NOT EXISTS selected_ids (id BIGINT PRIMARY KEY)",
+                &[],
             )?;
-            let n = conn.execute(
-                &format!("INSERT INTO temp.selected_ids (id) SELECT i.id FROM items i WHERE 1 = 1{condition}"),
-                params_from_iter(values.iter()),
+            conn.exec("DELETE FROM selected_ids", &[])?;
+            if conn.backend() == Backend::Postgres {
+                // The jobs' row locks first, as adds take them.
+                conn.exec(
+                    &format!(
+                        "SELECT 1 FROM jobs WHERE job_id IN (SELECT i.job_id FROM items i WHERE 1 = 1{condition})
+                         ORDER BY job_id FOR UPDATE"
+                    ),
+                    &values.iter().map(Val::from_value).collect::<Vec<_>>(),
+                )?;
+            }
+            let bound: Vec<Val<'_>> = values.iter().map(Val::from_value).collect();
+            let n = conn.exec(
+                &format!("INSERT INTO selected_ids (id) SELECT i.id FROM items i WHERE 1 = 1{condition}"),
+                &bound,
             )?;
             let detail = serde_json::json!({
                 "reprocess_eligible": request.reprocess_eligible,
                 "manual_review_required": request.manual_review_required,
-            });
-            conn.execute(
-                "INSERT INTO events (time, kind, job_id, item_id, detail)
-                 SELECT ?1, ?2, i.job_id, i.item_id, ?3
-                 FROM temp.selected_ids s CROSS JOIN items i ON i.id = s.id ORDER BY s.id",
-                rusqlite::params![tx.now(), EventKind::Marked, detail.to_string()],
+            })
+            .to_string();
+            conn.exec(
+                &format!(
+                    "INSERT INTO {} (time, kind, job_id, item_id, detail)
+                     SELECT ?1, ?2, i.job_id, i.item_id, ?3
+                     FROM selected_ids s {} items i ON i.id = s.id ORDER BY s.id",
+                    tx.events_table()?,
+                    conn.backend().ordered_join()
+                ),
+                vals![tx.now(), EventKind::Marked.as_str(), &detail],
             )?;
-            conn.execute(
+            conn.exec(
                 "UPDATE items SET
                      reprocess_eligible = COALESCE(?1, reprocess_eligible),
                      reprocess_eligible_marked = CASE WHEN ?1 IS NULL THEN reprocess_eligible_marked ELSE 1 END,
                      manual_review_required = COALESCE(?2, manual_review_required),
                      manual_review_required_marked = CASE WHEN ?2 IS NULL THEN manual_review_required_marked ELSE 1 END
-                 WHERE id IN (SELECT id FROM temp.selected_ids)",
-                rusqlite::params![request.reprocess_eligible, request.manual_review_required],
+                 WHERE id IN (SELECT id FROM selected_ids)",
+                vals![request.reprocess_eligible, request.manual_review_required],
             )?;
-            conn.execute("DELETE FROM temp.selected_ids", [])?;
+            conn.exec("DELETE FROM selected_ids", &[])?;
             Ok(n)
         })
     }
@@ -237,10 +262,10 @@ impl Dlq {
     ) -> Result<ActionReport> {
         let expected = expect.map(parse_token).transpose()?;
         let now = expected.map_or_else(|| self.age_now(), |(now, _)| now);
-        let (condition, values) = target.condition(now)?;
+        let (condition, values) = target.condition(self.backend(), now)?;
         self.write(|tx| {
             if let (Some(token_given), Some((_, counted))) = (expect, expected) {
-                let print = fingerprint(tx.conn()?, &condition, &values)?;
+                let print = fingerprint(tx.sql(), &condition, &values)?;
                 if token(now, print) != token_given {
                     return Err(Error::SelectionChanged {
                         counted,

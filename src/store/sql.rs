@@ -199,6 +199,18 @@ impl Row<'_> {
         }
     }
 
+    /// A text column borrowed from the row (no copy; NULL reads as empty),
+    /// for scans that only count or compare.
+    pub fn bytes(&self, idx: usize) -> Result<&[u8]> {
+        match self {
+            Row::Sqlite(row) => Ok(row.get_ref(idx)?.as_bytes().unwrap_or(b"")),
+            #[cfg(feature = "postgres")]
+            Row::Postgres(row) => Ok(row
+                .try_get::<_, Option<&str>>(idx)?
+                .map_or(&b""[..], str::as_bytes)),
+        }
+    }
+
     pub fn bool(&self, idx: usize) -> Result<bool> {
         Ok(self.i64(idx)? != 0)
     }
@@ -230,6 +242,51 @@ fn bad_column(idx: usize, wanted: &str, found: &str) -> Error {
         "database column",
         format!("column {idx}: expected {wanted}, found {found}"),
     )
+}
+
+impl<'c> Conn<'c> {
+    /// On SQLite, the page cache of `main` set to `kib` KiB until the value
+    /// is dropped (a scan reads each page once: a big cache would only hold
+    /// memory); PostgreSQL's server manages its own.
+    pub fn scan_cache(&self, kib: i64) -> Result<Option<crate::db::CacheSize<'c>>> {
+        match self {
+            Conn::Sqlite(conn) => Ok(Some(crate::db::CacheSize::set(conn, "main", kib)?)),
+            #[cfg(feature = "postgres")]
+            Conn::Postgres(_) => Ok(None),
+        }
+    }
+}
+
+impl Backend {
+    /// An inner join whose left side is read first: SQLite's CROSS JOIN
+    /// (which keeps its planner to that order); PostgreSQL plans joins
+    /// itself and takes no ON after CROSS JOIN.
+    pub fn ordered_join(self) -> &'static str {
+        match self {
+            Backend::Sqlite => "CROSS JOIN",
+            Backend::Postgres => "JOIN",
+        }
+    }
+
+    /// A source timestamp column (`i.first_attempt`, `last_attempt`,
+    /// `timestamp`) in storage text: as it is on SQLite, joined with its
+    /// nanoseconds column on PostgreSQL.
+    pub fn ts_text(self, column: &str) -> String {
+        match self {
+            Backend::Sqlite => column.to_string(),
+            Backend::Postgres => format!("dlq_ts_text({column}, {column}_ns)"),
+        }
+    }
+
+    /// A source timestamp column as an ORDER BY key, to the nanosecond
+    /// (`desc`: newest first).
+    pub fn ts_order(self, column: &str, desc: bool) -> String {
+        let dir = if desc { " DESC" } else { "" };
+        match self {
+            Backend::Sqlite => format!("{column}{dir}"),
+            Backend::Postgres => format!("{column}{dir}, {column}_ns{dir}"),
+        }
+    }
 }
 
 impl<'c> Conn<'c> {
@@ -306,12 +363,24 @@ impl<'c> Conn<'c> {
         params: &[Val<'_>],
         mut f: impl FnMut(&Row<'_>) -> Result<()>,
     ) -> Result<()> {
+        self.each_while(sql, params, |row| f(row).map(|()| true))
+    }
+
+    /// [`Conn::each`] until `f` returns false (the rest are not read).
+    pub fn each_while(
+        &self,
+        sql: &str,
+        params: &[Val<'_>],
+        mut f: impl FnMut(&Row<'_>) -> Result<bool>,
+    ) -> Result<()> {
         match self {
             Conn::Sqlite(conn) => {
                 let mut stmt = conn.prepare_cached(sql)?;
                 let mut rows = stmt.query(rusqlite::params_from_iter(params))?;
                 while let Some(row) = rows.next()? {
-                    f(&Row::Sqlite(row))?;
+                    if !f(&Row::Sqlite(row))? {
+                        break;
+                    }
                 }
                 Ok(())
             }
@@ -326,7 +395,9 @@ impl<'c> Conn<'c> {
                     .client
                     .query_raw(&statement, params.iter().copied())?;
                 while let Some(row) = rows.next()? {
-                    f(&Row::Postgres(&row))?;
+                    if !f(&Row::Postgres(&row))? {
+                        break;
+                    }
                 }
                 Ok(())
             }

@@ -95,7 +95,7 @@ fn head_of(row: &Row<'_>) -> Result<StatsHead> {
 /// columns (`oldest`, `newest`) of a SELECT on `jobs j`: two index
 /// lookups. On PostgreSQL to the nanosecond (the time and the nanoseconds
 /// beside it, read back as the exact text).
-fn span_columns(backend: Backend) -> &'static str {
+pub(super) fn span_columns(backend: Backend) -> &'static str {
     match backend {
         Backend::Sqlite => {
             "(SELECT MIN(first_attempt) FROM items i WHERE i.job_id = j.job_id) AS oldest,

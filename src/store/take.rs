@@ -6,10 +6,10 @@
 //! so one that fails again keeps counting its attempts.
 
 use super::items::ListFilter;
+use super::sql::{vals, Backend, Val};
 use super::Dlq;
 use super::EventKind;
 use crate::error::{Error, Result};
-use rusqlite::params;
 use rusqlite::types::Value;
 use serde::Serialize;
 
@@ -50,52 +50,55 @@ impl Dlq {
         filter.eligible = Some(true);
         let now = self.age_now();
         let take = |tx: &mut super::WriteTx<'_>| -> Result<Vec<TakenItem>> {
-            let conn = tx.conn()?;
-            let exists: bool = conn
-                .prepare_cached("SELECT EXISTS (SELECT 1 FROM jobs WHERE job_id = ?1)")?
-                .query_row([job_id], |row| row.get(0))?;
-            if !exists {
+            let conn = tx.sql();
+            // On PostgreSQL this takes the job's row lock too (see
+            // WriteTx::lock_job): an add to the job waits for the take.
+            let lock = match conn.backend() {
+                Backend::Sqlite => "SELECT 1 FROM jobs WHERE job_id = ?1",
+                Backend::Postgres => "SELECT 1 FROM jobs WHERE job_id = ?1 FOR UPDATE",
+            };
+            if conn.row(lock, vals![job_id], |_| Ok(()))?.is_none() {
                 return Err(Error::JobNotFound(job_id.to_string()));
             }
+            // Unqualified temp tables: both backends look in the session's
+            // temp schema first.
+            conn.exec(
+                "CREATE TEMP TABLE IF NOT EXISTS taken_keys (id BIGINT PRIMARY KEY)",
+                &[],
+            )?;
+            conn.exec("DELETE FROM taken_keys", &[])?;
             let mut sql =
-                String::from("SELECT i.id, i.item_id, i.item_data FROM items i WHERE 1 = 1");
+                String::from("INSERT INTO taken_keys (id) SELECT i.id FROM items i WHERE 1 = 1");
             let mut values = Vec::new();
-            filter.push_conditions(now, &mut sql, &mut values);
+            filter.push_conditions_on(conn.backend(), now, &mut sql, &mut values);
             sql.push_str(" ORDER BY i.item_id LIMIT ?");
             values.push(Value::Integer(
                 options
                     .limit
-                    .map_or(-1, |n| i64::try_from(n).unwrap_or(i64::MAX)),
+                    .map_or(i64::MAX, |n| i64::try_from(n).unwrap_or(i64::MAX)),
             ));
-            conn.execute_batch(
-                "CREATE TEMP TABLE IF NOT EXISTS taken_keys (id INTEGER PRIMARY KEY);
-                 DELETE FROM temp.taken_keys;",
+            let bound: Vec<Val<'_>> = values.iter().map(Val::from_value).collect();
+            conn.exec(&sql, &bound)?;
+            let taken = conn.collect(
+                "SELECT i.item_id, i.item_data FROM taken_keys t JOIN items i ON i.id = t.id
+                 ORDER BY i.item_id",
+                &[],
+                |row| {
+                    Ok(TakenItem {
+                        item_id: row.text(0)?,
+                        item_data: serde_json::from_str(&row.text(1)?)?,
+                    })
+                },
             )?;
-            let mut taken = Vec::new();
-            {
-                let mut select = conn.prepare(&sql)?;
-                let mut keep =
-                    conn.prepare_cached("INSERT INTO temp.taken_keys (id) VALUES (?1)")?;
-                let mut rows = select.query(rusqlite::params_from_iter(values))?;
-                while let Some(row) = rows.next()? {
-                    let key: i64 = row.get("id")?;
-                    let data: String = row.get("item_data")?;
-                    keep.execute([key])?;
-                    taken.push(TakenItem {
-                        item_id: row.get("item_id")?,
-                        item_data: serde_json::from_str(&data)?,
-                    });
-                }
-            }
             let detail =
                 serde_json::json!({"destination": "memory", "keep_history": options.keep_history});
             if options.keep_history {
                 // Not a mark: the item's next failure decides its flags
                 // again, as any newer copy does.
-                conn.execute(
+                conn.exec(
                     "UPDATE items SET reprocess_eligible = 0, reprocess_eligible_marked = 0
-                     WHERE id IN (SELECT id FROM temp.taken_keys)",
-                    [],
+                     WHERE id IN (SELECT id FROM taken_keys)",
+                    &[],
                 )?;
                 for item in &taken {
                     tx.event(
@@ -108,13 +111,13 @@ impl Dlq {
             } else {
                 super::bulk::delete_items(
                     tx,
-                    " AND i.id IN (SELECT id FROM temp.taken_keys)",
+                    " AND i.id IN (SELECT id FROM taken_keys)",
                     &[],
                     EventKind::Requeued,
                     detail,
                 )?;
             }
-            tx.conn()?.execute_batch("DELETE FROM temp.taken_keys;")?;
+            tx.sql().exec("DELETE FROM taken_keys", &[])?;
             Ok(taken)
         };
         if options.keep_history {
@@ -131,27 +134,27 @@ impl Dlq {
             return Ok(0);
         }
         self.write_bulk(|tx| {
-            tx.conn()?.execute_batch(
+            let conn = tx.sql();
+            conn.exec(
                 "CREATE TEMP TABLE IF NOT EXISTS taken_items (job_id TEXT NOT NULL, item_id TEXT NOT NULL,
-                     PRIMARY KEY (job_id, item_id));
-                 DELETE FROM temp.taken_items;",
+                     PRIMARY KEY (job_id, item_id))",
+                &[],
             )?;
-            {
-                let mut insert = tx
-                    .conn()?
-                    .prepare_cached("INSERT OR IGNORE INTO temp.taken_items (job_id, item_id) VALUES (?1, ?2)")?;
-                for (job_id, item_id) in items {
-                    insert.execute(params![job_id, item_id])?;
-                }
+            conn.exec("DELETE FROM taken_items", &[])?;
+            for (job_id, item_id) in items {
+                conn.exec(
+                    "INSERT INTO taken_items (job_id, item_id) VALUES (?1, ?2) ON CONFLICT DO NOTHING",
+                    vals![job_id, item_id],
+                )?;
             }
             let taken = super::bulk::delete_items(
                 tx,
-                " AND EXISTS (SELECT 1 FROM temp.taken_items t WHERE t.job_id = i.job_id AND t.item_id = i.item_id)",
+                " AND EXISTS (SELECT 1 FROM taken_items t WHERE t.job_id = i.job_id AND t.item_id = i.item_id)",
                 &[],
                 EventKind::Requeued,
                 serde_json::json!({"destination": destination}),
             )?;
-            tx.conn()?.execute_batch("DELETE FROM temp.taken_items;")?;
+            tx.sql().exec("DELETE FROM taken_items", &[])?;
             Ok(taken)
         })
     }

@@ -100,11 +100,20 @@ pub struct WriteTx<'c> {
     /// the whole table for every evicted item, so it waits for
     /// [`WriteTx::restore`].
     indexes_suspended: bool,
+    /// On PostgreSQL, whether this transaction staged events in
+    /// `pending_events` (see [`WriteTx::events_table`]).
+    events_staged: std::cell::Cell<bool>,
 }
+
+/// The advisory lock PostgreSQL writers hold while they move their staged
+/// events into `events` and commit (any number that no other lock of dlq
+/// uses; "dlqevent" in ASCII).
+const EVENTS_LOCK: i64 = 0x646c_7165_7665_6e74;
 
 impl<'c> WriteTx<'c> {
     pub(super) fn new(conn: Conn<'c>, now: Timestamp) -> Result<Self> {
         Ok(WriteTx {
+            events_staged: std::cell::Cell::new(false),
             conn,
             now,
             default_cap: default_capacity(conn)?,
@@ -165,6 +174,20 @@ impl<'c> WriteTx<'c> {
             vals![job_id, repo, self.now],
         )?;
         self.jobs_touched.insert(job_id.to_string());
+        Ok(())
+    }
+
+    /// Takes the job's row lock on PostgreSQL before changing its items, the
+    /// order adds take them in (job row, then items: no deadlock between a
+    /// remove and an add). SQLite's one writer needs nothing.
+    pub(super) fn lock_job(&self, job_id: &str) -> Result<()> {
+        if self.conn.backend() == Backend::Postgres {
+            self.conn.row(
+                "SELECT 1 FROM jobs WHERE job_id = ?1 FOR UPDATE",
+                vals![job_id],
+                |_| Ok(()),
+            )?;
+        }
         Ok(())
     }
 
@@ -429,9 +452,60 @@ impl<'c> WriteTx<'c> {
         item_id: Option<&str>,
         detail: &str,
     ) -> Result<()> {
+        let sql = format!(
+            "INSERT INTO {} (time, kind, job_id, item_id, detail) VALUES (?1, ?2, ?3, ?4, ?5)",
+            self.events_table()?
+        );
         self.conn.exec(
-            "INSERT INTO events (time, kind, job_id, item_id, detail) VALUES (?1, ?2, ?3, ?4, ?5)",
+            &sql,
             vals![self.now, kind.as_str(), job_id, item_id, detail],
+        )?;
+        Ok(())
+    }
+
+    /// The table this transaction writes its events to. SQLite's writers
+    /// take turns, so event ids grow in commit order and a follower
+    /// reading `id > cursor` misses nothing. PostgreSQL's commit
+    /// concurrently: an id taken by a transaction that commits after a
+    /// later id was read would be skipped. So there each transaction
+    /// stages its events in a temporary table, and
+    /// [`WriteTx::publish_events`] moves them into `events` under an
+    /// advisory lock held to the commit: ids are handed out in commit
+    /// order. The lock is the last one a writer takes (no deadlock) and
+    /// covers only the move and the commit.
+    pub(super) fn events_table(&self) -> Result<&'static str> {
+        if self.conn.backend() == Backend::Sqlite {
+            return Ok("events");
+        }
+        if !self.events_staged.get() {
+            self.conn.exec(
+                "CREATE TEMP TABLE IF NOT EXISTS pending_events (
+                     seq     bigint GENERATED ALWAYS AS IDENTITY,
+                     time    timestamptz NOT NULL,
+                     kind    text NOT NULL,
+                     job_id  text,
+                     item_id text,
+                     detail  jsonb
+                 ) ON COMMIT DELETE ROWS",
+                &[],
+            )?;
+            self.events_staged.set(true);
+        }
+        Ok("pending_events")
+    }
+
+    /// On PostgreSQL, moves the staged events into `events` (see
+    /// [`WriteTx::events_table`]); the caller commits next.
+    pub(super) fn publish_events(&mut self) -> Result<()> {
+        if !self.events_staged.get() {
+            return Ok(());
+        }
+        self.conn
+            .exec("SELECT pg_advisory_xact_lock(?1)", vals![EVENTS_LOCK])?;
+        self.conn.exec(
+            "INSERT INTO events (time, kind, job_id, item_id, detail)
+             SELECT time, kind, job_id, item_id, detail FROM pending_events ORDER BY seq",
+            &[],
         )?;
         Ok(())
     }

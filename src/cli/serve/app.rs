@@ -53,14 +53,15 @@ pub struct App {
     /// The database file's path and (device, inode) when the server
     /// started: a file removed or replaced since would otherwise go on
     /// being served, and written, from the old copy.
-    pub db_identity: (std::path::PathBuf, Option<(u64, u64)>),
+    /// `None` for a database on a server (no file to replace).
+    pub db_identity: Option<(std::path::PathBuf, Option<(u64, u64)>)>,
 }
 
 impl App {
     /// Why the database file is no longer the one opened, if it is not.
     fn database_moved(&self) -> Option<String> {
         use std::os::unix::fs::MetadataExt;
-        let (path, opened) = &self.db_identity;
+        let (path, opened) = self.db_identity.as_ref()?;
         let now = std::fs::metadata(path).ok().map(|m| (m.dev(), m.ino()));
         (now != *opened).then(|| {
             format!(

@@ -165,6 +165,7 @@ pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
     let bound = listener
         .local_addr()
         .context("cannot read the bound address")?;
+    let on_server = dlq.backend() == dlqlite::store::Backend::Postgres;
     let app = Arc::new(app::App {
         dlq,
         csrf: csrf_of(&token),
@@ -180,12 +181,17 @@ pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
         runs: Mutex::new(Vec::new()),
         insight: insight::Cache::default(),
         heavy: tokio::sync::Semaphore::new(HEAVY_AT_ONCE),
-        db_label: ctx.db_path.display().to_string(),
-        db_identity: (ctx.db_path.clone(), {
+        db_label: if on_server {
+            dlqlite::db::redacted_url(&ctx.db_path.to_string_lossy())
+        } else {
+            ctx.db_path.display().to_string()
+        },
+        db_identity: (!on_server).then(|| {
             use std::os::unix::fs::MetadataExt;
-            std::fs::metadata(&ctx.db_path)
+            let opened = std::fs::metadata(&ctx.db_path)
                 .ok()
-                .map(|m| (m.dev(), m.ino()))
+                .map(|m| (m.dev(), m.ino()));
+            (ctx.db_path.clone(), opened)
         }),
     });
     let host = match bound.ip() {
