@@ -22,8 +22,11 @@ fn one(id: &str) -> DeadLetteredItem {
 fn tasks_add_at_once_and_a_retry_runs_an_async_handler() {
     let dir = TempDir::new("async");
     let db = dir.join("dlq.db");
+    // (The PostgreSQL switch's database is made by a blocking client: not
+    // on the runtime.)
+    let target = super::common::target(&db);
     runtime().block_on(async {
-        let dlq = AsyncDlq::open(&db).await.unwrap();
+        let dlq = AsyncDlq::open(target).await.unwrap();
         // 32 tasks on one runtime thread, 10 adds each: the adds run on the
         // blocking pool and share commits.
         let tasks: Vec<_> = (0..32)

@@ -61,7 +61,10 @@ fn json_exports_carry_the_repo_back_through_import_and_add() {
         assert_eq!(
             count(
                 &added,
-                "SELECT COUNT(*) FROM items WHERE json_extract(extra, '$.repo') IS NOT NULL"
+                &format!(
+                    "SELECT COUNT(*) FROM items WHERE {} IS NOT NULL",
+                    json_at("extra", "repo", false)
+                )
             ),
             0
         );
@@ -158,13 +161,16 @@ fn prune_removes_only_empty_jobs_with_an_event_each() {
 
 /// Records a retry run of `job` as running in process `pid` of this host.
 fn running_run(db: &Path, job: &str, pid: i64) {
-    sql(db)
-        .execute(
+    // Test names: no quotes to escape.
+    exec(
+        db,
+        &format!(
             "INSERT INTO retry_runs (run_id, job_id, host, pid, started_at, heartbeat_at, status, parameters)
-             VALUES (?1, ?2, ?3, ?4, '2026-01-01T00:00:00.000000000Z', '2026-01-01T00:00:00.000000000Z', 'running', '{}')",
-            rusqlite::params![format!("run-{job}-{pid}"), job, dlqlite::retry::hostname(), pid],
-        )
-        .unwrap();
+             VALUES ('run-{job}-{pid}', '{job}', '{}', {pid}, '2026-01-01T00:00:00.000000000Z',
+                     '2026-01-01T00:00:00.000000000Z', 'running', '{{}}')",
+            dlqlite::retry::hostname()
+        ),
+    );
 }
 
 /// The id of a process that has exited.

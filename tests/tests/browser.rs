@@ -385,25 +385,32 @@ const SEARCH: &str = "failure_count >= 3 && reprocess_eligible";
 const SEARCH_SQL: &str =
     "SELECT count(*) FROM items WHERE failure_count >= 3 AND reprocess_eligible = 1";
 
+/// `text` as an SQL string literal.
+fn quoted(text: &str) -> String {
+    format!("'{}'", text.replace('\'', "''"))
+}
+
 fn item_exists(db: &Path, job: &str, item: &str) -> bool {
-    sql(db)
-        .query_row(
-            "SELECT count(*) FROM items WHERE job_id = ?1 AND item_id = ?2",
-            [job, item],
-            |r| r.get::<_, i64>(0),
-        )
-        .unwrap()
-        == 1
+    count(
+        db,
+        &format!(
+            "SELECT count(*) FROM items WHERE job_id = {} AND item_id = {}",
+            quoted(job),
+            quoted(item)
+        ),
+    ) == 1
 }
 
 fn events_of(db: &Path, kind: &str, job: &str, item: &str) -> i64 {
-    sql(db)
-        .query_row(
-            "SELECT count(*) FROM events WHERE kind = ?1 AND job_id = ?2 AND item_id = ?3",
-            [kind, job, item],
-            |r| r.get(0),
-        )
-        .unwrap()
+    count(
+        db,
+        &format!(
+            "SELECT count(*) FROM events WHERE kind = {} AND job_id = {} AND item_id = {}",
+            quoted(kind),
+            quoted(job),
+            quoted(item)
+        ),
+    )
 }
 
 /// The (job, item) a link to /item?job=J&id=I names, or a ticked box's
@@ -503,13 +510,14 @@ fn a_person_searches_marks_and_deletes_in_a_real_browser() {
     let marks_before = events_of(&db, "marked", &job, &id);
     browser.click(button);
     browser.wait("the mark's note", |b| !b.all("p.note").is_empty());
-    let marked: i64 = sql(&db)
-        .query_row(
-            &format!("SELECT {column} FROM items WHERE job_id = ?1 AND item_id = ?2"),
-            [&job, &id],
-            |r| r.get(0),
-        )
-        .unwrap();
+    let marked = count(
+        &db,
+        &format!(
+            "SELECT {column} FROM items WHERE job_id = {} AND item_id = {}",
+            quoted(&job),
+            quoted(&id)
+        ),
+    );
     assert_eq!(marked, value, "{column} of {job}/{id} after the click");
     assert_eq!(events_of(&db, "marked", &job, &id), marks_before + 1);
 

@@ -123,8 +123,11 @@ fn list_orders_filters_and_formats() {
     assert!(!ids.contains(&"t2"), "{ids:?}");
     let expected = count(
         &f.db,
-        "SELECT COUNT(*) FROM items WHERE json_extract(item_data, '$.priority') >= 3
-         AND EXISTS (SELECT 1 FROM failure_history f WHERE f.item_key = items.id AND f.error_type = 'Timeout')",
+        &format!(
+            "SELECT COUNT(*) FROM items WHERE {} >= 3
+             AND EXISTS (SELECT 1 FROM failure_history f WHERE f.item_key = items.id AND f.error_type = 'Timeout')",
+            json_at("item_data", "priority", true)
+        ),
     );
     assert_eq!(ids.len() as i64, expected);
 
@@ -301,15 +304,10 @@ fn analyze_groups_and_distributes() {
         );
         let mut listed = listed;
         listed.sort();
-        let counted: Vec<(String, i64)> = sql(&f.db)
-            .prepare(&format!(
-                "SELECT {column}, COUNT(*) FROM failure_history GROUP BY {column} ORDER BY 1"
-            ))
-            .unwrap()
-            .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
-            .unwrap()
-            .collect::<Result<_, _>>()
-            .unwrap();
+        let counted: Vec<(String, i64)> = rows_as(
+            &f.db,
+            &format!("SELECT {column}, COUNT(*) FROM failure_history GROUP BY {column} ORDER BY 1"),
+        );
         assert_eq!(listed, counted, "{key}");
     }
 
@@ -386,7 +384,6 @@ fn analyze_pattern_groups_agree_with_sql() {
         add_lines(&db, job, disk_full.chain([boom]));
     }
     let time = |text: &str| dlqlite::Timestamp::parse(text).unwrap();
-    let conn = sql(&db);
     for job in [None, Some("a"), Some("b")] {
         let mut command = dlq(&db);
         command.args(["analyze", "--json"]);
@@ -398,14 +395,20 @@ fn analyze_pattern_groups_agree_with_sql() {
         assert_eq!(groups.len(), 2, "{job:?}");
         for group in groups {
             let signature = group["error_signature"].as_str().unwrap();
-            let (n, first, last): (i64, String, String) = conn
-                .query_row(
-                    "SELECT COUNT(*), MIN(first_attempt), MAX(last_attempt) FROM items
-                     WHERE error_signature = ?1 AND (?2 IS NULL OR job_id = ?2)",
-                    rusqlite::params![signature, job],
-                    |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)),
-                )
-                .unwrap();
+            // Signatures are hex and the jobs plain names: nothing to quote.
+            let scope = format!(
+                "error_signature = '{signature}'{}",
+                job.map(|j| format!(" AND job_id = '{j}'"))
+                    .unwrap_or_default()
+            );
+            let (n, first, last): (i64, String, String) = row_as(
+                &db,
+                &format!(
+                    "SELECT COUNT(*), MIN({}), MAX({}) FROM items WHERE {scope}",
+                    ts("first_attempt", true),
+                    ts("last_attempt", true)
+                ),
+            );
             assert_eq!(group["count"], n, "{job:?} {signature}");
             assert_eq!(
                 time(group["first_occurrence"].as_str().unwrap()),
@@ -415,17 +418,13 @@ fn analyze_pattern_groups_agree_with_sql() {
                 time(group["last_occurrence"].as_str().unwrap()),
                 time(&last)
             );
-            let newest: Vec<String> = conn
-                .prepare(
-                    "SELECT item_id FROM items
-                     WHERE error_signature = ?1 AND (?2 IS NULL OR job_id = ?2)
-                     ORDER BY last_attempt DESC, id DESC LIMIT 3",
-                )
-                .unwrap()
-                .query_map(rusqlite::params![signature, job], |row| row.get(0))
-                .unwrap()
-                .collect::<Result<_, _>>()
-                .unwrap();
+            let newest = strings(
+                &db,
+                &format!(
+                    "SELECT item_id FROM items WHERE {scope}
+                     ORDER BY last_attempt DESC, id DESC LIMIT 3"
+                ),
+            );
             assert_eq!(group["sample_items"], serde_json::json!(newest), "{job:?}");
         }
     }
@@ -474,18 +473,17 @@ fn exports_parse_and_read_back() {
         .args(["import", "--json"])
         .arg(&jsonl_path)));
     assert_eq!(report["files_rejected"], serde_json::json!([]));
-    let item_rows = |db: &Path| -> Vec<String> {
-        sql(db)
-            .prepare(
-                "SELECT json_array(job_id, item_id, item_data, first_attempt, last_attempt, failure_count,
-                     error_signature, reprocess_eligible, manual_review_required, extra)
+    let item_rows = |db: &Path| -> Vec<Vec<serde_json::Value>> {
+        table_rows(
+            db,
+            &format!(
+                "SELECT job_id, item_id, CAST(item_data AS TEXT), {}, {}, failure_count,
+                     error_signature, reprocess_eligible, manual_review_required, CAST(extra AS TEXT)
                  FROM items ORDER BY job_id, item_id",
-            )
-            .unwrap()
-            .query_map([], |r| r.get(0))
-            .unwrap()
-            .collect::<Result<_, _>>()
-            .unwrap()
+                ts("first_attempt", true),
+                ts("last_attempt", true)
+            ),
+        )
     };
     assert_eq!(item_rows(&fresh), item_rows(&f.db));
     assert_eq!(item_rows(&fresh2), item_rows(&f.db));
@@ -751,13 +749,13 @@ fn reading_commands_do_not_create_a_database_at_a_wrong_path() {
     ] {
         let err = fails(dlq(&db).args(&args));
         assert!(
-            err.contains("no database at") && err.lines().count() == 1,
+            err.contains("no database") && err.lines().count() == 1,
             "{args:?}: {err}"
         );
     }
     let err = fails(dlq(&db).args(["import", "/no/such/tree"]));
     assert!(err.contains("/no/such/tree"), "{err}");
-    assert!(!db.exists(), "a database was created");
+    assert!(!database_exists(&db), "a database was created");
 }
 
 /// `analyze --json` adds up on every shape: listed groups plus the omitted
@@ -814,25 +812,15 @@ fn analyze_groups_add_up_to_every_item() {
     // The reference: items per pattern of their last attempt's message
     // (latest timestamp, then highest attempt number).
     let reference = |job: Option<&str>| -> BTreeMap<String, i64> {
-        let conn = sql(&db);
         let mut last: BTreeMap<i64, (i64, String, String)> = BTreeMap::new();
-        let mut stmt = conn
-            .prepare(
-                "SELECT item_key, attempt_number, timestamp, error_message FROM failure_history",
-            )
-            .unwrap();
-        let rows = stmt
-            .query_map([], |r| {
-                Ok((
-                    r.get::<_, i64>(0)?,
-                    r.get::<_, i64>(1)?,
-                    r.get::<_, String>(2)?,
-                    r.get::<_, String>(3)?,
-                ))
-            })
-            .unwrap();
-        for row in rows {
-            let (key, n, at, message) = row.unwrap();
+        let attempts: Vec<(i64, i64, String, String)> = rows_as(
+            &db,
+            &format!(
+                "SELECT item_key, attempt_number, {}, error_message FROM failure_history",
+                ts("timestamp", true)
+            ),
+        );
+        for (key, n, at, message) in attempts {
             let better = last
                 .get(&key)
                 .is_none_or(|(bn, bat, _)| (&at, n) > (bat, *bn));
@@ -841,12 +829,8 @@ fn analyze_groups_add_up_to_every_item() {
             }
         }
         let mut groups = BTreeMap::new();
-        let mut stmt = conn.prepare("SELECT id, job_id FROM items").unwrap();
-        let rows = stmt
-            .query_map([], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?)))
-            .unwrap();
-        for row in rows {
-            let (key, item_job) = row.unwrap();
+        let items: Vec<(i64, String)> = rows_as(&db, "SELECT id, job_id FROM items");
+        for (key, item_job) in items {
             if job.is_some_and(|j| j != item_job) {
                 continue;
             }
@@ -940,7 +924,7 @@ fn streamed_stats_json_is_the_collected_statistics() {
     let dir = TempDir::new("stats-stream");
     let db = dir.join("dlq.db");
     let check = |db: &Path| {
-        let dlq = dlqlite::Dlq::open(db).unwrap();
+        let dlq = dlqlite::Dlq::open(super::common::target(db)).unwrap();
         let (total, jobs) = dlq.stats().unwrap();
         #[derive(serde::Serialize)]
         struct AllJobs<'a> {

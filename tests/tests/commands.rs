@@ -123,7 +123,7 @@ fn jobs_capacity_and_db_report_what_the_tables_hold() {
         );
     }
     assert_eq!(info["schema_version"], info["supported_schema_version"]);
-    assert_eq!(info["path"], db.to_str().unwrap());
+    assert_eq!(info["path"], target(&db).to_str().unwrap());
 }
 
 #[test]

@@ -1,5 +1,13 @@
 //! Shared test helpers: temporary directories, running `dlq`, and legacy
 //! item JSON.
+//!
+//! One switch runs the suite against PostgreSQL: `DLQ_TEST_DB=postgres`
+//! (with `DLQ_TEST_PG_URL` naming a server, as scripts/test sets it). Tests
+//! keep naming their database by a path in a temp dir; [`target`] turns
+//! that path into a fresh database of its own on the server (created on
+//! first use, dropped with the temp dir), and [`dlq`], [`count`],
+//! [`strings`] and [`dump`] go there. Tests about the SQLite file itself
+//! (permissions, WAL, corruption, PRAGMAs) ask [`sqlite_only`] and return.
 
 #![allow(dead_code)]
 
@@ -33,6 +41,115 @@ impl TempDir {
 impl Drop for TempDir {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.0);
+        pg::drop_under(&self.0);
+    }
+}
+
+/// True when the suite runs against PostgreSQL (`DLQ_TEST_DB=postgres`).
+pub fn on_postgres() -> bool {
+    std::env::var("DLQ_TEST_DB").is_ok_and(|v| v == "postgres")
+}
+
+/// True (and a note on stderr) when the suite runs against PostgreSQL and
+/// the calling test is about the SQLite file itself: the test returns.
+pub fn sqlite_only(why: &str) -> bool {
+    if on_postgres() {
+        eprintln!("skipped on PostgreSQL: {why}");
+    }
+    on_postgres()
+}
+
+/// True (and a note on stderr) when the suite runs against PostgreSQL and
+/// the calling test's oracle is still written in SQLite's SQL only: the
+/// test returns. Each use is work left (grep for it), not a difference of
+/// the backends.
+pub fn pending_on_postgres(why: &str) -> bool {
+    if on_postgres() {
+        eprintln!("not yet run on PostgreSQL: {why}");
+    }
+    on_postgres()
+}
+
+/// What `--db` and `Dlq::open` get for the database a test names by
+/// `path`: the path itself, or on PostgreSQL the URL of a database of its
+/// own (created on first use).
+pub fn target(path: &Path) -> PathBuf {
+    if on_postgres() {
+        PathBuf::from(pg::url_for(path))
+    } else {
+        path.to_path_buf()
+    }
+}
+
+/// The PostgreSQL side of the switch: one database per test path.
+pub mod pg {
+    use std::collections::HashMap;
+    use std::path::{Path, PathBuf};
+    use std::sync::Mutex;
+
+    static DATABASES: Mutex<Option<HashMap<PathBuf, String>>> = Mutex::new(None);
+
+    pub fn server_url() -> String {
+        std::env::var("DLQ_TEST_PG_URL").unwrap_or_else(|_| {
+            panic!(
+                "DLQ_TEST_PG_URL is not set: run the tests with scripts/test, which starts a \
+                 throwaway PostgreSQL cluster (scripts/pg start DIR prints a URL to set by hand)"
+            )
+        })
+    }
+
+    /// `url` with its database name replaced by `name`.
+    pub fn with_dbname(url: &str, name: &str) -> String {
+        let (head, query) = match url.split_once('?') {
+            Some((head, query)) => (head, format!("?{query}")),
+            None => (url, String::new()),
+        };
+        let at = head.rfind('/').expect("a URL with a database name");
+        format!("{}/{name}{query}", &head[..at])
+    }
+
+    pub fn admin() -> postgres::Client {
+        postgres::Client::connect(&server_url(), postgres::NoTls).unwrap()
+    }
+
+    /// The URL of the database standing for `path`, created empty on first
+    /// use (the first writing command creates the schema, as for a file).
+    pub fn url_for(path: &Path) -> String {
+        let mut guard = DATABASES.lock().unwrap_or_else(|e| e.into_inner());
+        let map = guard.get_or_insert_with(HashMap::new);
+        if let Some(name) = map.get(path) {
+            return with_dbname(&server_url(), name);
+        }
+        static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let name = format!("s_{}_{n}", std::process::id());
+        admin()
+            .batch_execute(&format!("CREATE DATABASE \"{name}\""))
+            .unwrap();
+        map.insert(path.to_path_buf(), name.clone());
+        with_dbname(&server_url(), &name)
+    }
+
+    /// Drops the databases of every path under `dir`.
+    pub fn drop_under(dir: &Path) {
+        let mut guard = DATABASES.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(map) = guard.as_mut() else { return };
+        let gone: Vec<PathBuf> = map.keys().filter(|p| p.starts_with(dir)).cloned().collect();
+        if gone.is_empty() {
+            return;
+        }
+        let Ok(mut admin) = postgres::Client::connect(&server_url(), postgres::NoTls) else {
+            return;
+        };
+        for path in gone {
+            let name = map.remove(&path).unwrap();
+            let _ =
+                admin.batch_execute(&format!("DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)"));
+        }
+    }
+
+    pub fn client(path: &Path) -> postgres::Client {
+        postgres::Client::connect(&url_for(path), postgres::NoTls).unwrap()
     }
 }
 
@@ -51,7 +168,7 @@ pub fn dlq(db: &Path) -> Command {
     }
     command
         .arg("--db")
-        .arg(db)
+        .arg(target(db))
         .env_remove("DLQ_DB")
         .env_remove("DLQ_NOW")
         // Tables must not depend on the terminal the tests run in.
@@ -131,6 +248,9 @@ pub fn json(text: &str) -> serde_json::Value {
 /// counters, signature and error-type counts, and the `item_summary` view.
 /// Two databases holding the same items dump equal.
 pub fn dump(db: &Path) -> Vec<String> {
+    if on_postgres() {
+        return dump_postgres(db);
+    }
     let conn = sql(db);
     let mut rows = Vec::new();
     for query in [
@@ -153,6 +273,43 @@ pub fn dump(db: &Path) -> Vec<String> {
             .unwrap()
             .collect::<Result<_, _>>()
             .unwrap();
+        rows.extend(found);
+    }
+    rows
+}
+
+/// [`dump`] on PostgreSQL: the same rows with the same text (timestamps
+/// through `dlq_ts_text`, JSON columns as their text, flags as 0/1), each
+/// row re-serialised so both backends spell it alike.
+fn dump_postgres(db: &Path) -> Vec<String> {
+    let mut client = pg::client(db);
+    let mut rows = Vec::new();
+    for query in [
+        "SELECT json_build_array(job_id, item_id, item_data::text, dlq_ts_text(first_attempt, first_attempt_ns),
+             dlq_ts_text(last_attempt, last_attempt_ns), failure_count, error_signature,
+             reprocess_eligible, manual_review_required, extra::text, omitted_fields::text, last_error_type)::text
+         FROM items ORDER BY job_id, item_id",
+        "SELECT json_build_array(i.job_id, i.item_id, f.attempt_number, dlq_ts_text(f.timestamp, f.timestamp_ns), f.error_type,
+             f.exit_code, f.error_type_json::text, f.error_message, f.error_context::text, f.stack_trace, f.agent_id,
+             f.step_failed, f.duration_ms, f.json_log_location, f.extra::text, f.omitted_fields::text)::text
+         FROM failure_history f JOIN items i ON i.id = f.item_key",
+        "SELECT json_build_array(i.job_id, i.item_id, w.worktree_path, w.branch_name, w.uncommitted_changes, w.error_logs, w.extra::text)::text
+         FROM worktree_artifacts w JOIN items i ON i.id = w.item_key",
+        "SELECT json_build_array(job_id, repo, item_count, eligible_count, manual_review_count, failure_count_sum)::text FROM jobs ORDER BY job_id",
+        "SELECT json_build_array('signature', job_id, error_signature, item_count)::text FROM signature_counts",
+        "SELECT json_build_array('error_type', job_id, error_type, item_count)::text FROM error_type_counts",
+        "SELECT json_build_array('summary', job_id, item_id, error_type, exit_code, error_message)::text FROM item_summary",
+    ] {
+        let mut found: Vec<String> = client
+            .query(query, &[])
+            .unwrap()
+            .iter()
+            .map(|row| json(row.get::<_, &str>(0)).to_string())
+            .collect();
+        if !query.contains("ORDER BY") {
+            // SQLite orders these by the row's JSON text.
+            found.sort();
+        }
         rows.extend(found);
     }
     rows
@@ -213,15 +370,261 @@ pub fn write_json(dir: &Path, name: &str, value: &serde_json::Value) -> PathBuf 
 
 /// Opens the database directly (for checks the CLI does not show).
 pub fn sql(db: &Path) -> rusqlite::Connection {
+    assert!(
+        !on_postgres(),
+        "common::sql opens the SQLite file: on PostgreSQL use count/strings/pg::client, or sqlite_only()"
+    );
     rusqlite::Connection::open(db).unwrap()
 }
 
+/// A timestamp column in dlq's storage text, for queries that read it on
+/// either backend: as it is on SQLite; on PostgreSQL `dlq_ts_text` of the
+/// column and, for the source times of items and attempts (`ns`), its
+/// nanoseconds column.
+pub fn ts(column: &str, ns: bool) -> String {
+    match (on_postgres(), ns) {
+        (false, _) => column.to_string(),
+        (true, true) => format!("dlq_ts_text({column}, {column}_ns)"),
+        (true, false) => format!("dlq_ts_text({column}, 0)"),
+    }
+}
+
+/// SQL for the value at `path` (dotted: `a.b`) inside JSON column
+/// `column`, as text (`number`: as a number), on either backend.
+pub fn json_at(column: &str, path: &str, number: bool) -> String {
+    if on_postgres() {
+        let keys = path.replace('.', ",");
+        let cast = if number { "::numeric" } else { "" };
+        format!("(CAST({column} AS jsonb) #>> '{{{keys}}}'){cast}")
+    } else {
+        format!("json_extract({column}, '$.{path}')")
+    }
+}
+
+/// The newest schema version this build has for the backend under test.
+pub fn supported_schema_version() -> i64 {
+    if on_postgres() {
+        dlqlite::db::postgres::supported_schema_version()
+    } else {
+        dlqlite::db::supported_schema_version()
+    }
+}
+
+/// Another connection holding what every write needs, until dropped: on
+/// SQLite the write lock (BEGIN IMMEDIATE); on PostgreSQL a lock on
+/// `jobs` that every add's job upsert waits for.
+pub enum WriteLock {
+    Sqlite(rusqlite::Connection),
+    Postgres(postgres::Client),
+}
+
+pub fn hold_write_lock(db: &Path) -> WriteLock {
+    if on_postgres() {
+        let mut client = pg::client(db);
+        client
+            .batch_execute("BEGIN; LOCK TABLE jobs IN SHARE ROW EXCLUSIVE MODE")
+            .unwrap();
+        WriteLock::Postgres(client)
+    } else {
+        let conn = sql(db);
+        conn.execute_batch("BEGIN IMMEDIATE").unwrap();
+        WriteLock::Sqlite(conn)
+    }
+}
+
+/// Whether a dlq database is at `db`: the file, or on PostgreSQL any
+/// table in its database.
+pub fn database_exists(db: &Path) -> bool {
+    if on_postgres() {
+        count(
+            db,
+            "SELECT COUNT(*) FROM pg_tables WHERE schemaname = current_schema()",
+        ) > 0
+    } else {
+        db.exists()
+    }
+}
+
+/// Runs statements that change the database (as a person would in
+/// sqlite3 or psql), on either backend.
+pub fn exec(db: &Path, statements: &str) {
+    if on_postgres() {
+        pg::client(db).batch_execute(statements).unwrap();
+    } else {
+        sql(db).execute_batch(statements).unwrap();
+    }
+}
+
+/// The first column of the first row of `query`, an integer (on
+/// PostgreSQL whatever numeric type the query gives is cast to bigint).
 pub fn count(db: &Path, query: &str) -> i64 {
+    if on_postgres() {
+        let wrapped = format!("SELECT (c)::bigint FROM ({query}) AS q(c) LIMIT 1");
+        return pg::client(db).query_one(&wrapped, &[]).unwrap().get(0);
+    }
     sql(db).query_row(query, [], |row| row.get(0)).unwrap()
+}
+
+/// Every row of `query`, each as its column values in order, as JSON:
+/// integers and reals as numbers, text as strings, NULL as null (on
+/// PostgreSQL booleans stay booleans and timestamps are ISO text: compare
+/// what both backends spell alike, or cast in the query).
+pub fn table_rows(db: &Path, query: &str) -> Vec<Vec<serde_json::Value>> {
+    if on_postgres() {
+        let wrapped = format!("SELECT row_to_json(q)::text FROM ({query}) AS q");
+        return pg::client(db)
+            .query(&wrapped, &[])
+            .unwrap()
+            .iter()
+            .map(|row| {
+                let text: &str = row.get(0);
+                serde_json::from_str::<InOrder>(text).unwrap().0
+            })
+            .collect();
+    }
+    let conn = sql(db);
+    let mut stmt = conn.prepare(query).unwrap();
+    let columns = stmt.column_count();
+    stmt.query_map([], |row| {
+        (0..columns)
+            .map(|i| {
+                use rusqlite::types::ValueRef;
+                Ok(match row.get_ref(i)? {
+                    ValueRef::Null => serde_json::Value::Null,
+                    ValueRef::Integer(v) => v.into(),
+                    ValueRef::Real(v) => v.into(),
+                    ValueRef::Text(v) | ValueRef::Blob(v) => {
+                        String::from_utf8_lossy(v).into_owned().into()
+                    }
+                })
+            })
+            .collect()
+    })
+    .unwrap()
+    .collect::<Result<_, _>>()
+    .unwrap()
+}
+
+/// A column value of [`table_rows`] as a Rust value.
+pub trait FromCell: Sized {
+    fn from_cell(value: &serde_json::Value) -> Self;
+}
+
+impl FromCell for String {
+    fn from_cell(value: &serde_json::Value) -> Self {
+        match value {
+            serde_json::Value::String(text) => text.clone(),
+            other => other.to_string(),
+        }
+    }
+}
+
+impl FromCell for i64 {
+    fn from_cell(value: &serde_json::Value) -> Self {
+        match value {
+            serde_json::Value::Bool(b) => i64::from(*b),
+            other => other
+                .as_i64()
+                .unwrap_or_else(|| panic!("not an integer: {other}")),
+        }
+    }
+}
+
+impl FromCell for bool {
+    fn from_cell(value: &serde_json::Value) -> Self {
+        i64::from_cell(value) != 0
+    }
+}
+
+impl FromCell for f64 {
+    fn from_cell(value: &serde_json::Value) -> Self {
+        value
+            .as_f64()
+            .unwrap_or_else(|| panic!("not a number: {value}"))
+    }
+}
+
+impl<T: FromCell> FromCell for Option<T> {
+    fn from_cell(value: &serde_json::Value) -> Self {
+        (!value.is_null()).then(|| T::from_cell(value))
+    }
+}
+
+/// A row of [`table_rows`] as a tuple.
+pub trait FromRow: Sized {
+    fn from_row(row: &[serde_json::Value]) -> Self;
+}
+
+macro_rules! from_row {
+    ($($t:ident $i:tt),+) => {
+        impl<$($t: FromCell),+> FromRow for ($($t,)+) {
+            fn from_row(row: &[serde_json::Value]) -> Self {
+                ($($t::from_cell(&row[$i]),)+)
+            }
+        }
+    };
+}
+from_row!(A 0);
+from_row!(A 0, B 1);
+from_row!(A 0, B 1, C 2);
+from_row!(A 0, B 1, C 2, D 3);
+from_row!(A 0, B 1, C 2, D 3, E 4);
+from_row!(A 0, B 1, C 2, D 3, E 4, F 5);
+from_row!(A 0, B 1, C 2, D 3, E 4, F 5, G 6);
+from_row!(A 0, B 1, C 2, D 3, E 4, F 5, G 6, H 7);
+
+/// Every row of `query` as a tuple, on either backend.
+pub fn rows_as<T: FromRow>(db: &Path, query: &str) -> Vec<T> {
+    table_rows(db, query)
+        .iter()
+        .map(|row| T::from_row(row))
+        .collect()
+}
+
+/// The one row of `query` as a tuple (panics unless there is exactly one).
+pub fn row_as<T: FromRow>(db: &Path, query: &str) -> T {
+    let mut all = rows_as(db, query);
+    assert_eq!(all.len(), 1, "{query}");
+    all.remove(0)
+}
+
+/// A JSON object's values in the order its text has them.
+struct InOrder(Vec<serde_json::Value>);
+
+impl<'de> serde::Deserialize<'de> for InOrder {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Visit;
+        impl<'de> serde::de::Visitor<'de> for Visit {
+            type Value = InOrder;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a JSON object")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<InOrder, A::Error> {
+                let mut values = Vec::new();
+                while let Some((_, value)) = map.next_entry::<String, serde_json::Value>()? {
+                    values.push(value);
+                }
+                Ok(InOrder(values))
+            }
+        }
+        d.deserialize_map(Visit)
+    }
 }
 
 /// The first column of every row of a query, as text.
 pub fn strings(db: &Path, query: &str) -> Vec<String> {
+    if on_postgres() {
+        let wrapped = format!("SELECT (c)::text FROM ({query}) AS q(c)");
+        return pg::client(db)
+            .query(&wrapped, &[])
+            .unwrap()
+            .iter()
+            .map(|row| row.get(0))
+            .collect();
+    }
     sql(db)
         .prepare(query)
         .unwrap()

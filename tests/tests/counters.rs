@@ -18,26 +18,24 @@ type JobCounters = BTreeMap<String, [i64; 4]>;
 type Tally = BTreeMap<(String, String), i64>;
 
 /// What the counters should be, from the rows alone.
-fn expected(conn: &rusqlite::Connection) -> (JobCounters, Tally, Tally, Vec<String>) {
+fn expected(db: &Path) -> (JobCounters, Tally, Tally, Vec<String>) {
     let mut jobs: JobCounters = BTreeMap::new();
-    for job in strings_of(conn, "SELECT job_id FROM jobs") {
+    for job in strings(db, "SELECT job_id FROM jobs") {
         jobs.insert(job, [0; 4]);
     }
     // The last attempt of each item: latest timestamp, then highest
     // attempt_number (the documented rule), picked here in Rust. Stored
     // timestamps are fixed-width UTC, so their text orders like time.
     let mut last: BTreeMap<i64, ((String, i64), String)> = BTreeMap::new();
-    let mut stmt = conn
-        .prepare("SELECT item_key, attempt_number, timestamp, error_type FROM failure_history")
-        .unwrap();
-    let mut rows = stmt.query([]).unwrap();
-    while let Some(row) = rows.next().unwrap() {
-        let key: i64 = row.get(0).unwrap();
-        let order = (
-            row.get::<_, String>(2).unwrap(),
-            row.get::<_, i64>(1).unwrap(),
-        );
-        let error_type: String = row.get(3).unwrap();
+    let attempts: Vec<(i64, i64, String, String)> = rows_as(
+        db,
+        &format!(
+            "SELECT item_key, attempt_number, {}, error_type FROM failure_history",
+            ts("timestamp", true)
+        ),
+    );
+    for (key, number, timestamp, error_type) in attempts {
+        let order = (timestamp, number);
         match last.get(&key) {
             Some((best, _)) if *best >= order => {}
             _ => {
@@ -48,26 +46,19 @@ fn expected(conn: &rusqlite::Connection) -> (JobCounters, Tally, Tally, Vec<Stri
     let mut signatures = Tally::new();
     let mut error_types = Tally::new();
     let mut wrong_last = Vec::new();
-    let mut stmt = conn
-        .prepare(
-            "SELECT id, job_id, item_id, error_signature, reprocess_eligible,
-                    manual_review_required, failure_count, last_error_type FROM items",
-        )
-        .unwrap();
-    let mut rows = stmt.query([]).unwrap();
-    while let Some(row) = rows.next().unwrap() {
-        let key: i64 = row.get(0).unwrap();
-        let job: String = row.get(1).unwrap();
-        let item_id: String = row.get(2).unwrap();
+    type ItemRow = (i64, String, String, String, i64, i64, i64, Option<String>);
+    let items: Vec<ItemRow> = rows_as(
+        db,
+        "SELECT id, job_id, item_id, error_signature, reprocess_eligible,
+                manual_review_required, failure_count, last_error_type FROM items",
+    );
+    for (key, job, item_id, signature, eligible, manual, failures, stored_last) in items {
         let counters = jobs.entry(job.clone()).or_insert([0; 4]);
         counters[0] += 1;
-        counters[1] += row.get::<_, i64>(4).unwrap();
-        counters[2] += row.get::<_, i64>(5).unwrap();
-        counters[3] += row.get::<_, i64>(6).unwrap();
-        *signatures
-            .entry((job.clone(), row.get(3).unwrap()))
-            .or_default() += 1;
-        let stored_last: Option<String> = row.get(7).unwrap();
+        counters[1] += eligible;
+        counters[2] += manual;
+        counters[3] += failures;
+        *signatures.entry((job.clone(), signature)).or_default() += 1;
         let true_last = last.get(&key).map(|(_, t)| t.clone());
         if stored_last != true_last {
             wrong_last.push(format!(
@@ -81,41 +72,25 @@ fn expected(conn: &rusqlite::Connection) -> (JobCounters, Tally, Tally, Vec<Stri
     (jobs, signatures, error_types, wrong_last)
 }
 
-fn strings_of(conn: &rusqlite::Connection, query: &str) -> Vec<String> {
-    conn.prepare(query)
-        .unwrap()
-        .query_map([], |r| r.get(0))
-        .unwrap()
-        .collect::<Result<_, _>>()
-        .unwrap()
-}
-
-fn tally_of(conn: &rusqlite::Connection, query: &str) -> Tally {
-    conn.prepare(query)
-        .unwrap()
-        .query_map([], |r| Ok(((r.get(0)?, r.get(1)?), r.get(2)?)))
-        .unwrap()
-        .collect::<Result<_, _>>()
-        .unwrap()
+fn tally_of(db: &Path, query: &str) -> Tally {
+    rows_as::<(String, String, i64)>(db, query)
+        .into_iter()
+        .map(|(job, key, n)| ((job, key), n))
+        .collect()
 }
 
 /// Every difference between the stored counters and the reference; empty
 /// when they agree.
 pub fn drift(db: &Path) -> Vec<String> {
-    let conn = sql(db);
-    let (jobs, signatures, error_types, mut problems) = expected(&conn);
-    let stored_jobs: JobCounters = conn
-        .prepare(
-            "SELECT job_id, item_count, eligible_count, manual_review_count, failure_count_sum
-             FROM jobs",
-        )
-        .unwrap()
-        .query_map([], |r| {
-            Ok((r.get(0)?, [r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?]))
-        })
-        .unwrap()
-        .collect::<Result<_, _>>()
-        .unwrap();
+    let (jobs, signatures, error_types, mut problems) = expected(db);
+    let stored_jobs: JobCounters = rows_as::<(String, i64, i64, i64, i64)>(
+        db,
+        "SELECT job_id, item_count, eligible_count, manual_review_count, failure_count_sum
+         FROM jobs",
+    )
+    .into_iter()
+    .map(|(job, a, b, c, d)| (job, [a, b, c, d]))
+    .collect();
     if stored_jobs != jobs {
         problems.push(format!(
             "jobs [items, eligible, manual, failures]: stored {stored_jobs:?}, rows say {jobs:?}"
@@ -126,7 +101,7 @@ pub fn drift(db: &Path) -> Vec<String> {
         ("error_type_counts", "error_type", error_types),
     ] {
         let stored = tally_of(
-            &conn,
+            db,
             &format!("SELECT job_id, {key}, item_count FROM {table}"),
         );
         if stored != expected {
@@ -372,29 +347,27 @@ fn every_path_that_changes_data_keeps_the_counters_equal_to_the_rows() {
     ]));
     assert_no_drift(&db, "purge of one job");
 
-    // Hand-written changes in the sqlite3 shell.
-    let conn = sql(&db);
-    conn.execute_batch(
-        "PRAGMA foreign_keys = ON;
-         UPDATE items SET error_signature = 'by-hand', reprocess_eligible = 1 - reprocess_eligible
-             WHERE rowid IN (SELECT rowid FROM items ORDER BY rowid LIMIT 3);
-         UPDATE items SET job_id = 'imp' WHERE job_id = 'a' AND item_id = 'b7';
-         DELETE FROM items WHERE rowid = (SELECT MAX(rowid) FROM items);",
-    )
-    .unwrap();
-    drop(conn);
+    // Hand-written changes in the sqlite3 shell (or psql).
+    let foreign_keys = if on_postgres() {
+        ""
+    } else {
+        "PRAGMA foreign_keys = ON;"
+    };
+    exec(
+        &db,
+        &format!(
+            "{foreign_keys}
+             UPDATE items SET error_signature = 'by-hand', reprocess_eligible = 1 - reprocess_eligible
+                 WHERE id IN (SELECT id FROM items ORDER BY id LIMIT 3);
+             UPDATE items SET job_id = 'imp' WHERE job_id = 'a' AND item_id = 'b7';
+             DELETE FROM items WHERE id = (SELECT MAX(id) FROM items);"
+        ),
+    );
     assert_no_drift(&db, "hand UPDATE and DELETE in the sqlite3 shell");
 
     // Remove one, clear a job.
-    let (job, item) = {
-        let conn = sql(&db);
-        conn.query_row(
-            "SELECT job_id, item_id FROM items ORDER BY rowid LIMIT 1",
-            [],
-            |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)),
-        )
-        .unwrap()
-    };
+    let (job, item): (String, String) =
+        row_as(&db, "SELECT job_id, item_id FROM items ORDER BY id LIMIT 1");
     ok(dlq(&db).args(["clear", &job, "--yes"]));
     let _ = item;
     assert_no_drift(&db, "clear");
@@ -536,7 +509,7 @@ fn random_sequences_of_writes_keep_the_counters_equal_to_the_rows() {
     fn property(ops: Vec<Op>) -> quickcheck::TestResult {
         let dir = TempDir::new("counters-prop");
         let db = dir.join("dlq.db");
-        let dlq = Dlq::open(&db).unwrap();
+        let dlq = Dlq::open(super::common::target(&db)).unwrap();
         for (n, op) in ops.iter().enumerate() {
             apply(&dlq, op);
             let mut problems = drift(&db);
@@ -572,7 +545,8 @@ struct ModelItem {
     value: serde_json::Value,
     /// Flags set with mark (they survive merges until marked again).
     marked: (bool, bool),
-    /// The row key SQLite gives it: one past the largest in the table.
+    /// Its row key: on SQLite one past the largest in the table; on
+    /// PostgreSQL (identity keys, never reused) one past the largest ever.
     row: i64,
     /// Held by a retry run's live lease.
     leased: bool,
@@ -586,6 +560,8 @@ struct Model {
     items: BTreeMap<(String, String), ModelItem>,
     /// Audit events by kind (the kinds the model decides).
     events: BTreeMap<String, i64>,
+    /// The largest row key ever given (PostgreSQL's next is one past it).
+    largest_row: i64,
 }
 
 const DEFAULT_CAPACITY: i64 = 10_000;
@@ -637,12 +613,17 @@ impl Model {
                 for (j, id, attempt, day, error_type) in items {
                     self.jobs.entry(job(*j)).or_insert(None);
                     let incoming = lib_value(*id, *attempt, *day, *error_type);
-                    let next_row = self.items.values().map(|i| i.row).max().unwrap_or(0) + 1;
+                    let next_row = if on_postgres() {
+                        self.largest_row + 1
+                    } else {
+                        self.items.values().map(|i| i.row).max().unwrap_or(0) + 1
+                    };
                     match self.items.get_mut(&key(*j, *id)) {
                         Some(stored) => {
                             stored.value = ref_merge(&stored.value, &incoming, stored.marked);
                         }
                         None => {
+                            self.largest_row = next_row;
                             self.items.insert(
                                 key(*j, *id),
                                 ModelItem {
@@ -753,30 +734,46 @@ impl Model {
     /// Every difference between the database and the model.
     fn differences(&self, dlq: &Dlq, db: &Path) -> Vec<String> {
         let mut problems = Vec::new();
-        let conn = sql(db);
-        let jobs: BTreeMap<String, Option<i64>> = conn
-            .prepare("SELECT job_id, max_items FROM jobs")
-            .unwrap()
-            .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
-            .unwrap()
-            .collect::<Result<_, _>>()
-            .unwrap();
+        let jobs: BTreeMap<String, Option<i64>> = rows_as(db, "SELECT job_id, max_items FROM jobs")
+            .into_iter()
+            .collect();
         if jobs != self.jobs {
             problems.push(format!("jobs: stored {jobs:?}, model {:?}", self.jobs));
         }
-        type Row = ((String, String), (i64, bool, bool, bool));
-        let rows: BTreeMap<(String, String), (i64, bool, bool, bool)> = conn
-            .prepare(
-                "SELECT job_id, item_id, id, reprocess_eligible_marked, manual_review_required_marked,
+        let rows: BTreeMap<(String, String), (i64, bool, bool, bool)> = rows_as::<(
+            String,
+            String,
+            i64,
+            bool,
+            bool,
+            bool,
+        )>(
+            db,
+            "SELECT job_id, item_id, id, reprocess_eligible_marked, manual_review_required_marked,
                         lease_owner IS NOT NULL FROM items",
+        )
+        .into_iter()
+        .map(|(job, item, row, a, b, c)| ((job, item), (row, a, b, c)))
+        .collect();
+        // PostgreSQL's identity keys leave gaps (a conflicting insert takes
+        // a number too): there the keys are compared by their order.
+        let rank = |keys: Vec<i64>| -> BTreeMap<i64, i64> {
+            let mut sorted = keys;
+            sorted.sort_unstable();
+            sorted.into_iter().zip(1..).collect()
+        };
+        let (stored_rank, model_rank) = if on_postgres() {
+            (
+                rank(rows.values().map(|r| r.0).collect()),
+                rank(self.items.values().map(|i| i.row).collect()),
             )
-            .unwrap()
-            .query_map([], |r| -> rusqlite::Result<Row> {
-                Ok(((r.get(0)?, r.get(1)?), (r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?)))
-            })
-            .unwrap()
-            .collect::<Result<_, _>>()
-            .unwrap();
+        } else {
+            (BTreeMap::new(), BTreeMap::new())
+        };
+        let rows: BTreeMap<(String, String), (i64, bool, bool, bool)> = rows
+            .into_iter()
+            .map(|(key, (row, a, b, c))| (key, (*stored_rank.get(&row).unwrap_or(&row), a, b, c)))
+            .collect();
         let stored_keys: Vec<_> = rows.keys().collect();
         let model_keys: Vec<_> = self.items.keys().collect();
         if stored_keys != model_keys {
@@ -787,7 +784,8 @@ impl Model {
         }
         for (key, item) in &self.items {
             let (row, eligible_marked, review_marked, leased) = rows[key];
-            let want = (item.row, item.marked.0, item.marked.1, item.leased);
+            let model_row = *model_rank.get(&item.row).unwrap_or(&item.row);
+            let want = (model_row, item.marked.0, item.marked.1, item.leased);
             if (row, eligible_marked, review_marked, leased) != want {
                 problems.push(format!(
                     "{key:?} (row, marked, marked, leased): stored {:?}, model {want:?}",
@@ -813,20 +811,19 @@ impl Model {
             "retried_ok",
             "retried_failed",
         ];
-        let events: BTreeMap<String, i64> = conn
-            .prepare(&format!(
+        let events: BTreeMap<String, i64> = rows_as(
+            db,
+            &format!(
                 "SELECT kind, COUNT(*) FROM events WHERE kind IN ({}) GROUP BY kind",
                 kinds
                     .iter()
                     .map(|k| format!("'{k}'"))
                     .collect::<Vec<_>>()
                     .join(", ")
-            ))
-            .unwrap()
-            .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
-            .unwrap()
-            .collect::<Result<_, _>>()
-            .unwrap();
+            ),
+        )
+        .into_iter()
+        .collect();
         if events != self.events {
             problems.push(format!(
                 "events: stored {events:?}, model {:?}",
@@ -842,7 +839,7 @@ fn random_sequences_of_writes_leave_the_tables_equal_to_the_reference_model() {
     fn property(ops: Vec<Op>) -> quickcheck::TestResult {
         let dir = TempDir::new("model-prop");
         let db = dir.join("dlq.db");
-        let dlq = Dlq::open(&db).unwrap();
+        let dlq = Dlq::open(super::common::target(&db)).unwrap();
         let mut model = Model::default();
         for (n, op) in ops.iter().enumerate() {
             let succeeded = apply(&dlq, op);

@@ -18,19 +18,25 @@ fn one_item(id: &str) -> dlqlite::DeadLetteredItem {
 fn open_existing_refuses_a_missing_path_and_creates_nothing() {
     let dir = TempDir::new("open-existing");
     let db = dir.join("typo/dlq.db");
-    let err = OpenOptions::new().open_existing(&db).unwrap_err();
+    let err = OpenOptions::new()
+        .open_existing(super::common::target(&db))
+        .unwrap_err();
     assert_eq!(err.kind(), ErrorKind::NotFound, "{err}");
-    assert!(err.to_string().contains("typo/dlq.db"), "{err}");
+    let named = super::common::target(&db).display().to_string();
+    assert!(
+        err.to_string().contains(named.trim_end_matches("/dlq.db")),
+        "{err}"
+    );
     let err = Dlq::open_existing(&db).unwrap_err();
     assert_eq!(err.kind(), ErrorKind::NotFound);
     assert!(!dir.join("typo").exists(), "a directory was created");
     // The same options create it when allowed, and open it after.
     OpenOptions::new()
-        .open(&db)
+        .open(super::common::target(&db))
         .unwrap()
         .add("j", &one_item("a"))
         .unwrap();
-    let dlq = Dlq::open_existing(&db).unwrap();
+    let dlq = Dlq::open_existing(super::common::target(&db)).unwrap();
     assert_eq!(dlq.job_stats("j").unwrap().total_items, 1);
 }
 
@@ -38,23 +44,35 @@ fn open_existing_refuses_a_missing_path_and_creates_nothing() {
 fn a_read_only_handle_reads_and_refuses_every_write() {
     let dir = TempDir::new("read-only");
     let db = dir.join("dlq.db");
-    Dlq::open(&db).unwrap().add("j", &one_item("a")).unwrap();
+    Dlq::open(super::common::target(&db))
+        .unwrap()
+        .add("j", &one_item("a"))
+        .unwrap();
     let before = dump(&db);
-    let reader = OpenOptions::new().read_only(true).open(&db).unwrap();
+    let reader = OpenOptions::new()
+        .read_only(true)
+        .open(super::common::target(&db))
+        .unwrap();
     assert_eq!(reader.stats().unwrap().0.total_items, 1);
     let err = reader.add("j", &one_item("b")).unwrap_err();
     assert_eq!(err.kind(), ErrorKind::ReadOnly, "{err}");
     assert!(!err.is_transient());
     // The error names the database and keeps SQLite's reason as its source.
-    assert!(err.to_string().contains(&db.display().to_string()), "{err}");
-    assert!(std::error::Error::source(&err).is_some());
+    assert!(
+        err.to_string()
+            .contains(&super::common::target(&db).display().to_string()),
+        "{err}"
+    );
+    if !on_postgres() {
+        assert!(std::error::Error::source(&err).is_some());
+    }
     let err = reader.set_capacity(None, Some(5)).unwrap_err();
     assert_eq!(err.kind(), ErrorKind::ReadOnly, "{err}");
     assert_eq!(dump(&db), before);
     // A missing file is not created read-only.
     let err = OpenOptions::new()
         .read_only(true)
-        .open(dir.join("none.db"))
+        .open(super::common::target(&dir.join("none.db")))
         .unwrap_err();
     assert_eq!(err.kind(), ErrorKind::NotFound);
     assert!(!dir.join("none.db").exists());
@@ -66,22 +84,23 @@ fn a_held_lock_is_busy_after_the_timeout_and_transient() {
     let db = dir.join("dlq.db");
     let dlq = OpenOptions::new()
         .busy_timeout(Duration::from_millis(200))
-        .open(&db)
+        .open(super::common::target(&db))
         .unwrap();
     dlq.add("j", &one_item("a")).unwrap();
     // Another process holds the write lock.
-    let other = sql(&db);
-    other.execute_batch("BEGIN IMMEDIATE").unwrap();
+    let other = hold_write_lock(&db);
     let started = Instant::now();
     let err = dlq.add("j", &one_item("b")).unwrap_err();
     assert_eq!(err.kind(), ErrorKind::Busy, "{err}");
     assert!(err.is_transient());
     assert!(started.elapsed() >= Duration::from_millis(200));
     match &err {
-        Error::Storage { path, .. } => assert_eq!(path.as_deref(), Some(db.as_path())),
+        Error::Storage { path, .. } => {
+            assert_eq!(path.as_deref(), Some(super::common::target(&db).as_path()))
+        }
         other => panic!("not a storage error: {other:?}"),
     }
-    other.execute_batch("ROLLBACK").unwrap();
+    drop(other);
     // Tried again, it succeeds.
     dlq.add("j", &one_item("b")).unwrap();
     assert_eq!(dlq.job_stats("j").unwrap().total_items, 2);
@@ -95,11 +114,10 @@ fn add_timeout_bounds_the_wait_for_the_lock_and_stores_nothing_late() {
     // the wait this early.
     let dlq = OpenOptions::new()
         .busy_timeout(Duration::from_secs(60))
-        .open(&db)
+        .open(super::common::target(&db))
         .unwrap();
     dlq.add("j", &one_item("a")).unwrap();
-    let other = sql(&db);
-    other.execute_batch("BEGIN IMMEDIATE").unwrap();
+    let other = hold_write_lock(&db);
     // One add waits for the lock, a second queues behind it: both end at
     // their own deadlines.
     let (first, second) = std::thread::scope(|scope| {
@@ -126,7 +144,7 @@ fn add_timeout_bounds_the_wait_for_the_lock_and_stores_nothing_late() {
         );
         assert!(waited < Duration::from_secs(10), "waited {waited:?}");
     }
-    other.execute_batch("ROLLBACK").unwrap();
+    drop(other);
     let stats = dlq.job_stats("j").unwrap();
     assert_eq!(stats.total_items, 1, "a timed-out add was stored");
     dlq.add_timeout("j", &one_item("b"), Duration::from_millis(300))
@@ -191,16 +209,22 @@ fn items_built_in_code_are_checked_before_they_are_stored() {
 fn concurrent_adds_share_commits_and_fail_alone() {
     let dir = TempDir::new("group-commit");
     let db = dir.join("dlq.db");
-    let dlq = Dlq::open(&db).unwrap();
+    let dlq = Dlq::open(super::common::target(&db)).unwrap();
     dlq.set_capacity(None, Some(0)).unwrap();
     // Adds that pass every check before the transaction and fail inside
     // it, as a full disk or a constraint would.
-    sql(&db)
-        .execute_batch(
+    exec(
+        &db,
+        if on_postgres() {
+            "CREATE FUNCTION poison() RETURNS trigger LANGUAGE plpgsql AS $$
+             BEGIN RAISE EXCEPTION 'poisoned item'; END $$;
+             CREATE TRIGGER poison BEFORE INSERT ON items FOR EACH ROW
+                 WHEN (NEW.item_id LIKE 'poison%') EXECUTE FUNCTION poison()"
+        } else {
             "CREATE TRIGGER poison BEFORE INSERT ON items WHEN NEW.item_id LIKE 'poison%'
-             BEGIN SELECT RAISE(ABORT, 'poisoned item'); END",
-        )
-        .unwrap();
+             BEGIN SELECT RAISE(ABORT, 'poisoned item'); END"
+        },
+    );
     let failures = std::sync::atomic::AtomicUsize::new(0);
     std::thread::scope(|scope| {
         for t in 0..8 {
@@ -249,22 +273,21 @@ fn every_error_kind_can_be_told_apart() {
     assert_eq!(err.kind(), ErrorKind::InvalidInput, "{err}");
     // Written by a newer dlqlite.
     let db = dir.join("dlq.db");
-    let dlq = Dlq::open(&db).unwrap();
+    let dlq = Dlq::open(super::common::target(&db)).unwrap();
     dlq.add("j", &one_item("a")).unwrap();
     drop(dlq);
-    sql(&db)
-        .execute(
-            "INSERT INTO refinery_schema_history (version, name, applied_on, checksum)
-             VALUES (99, 'future', '2030-01-01T00:00:00Z', '1')",
-            [],
-        )
-        .unwrap();
-    let err = Dlq::open(&db).unwrap_err();
+    exec(
+        &db,
+        "INSERT INTO refinery_schema_history (version, name, applied_on, checksum)
+         VALUES (99, 'future', '2030-01-01T00:00:00Z', '1')",
+    );
+    let err = Dlq::open(super::common::target(&db)).unwrap_err();
     assert_eq!(err.kind(), ErrorKind::SchemaTooNew, "{err}");
-    sql(&db)
-        .execute("DELETE FROM refinery_schema_history WHERE version = 99", [])
-        .unwrap();
-    let dlq = Dlq::open(&db).unwrap();
+    exec(
+        &db,
+        "DELETE FROM refinery_schema_history WHERE version = 99",
+    );
+    let dlq = Dlq::open(super::common::target(&db)).unwrap();
     // Not found: jobs and items.
     let err = dlq.job_stats("nosuch").unwrap_err();
     assert_eq!(err.kind(), ErrorKind::NotFound, "{err}");
@@ -287,7 +310,7 @@ fn every_error_kind_can_be_told_apart() {
 #[test]
 fn ensure_job_caps_a_job_before_its_first_item() {
     let dir = TempDir::new("ensure-job");
-    let dlq = Dlq::open(dir.join("dlq.db")).unwrap();
+    let dlq = Dlq::open(super::common::target(&dir.join("dlq.db"))).unwrap();
     let evicted = dlq
         .ensure_job("new", &JobOptions { max_items: Some(2) })
         .unwrap();
@@ -350,7 +373,10 @@ fn ensure_job_caps_a_job_before_its_first_item() {
 fn a_default_capacity_given_at_open_is_stored_once() {
     let dir = TempDir::new("open-capacity");
     let db = dir.join("dlq.db");
-    let dlq = OpenOptions::new().default_capacity(3).open(&db).unwrap();
+    let dlq = OpenOptions::new()
+        .default_capacity(3)
+        .open(super::common::target(&db))
+        .unwrap();
     assert_eq!(dlq.capacity(None).unwrap().default_max_items, 3);
     drop(dlq);
     let capacity_events = || {
@@ -361,11 +387,14 @@ fn a_default_capacity_given_at_open_is_stored_once() {
     };
     assert_eq!(capacity_events(), 1);
     // Opening again with the same value records nothing more.
-    OpenOptions::new().default_capacity(3).open(&db).unwrap();
+    OpenOptions::new()
+        .default_capacity(3)
+        .open(super::common::target(&db))
+        .unwrap();
     assert_eq!(capacity_events(), 1);
     let err = OpenOptions::new()
         .default_capacity(-1)
-        .open(&db)
+        .open(super::common::target(&db))
         .unwrap_err();
     assert_eq!(err.kind(), ErrorKind::InvalidInput);
 }
@@ -373,7 +402,7 @@ fn a_default_capacity_given_at_open_is_stored_once() {
 #[test]
 fn lowering_the_default_capacity_trims_every_job_that_follows_it() {
     let dir = TempDir::new("lower-default");
-    let dlq = Dlq::open(dir.join("dlq.db")).unwrap();
+    let dlq = Dlq::open(super::common::target(&dir.join("dlq.db"))).unwrap();
     for job in ["a", "b"] {
         for i in 0..5 {
             dlq.add(job, &one_item(&format!("{job}{i}"))).unwrap();
@@ -402,7 +431,7 @@ fn the_wal_stays_bounded_under_steady_adds_and_reads() {
         let wal = dir.join("dlq.db-wal");
         let opened = if via_link {
             let link = dir.join("link.db");
-            Dlq::open(&db).unwrap();
+            Dlq::open(super::common::target(&db)).unwrap();
             std::os::unix::fs::symlink(&db, &link).unwrap();
             link
         } else {
@@ -419,7 +448,7 @@ fn the_wal_stays_bounded_under_steady_adds_and_reads() {
 /// 1,500 adds of ~2 KB items with a reader streaming `list()` the whole
 /// time; returns the WAL's peak size.
 fn storm_with_reader(db: &std::path::Path, wal: &std::path::Path) -> u64 {
-    let dlq = Dlq::open(db).unwrap();
+    let dlq = Dlq::open(super::common::target(db)).unwrap();
     dlq.set_capacity(None, Some(0)).unwrap();
     let padding = "x".repeat(1_500);
     let items: Vec<dlqlite::DeadLetteredItem> = (0..1_500)
@@ -462,6 +491,9 @@ fn storm_with_reader(db: &std::path::Path, wal: &std::path::Path) -> u64 {
 /// application's SQLite database (dlqlite would add its tables to it).
 #[test]
 fn files_that_are_not_dlqlite_databases_are_refused_unchanged() {
+    if crate::common::sqlite_only("SQLite files that are not dlq databases") {
+        return;
+    }
     let dir = TempDir::new("not-ours");
     let fifo = dir.join("fifo.db");
     let made = std::process::Command::new("mkfifo")
@@ -502,9 +534,12 @@ fn files_that_are_not_dlqlite_databases_are_refused_unchanged() {
 fn errors_name_their_own_database() {
     let dir = TempDir::new("own-path");
     let (a, b) = (dir.join("a.db"), dir.join("b.db"));
-    let dlq_a = Dlq::open(&a).unwrap();
+    let dlq_a = Dlq::open(super::common::target(&a)).unwrap();
     dlq_a.add("j", &one_item("x")).unwrap();
-    Dlq::open(&b).unwrap().add("j", &one_item("y")).unwrap();
+    Dlq::open(super::common::target(&b))
+        .unwrap()
+        .add("j", &one_item("y"))
+        .unwrap();
     let memory = Dlq::open_in_memory().unwrap();
     let mut inner = Vec::new();
     for summary in dlq_a.list(dlqlite::ListFilter::default()) {
@@ -536,7 +571,7 @@ fn errors_name_their_own_database() {
 fn list_sees_every_item_once_while_merges_run() {
     let dir = TempDir::new("list-merges");
     let db = dir.join("dlq.db");
-    let dlq = Dlq::open(&db).unwrap();
+    let dlq = Dlq::open(super::common::target(&db)).unwrap();
     dlq.set_capacity(None, Some(0)).unwrap();
     let n = 3_000;
     for job in ["a", "b"] {
@@ -626,7 +661,7 @@ fn adding_a_converted_failure_twice_changes_nothing() {
     use dlqlite::store::AddOutcome;
     let dir = TempDir::new("convert-twice");
     let db = dir.join("dlq.db");
-    let dlq = Dlq::open(&db).unwrap();
+    let dlq = Dlq::open(super::common::target(&db)).unwrap();
     let finished = dlqlite::Timestamp::parse("2025-11-23T19:42:53Z").unwrap();
     let result = AgentResult::failed("item-9", "cargo test failed")
         .agent_id("agent-4")
@@ -756,7 +791,7 @@ fn take_eligible_takes_exactly_the_eligible_items() {
     use dlqlite::store::{MarkRequest, TakeOptions};
     let dir = TempDir::new("take");
     let db = dir.join("dlq.db");
-    let dlq = Dlq::open(&db).unwrap();
+    let dlq = Dlq::open(super::common::target(&db)).unwrap();
     let err = dlq
         .take_eligible("none", &TakeOptions::default())
         .unwrap_err();
@@ -848,7 +883,7 @@ fn huge_timeouts_do_not_panic() {
     let dir = TempDir::new("huge");
     let dlq = OpenOptions::new()
         .busy_timeout(Duration::MAX)
-        .open(dir.join("dlq.db"))
+        .open(super::common::target(&dir.join("dlq.db")))
         .unwrap();
     dlq.add("j", &one_item("a")).unwrap();
     dlq.add_timeout("j", &one_item("b"), Duration::MAX).unwrap();
@@ -864,10 +899,10 @@ fn a_zero_timeout_adds_when_nothing_else_writes() {
     let dir = TempDir::new("zero");
     let dlq = OpenOptions::new()
         .busy_timeout(Duration::ZERO)
-        .open(dir.join("dlq.db"))
+        .open(super::common::target(&dir.join("dlq.db")))
         .unwrap();
     dlq.add("j", &one_item("a")).unwrap();
-    let fresh = Dlq::open(dir.join("other.db")).unwrap();
+    let fresh = Dlq::open(super::common::target(&dir.join("other.db"))).unwrap();
     fresh
         .add_timeout("j", &one_item("a"), Duration::ZERO)
         .unwrap();
@@ -903,7 +938,7 @@ fn a_purge_at_its_dry_runs_now_removes_what_was_counted() {
     let t0 = dlqlite::Timestamp::parse("2025-06-02T00:00:00Z").unwrap();
     let later = std::sync::Arc::new(AtomicI64::new(0));
     let seconds = std::sync::Arc::clone(&later);
-    let dlq = Dlq::open(&db)
+    let dlq = Dlq::open(super::common::target(&db))
         .unwrap()
         .with_clock(std::sync::Arc::new(move || {
             t0.plus_millis(seconds.load(Ordering::SeqCst) * 1000)

@@ -1219,12 +1219,12 @@ fn merge_is_commutative_and_idempotent() {
         let id = case.copies[0]["item_id"].as_str().unwrap();
         let dir = crate::common::TempDir::new("commutative");
         let db = dir.join("dlq.db");
-        let in_order = Dlq::open(&db).unwrap();
+        let in_order = Dlq::open(super::common::target(&db)).unwrap();
         for copy in &case.copies {
             add_value(&in_order, "j", copy);
         }
         let shuffled_db = dir.join("shuffled.db");
-        let shuffled = Dlq::open(&shuffled_db).unwrap();
+        let shuffled = Dlq::open(super::common::target(&shuffled_db)).unwrap();
         for &i in &case.order {
             add_value(&shuffled, "j", &case.copies[i]);
         }

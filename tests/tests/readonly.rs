@@ -148,6 +148,9 @@ fn writes_fail(db: &Path, input: &Path, why: &str) {
 /// immutable. Reads work, writes name the directory, nothing changes.
 #[test]
 fn a_database_in_a_read_only_directory_is_read_and_not_written() {
+    if crate::common::sqlite_only("a read-only directory") {
+        return;
+    }
     let dir = TempDir::new("ro-dir");
     let home = dir.join("home");
     std::fs::create_dir(&home).unwrap();
@@ -176,6 +179,9 @@ fn a_database_in_a_read_only_directory_is_read_and_not_written() {
 /// the WAL, and says so once per command.
 #[test]
 fn an_unreadable_wal_is_one_warning() {
+    if crate::common::sqlite_only("SQLite's WAL") {
+        return;
+    }
     let dir = TempDir::new("ro-wal");
     let home = dir.join("home");
     std::fs::create_dir(&home).unwrap();
@@ -197,6 +203,9 @@ fn an_unreadable_wal_is_one_warning() {
 /// makes its -wal and -shm beside it), writes name the file.
 #[test]
 fn a_read_only_file_is_read_and_not_written() {
+    if crate::common::sqlite_only("a read-only database file") {
+        return;
+    }
     let dir = TempDir::new("ro-file");
     let home = dir.join("home");
     std::fs::create_dir(&home).unwrap();
@@ -225,6 +234,9 @@ fn a_read_only_file_is_read_and_not_written() {
 /// SQLite database, a file that is not SQLite.
 #[test]
 fn files_that_are_not_dlq_databases_are_refused_unchanged() {
+    if crate::common::sqlite_only("SQLite files that are not dlq databases") {
+        return;
+    }
     let dir = TempDir::new("not-dlq");
     let input = write_json(
         dir.path(),
@@ -281,6 +293,9 @@ fn files_that_are_not_dlq_databases_are_refused_unchanged() {
 /// read would have to migrate it); a write makes it one.
 #[test]
 fn a_blank_sqlite_file_is_refused_by_reads() {
+    if crate::common::sqlite_only("a blank SQLite file") {
+        return;
+    }
     let dir = TempDir::new("blank-sqlite");
     let db = dir.join("blank.db");
     sql(&db).execute_batch("PRAGMA user_version = 7;").unwrap();
@@ -296,6 +311,9 @@ fn a_blank_sqlite_file_is_refused_by_reads() {
 /// A database dlq creates is 0600, and no temporary file is left beside it.
 #[test]
 fn a_new_database_is_private_and_alone() {
+    if crate::common::sqlite_only("the database file's mode") {
+        return;
+    }
     use std::os::unix::fs::PermissionsExt;
     let dir = TempDir::new("new-db");
     let db = dir.join("sub").join("dlq.db");
@@ -325,6 +343,9 @@ fn a_new_database_is_private_and_alone() {
 /// as this user with the modes taken away.
 #[test]
 fn another_user_reads_a_database_they_may_not_write() {
+    if crate::common::sqlite_only("file permissions") {
+        return;
+    }
     use std::os::unix::fs::PermissionsExt;
     let dir = TempDir::new("ro-user");
     let home = dir.join("home");

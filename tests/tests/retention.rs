@@ -210,19 +210,16 @@ fn left(db: &Path) -> Vec<String> {
 
 /// `purged` events per policy id, read with SQL.
 fn purged_by_policy(db: &Path) -> BTreeMap<i64, usize> {
-    let conn = crate::common::sql(db);
-    let mut stmt = conn
-        .prepare(
-            "SELECT json_extract(detail, '$.retention_policy.id'), COUNT(*) FROM events
-             WHERE kind = 'purged' GROUP BY 1",
-        )
-        .unwrap();
-    stmt.query_map([], |row| {
-        Ok((row.get::<_, i64>(0)?, row.get::<_, i64>(1)? as usize))
-    })
-    .unwrap()
-    .collect::<Result<_, _>>()
-    .unwrap()
+    crate::common::rows_as::<(i64, i64)>(
+        db,
+        &format!(
+            "SELECT CAST({} AS BIGINT), COUNT(*) FROM events WHERE kind = 'purged' GROUP BY 1",
+            crate::common::json_at("detail", "retention_policy.id", true)
+        ),
+    )
+    .into_iter()
+    .map(|(id, n)| (id, n as usize))
+    .collect()
 }
 
 #[test]

@@ -57,13 +57,10 @@ fn success_removes_and_failure_appends() {
     assert_eq!(summary["failed"], 3);
     assert_eq!(count(&db, "SELECT COUNT(*) FROM items"), 3);
     assert_eq!(count(&db, "SELECT MIN(failure_count) FROM items"), 2);
-    let (error_type, exit_code, message): (String, i64, String) = sql(&db)
-        .query_row(
-            "SELECT error_type, exit_code, error_message FROM failure_log WHERE item_id = 'i000' AND attempt_number = 2",
-            [],
-            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
-        )
-        .unwrap();
+    let (error_type, exit_code, message): (String, i64, String) = row_as(
+        &db,
+        "SELECT error_type, exit_code, error_message FROM failure_log WHERE item_id = 'i000' AND attempt_number = 2",
+    );
     assert_eq!(
         (error_type.as_str(), exit_code, message.as_str()),
         ("CommandFailed", 3, "disk on fire")
@@ -163,13 +160,10 @@ fn a_timeout_kills_the_whole_process_group() {
     );
     assert!(started.elapsed() < Duration::from_secs(20));
     assert_eq!(code, 1, "{summary}");
-    let error_type: String = sql(&db)
-        .query_row(
-            "SELECT error_type FROM failure_log WHERE attempt_number = 2",
-            [],
-            |r| r.get(0),
-        )
-        .unwrap();
+    let (error_type,): (String,) = row_as(
+        &db,
+        "SELECT error_type FROM failure_log WHERE attempt_number = 2",
+    );
     assert_eq!(error_type, "Timeout");
     let pid = std::fs::read_to_string(&pid_file)
         .unwrap()
@@ -336,19 +330,17 @@ fn a_killed_run_loses_nothing_and_its_items_are_taken_after_the_lease() {
         "SELECT item_id FROM items WHERE lease_owner IS NOT NULL ORDER BY item_id",
     );
     assert!(!held.is_empty(), "the kill should land while commands run");
-    let conn = sql(&db);
-    let real_until: Vec<(String, String)> = conn
-        .prepare("SELECT item_id, lease_expires FROM items WHERE lease_owner IS NOT NULL")
-        .unwrap()
-        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
-        .unwrap()
-        .collect::<Result<_, _>>()
-        .unwrap();
-    conn.execute(
+    let real_until: Vec<(String, String)> = rows_as(
+        &db,
+        &format!(
+            "SELECT item_id, {} FROM items WHERE lease_owner IS NOT NULL",
+            ts("lease_expires", false)
+        ),
+    );
+    exec(
+        &db,
         "UPDATE items SET lease_expires = '9999-01-01T00:00:00.000000000Z' WHERE lease_owner IS NOT NULL",
-        [],
-    )
-    .unwrap();
+    );
     // Before the leases expire the held items are not taken; every other
     // item is.
     let (code, early) = retry_json(&db, &["j", "--exec", &command, "--lease", "2"]);
@@ -363,11 +355,11 @@ fn a_killed_run_loses_nothing_and_its_items_are_taken_after_the_lease() {
         "exactly the held items are left"
     );
     for (id, until) in &real_until {
-        conn.execute(
-            "UPDATE items SET lease_expires = ?1 WHERE item_id = ?2",
-            [until, id],
-        )
-        .unwrap();
+        // Generated ids and stored times: nothing to quote.
+        exec(
+            &db,
+            &format!("UPDATE items SET lease_expires = '{until}' WHERE item_id = '{id}'"),
+        );
     }
     // ...after, everything completes.
     std::thread::sleep(Duration::from_millis(2200));
@@ -635,7 +627,7 @@ fn run_records_show_crashed_runs_and_keep_their_counts() {
     let dir = TempDir::new("runs");
     let db = dir.join("dlq.db");
     add_lines(&db, "j", [item("a", 1, "2025-01-01T00:00:00Z", "x")]);
-    let dlq = dlqlite::Dlq::open(&db).unwrap();
+    let dlq = dlqlite::Dlq::open(super::common::target(&db)).unwrap();
     let me = std::process::id();
     let params = serde_json::json!({"exec": "true"});
     // A pid that is not running: past the kernel's largest.
@@ -659,12 +651,10 @@ fn run_records_show_crashed_runs_and_keep_their_counts() {
     };
     dlq.finish_run("done", dlqlite::store::RunStatus::Finished, &counts)
         .unwrap();
-    sql(&db)
-        .execute(
-            "UPDATE retry_runs SET heartbeat_at = '2020-01-01T00:00:00.000000000Z' WHERE run_id = 'stale-elsewhere'",
-            [],
-        )
-        .unwrap();
+    exec(
+        &db,
+        "UPDATE retry_runs SET heartbeat_at = '2020-01-01T00:00:00.000000000Z' WHERE run_id = 'stale-elsewhere'",
+    );
     let runs = dlq.runs(None, 10, "this-host", 60).unwrap();
     let status: Vec<(String, String)> = runs
         .iter()
@@ -714,7 +704,7 @@ fn failure(message: &str) -> dlqlite::retry::Outcome {
 fn a_failed_item_is_given_back_while_the_run_goes_on() {
     use dlqlite::retry::{retry, Outcome, RunControl};
     let (_dir, db) = job_j("release-early", 2, |_| true);
-    let dlq = dlqlite::Dlq::open(&db).unwrap();
+    let dlq = dlqlite::Dlq::open(super::common::target(&db)).unwrap();
     let seen_free = std::sync::atomic::AtomicBool::new(false);
     let handler = |attempt: &dlqlite::retry::Attempt<'_>| {
         if attempt.item.item.item_id == "i000" {
@@ -757,12 +747,22 @@ fn a_failed_item_is_given_back_while_the_run_goes_on() {
 fn a_run_that_fails_gives_back_its_leases() {
     use dlqlite::retry::{retry, RunControl};
     let (_dir, db) = job_j("release-on-error", 6, |_| true);
-    let dlq = dlqlite::Dlq::open(&db).unwrap();
+    let dlq = dlqlite::Dlq::open(super::common::target(&db)).unwrap();
     let handler = |_: &dlqlite::retry::Attempt<'_>| {
-        let _ = sql(&db).execute_batch(
-            "CREATE TRIGGER IF NOT EXISTS simulated_full_disk BEFORE INSERT ON failure_history
-             BEGIN SELECT RAISE(ABORT, 'database or disk is full (simulated)'); END;",
-        );
+        if on_postgres() {
+            let _ = pg::client(&db).batch_execute(
+                "CREATE OR REPLACE FUNCTION simulated_full_disk() RETURNS trigger LANGUAGE plpgsql AS $$
+                 BEGIN RAISE EXCEPTION 'could not extend file: No space left on device (simulated)'
+                     USING ERRCODE = '53100'; END $$;
+                 CREATE OR REPLACE TRIGGER simulated_full_disk BEFORE INSERT ON failure_history
+                     FOR EACH ROW EXECUTE FUNCTION simulated_full_disk()",
+            );
+        } else {
+            let _ = sql(&db).execute_batch(
+                "CREATE TRIGGER IF NOT EXISTS simulated_full_disk BEFORE INSERT ON failure_history
+                 BEGIN SELECT RAISE(ABORT, 'database or disk is full (simulated)'); END;",
+            );
+        }
         failure("fails")
     };
     let result = retry(
@@ -793,7 +793,7 @@ fn a_run_that_fails_gives_back_its_leases() {
 fn a_run_leases_at_most_two_rounds_of_items() {
     use dlqlite::retry::{retry, RunControl};
     let (_dir, db) = job_j("lease-bound", 20, |_| true);
-    let dlq = dlqlite::Dlq::open(&db).unwrap();
+    let dlq = dlqlite::Dlq::open(super::common::target(&db)).unwrap();
     for parallel in [1usize, 3] {
         let most = std::sync::atomic::AtomicI64::new(0);
         let handler = |_: &dlqlite::retry::Attempt<'_>| {
@@ -903,7 +903,7 @@ fn assert_adds_up(summary: &serde_json::Value) {
 fn a_zero_rate_is_no_limit_and_progress_counts_the_work() {
     use dlqlite::retry::{retry, RunControl};
     let (_dir, db) = job_j("zero-rate", 12, |_| true);
-    let dlq = dlqlite::Dlq::open(&db).unwrap();
+    let dlq = dlqlite::Dlq::open(super::common::target(&db)).unwrap();
     let mut options = closure_options("zero-rate", 1);
     options.rate = Some(0.0);
     let handler = |_: &dlqlite::retry::Attempt<'_>| {

@@ -5,7 +5,7 @@
 //! `script` (util-linux; Debian's bsdutils, which scripts/test installs if
 //! missing).
 
-use crate::common::{add_lines, dlq, item, run, with_stdin, TempDir};
+use crate::common::{add_lines, dlq, item, run, target, with_stdin, TempDir};
 use std::path::Path;
 use std::process::{Command, Stdio};
 
@@ -42,7 +42,7 @@ fn on_pty_env(
     line += &format!(
         " {} --db {}",
         quote(env!("CARGO_BIN_EXE_dlq")),
-        quote(&db.display().to_string())
+        quote(&target(db).display().to_string())
     );
     for arg in args {
         line += " ";
