@@ -531,7 +531,7 @@ fn random_sequences_of_writes_keep_the_counters_equal_to_the_rows() {
         quickcheck::TestResult::passed()
     }
     quickcheck::QuickCheck::new()
-        .tests(60)
+        .tests(cases_with_a_database_each(60))
         .quickcheck(property as fn(Vec<Op>) -> quickcheck::TestResult);
 }
 
@@ -858,7 +858,7 @@ fn random_sequences_of_writes_leave_the_tables_equal_to_the_reference_model() {
         quickcheck::TestResult::passed()
     }
     quickcheck::QuickCheck::new()
-        .tests(60)
+        .tests(cases_with_a_database_each(60))
         .quickcheck(property as fn(Vec<Op>) -> quickcheck::TestResult);
 }
 

@@ -1288,6 +1288,6 @@ fn merge_is_commutative_and_idempotent() {
         TestResult::passed()
     }
     QuickCheck::new()
-        .tests(300)
+        .tests(crate::common::cases_with_a_database_each(300))
         .quickcheck(property as fn(Agreeing) -> TestResult);
 }
