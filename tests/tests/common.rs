@@ -474,6 +474,16 @@ pub fn exec(db: &Path, statements: &str) {
     }
 }
 
+/// Statements typed by a person in the sqlite3 shell (with foreign keys
+/// on, as `.dlq` users are told to) or in psql (always on).
+pub fn exec_by_hand(db: &Path, statements: &str) {
+    if on_postgres() {
+        exec(db, statements);
+    } else {
+        exec(db, &format!("PRAGMA foreign_keys = ON; {statements}"));
+    }
+}
+
 /// The first column of the first row of `query`, an integer (on
 /// PostgreSQL whatever numeric type the query gives is cast to bigint).
 pub fn count(db: &Path, query: &str) -> i64 {

@@ -348,20 +348,12 @@ fn every_path_that_changes_data_keeps_the_counters_equal_to_the_rows() {
     assert_no_drift(&db, "purge of one job");
 
     // Hand-written changes in the sqlite3 shell (or psql).
-    let foreign_keys = if on_postgres() {
-        ""
-    } else {
-        "PRAGMA foreign_keys = ON;"
-    };
-    exec(
+    exec_by_hand(
         &db,
-        &format!(
-            "{foreign_keys}
-             UPDATE items SET error_signature = 'by-hand', reprocess_eligible = 1 - reprocess_eligible
+        "UPDATE items SET error_signature = 'by-hand', reprocess_eligible = 1 - reprocess_eligible
                  WHERE id IN (SELECT id FROM items ORDER BY id LIMIT 3);
              UPDATE items SET job_id = 'imp' WHERE job_id = 'a' AND item_id = 'b7';
-             DELETE FROM items WHERE id = (SELECT MAX(id) FROM items);"
-        ),
+             DELETE FROM items WHERE id = (SELECT MAX(id) FROM items);",
     );
     assert_no_drift(&db, "hand UPDATE and DELETE in the sqlite3 shell");
 

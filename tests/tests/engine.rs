@@ -506,18 +506,10 @@ fn counters_follow_hand_edits_and_recount_repairs_hand_inserts() {
     assert!(output.status.success());
     let stats = || json(&ok(dlq(&db).args(["stats", "--job-id", "j", "--json"])));
     // A hand delete and update are counted by the triggers.
-    let foreign_keys = if on_postgres() {
-        ""
-    } else {
-        "PRAGMA foreign_keys = ON;"
-    };
-    exec(
+    exec_by_hand(
         &db,
-        &format!(
-            "{foreign_keys}
-             DELETE FROM items WHERE item_id = 'i0';
-             UPDATE items SET reprocess_eligible = 0, error_signature = 'manual' WHERE item_id = 'i1';"
-        ),
+        "DELETE FROM items WHERE item_id = 'i0';
+             UPDATE items SET reprocess_eligible = 0, error_signature = 'manual' WHERE item_id = 'i1';",
     );
     let s = stats();
     assert_eq!(s["total_items"], 5);

@@ -8,7 +8,10 @@
 //! whole. Then --job-id, --output (atomic, modes, links), read-only
 //! databases and usage errors.
 
-use crate::common::{add_lines, dlq, fails, item, ok, run, sql, with_stdin, TempDir};
+use crate::common::{
+    add_lines, count, dlq, exec, fails, item, ok, on_postgres, run, sql, table_rows, with_stdin,
+    FromCell, TempDir,
+};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -139,21 +142,14 @@ fn samples(families: &[Family], name: &str, keys: &[&str]) -> BTreeMap<Vec<Strin
 /// Rows of (text columns..., number) from plain SQL, keyed like
 /// [`samples`].
 fn oracle(db: &Path, query: &str) -> BTreeMap<Vec<String>, f64> {
-    let conn = sql(db);
-    let mut stmt = conn.prepare(query).unwrap();
-    let columns = stmt.column_count();
-    let rows = stmt
-        .query_map([], |row| {
-            let key: Vec<String> = (0..columns - 1)
-                .map(|i| row.get::<_, String>(i))
-                .collect::<rusqlite::Result<_>>()?;
-            let value: f64 = row.get(columns - 1)?;
-            Ok((key, value))
+    table_rows(db, query)
+        .into_iter()
+        .map(|mut row| {
+            let value = row.pop().expect("a value column");
+            let key = row.iter().map(String::from_cell).collect();
+            (key, f64::from_cell(&value))
         })
-        .unwrap()
-        .collect::<rusqlite::Result<BTreeMap<_, _>>>()
-        .unwrap();
-    rows
+        .collect()
 }
 
 /// `samples` without its zero values (counter rows kept at 0, statuses no
@@ -287,7 +283,6 @@ fn busy_database(dir: &TempDir) -> PathBuf {
         pid
     };
     let now = dlqlite::Timestamp::now().to_storage();
-    let conn = sql(&db);
     for (run_id, job, host, pid, heartbeat) in [
         ("fresh-there", "a", "elsewhere".to_string(), 1, now.as_str()),
         (
@@ -299,26 +294,48 @@ fn busy_database(dir: &TempDir) -> PathBuf {
         ),
         ("gone-here", "b", hostname(), gone, now.as_str()),
     ] {
-        conn.execute(
-            "INSERT INTO retry_runs (run_id, job_id, host, pid, started_at, heartbeat_at, status, parameters)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?5, 'running', '{}')",
-            rusqlite::params![run_id, job, host, pid, heartbeat],
-        )
-        .unwrap();
+        // Fixed names and a host name: nothing to quote.
+        exec(
+            &db,
+            &format!(
+                "INSERT INTO retry_runs (run_id, job_id, host, pid, started_at, heartbeat_at, status, parameters)
+                 VALUES ('{run_id}', '{job}', '{host}', {pid}, '{heartbeat}', '{heartbeat}', 'running', '{{}}')"
+            ),
+        );
     }
     db
 }
 
 /// The last attempt's error type of item `i` ("" without attempts), from
-/// failure_history, and its category from error_categories.
-const LAST_TYPE: &str =
-    "COALESCE((SELECT f.error_type FROM failure_history AS f WHERE f.item_key = i.id
-     ORDER BY f.timestamp DESC, f.attempt_number DESC LIMIT 1), '')";
+/// failure_history (on PostgreSQL the nanoseconds break a tie of the
+/// microsecond).
+fn last_type() -> String {
+    let ns = if on_postgres() {
+        " f.timestamp_ns DESC,"
+    } else {
+        ""
+    };
+    format!(
+        "COALESCE((SELECT f.error_type FROM failure_history AS f WHERE f.item_key = i.id
+         ORDER BY f.timestamp DESC,{ns} f.attempt_number DESC LIMIT 1), '')"
+    )
+}
+
+/// Whole seconds since 1970 of a time expression, as SQLite's
+/// `strftime('%s', ...)` gives them (floored).
+fn epoch_seconds(time: &str) -> String {
+    if on_postgres() {
+        format!("CAST(floor(EXTRACT(EPOCH FROM {time})) AS BIGINT)")
+    } else {
+        format!("CAST(strftime('%s', {time}) AS INTEGER)")
+    }
+}
 
 /// Every metric equals SQL over the base tables, in both formats.
 fn assert_matches_sql(db: &Path, families: &[Family]) {
+    let last_type = last_type();
     let category = format!(
-        "COALESCE((SELECT c.category FROM error_categories AS c WHERE c.error_type = {LAST_TYPE}), 'unclassified')"
+        "COALESCE((SELECT c.category FROM error_categories AS c WHERE c.error_type = {last_type}), 'unclassified')"
     );
     assert_eq!(
         nonzero(samples(
@@ -329,7 +346,7 @@ fn assert_matches_sql(db: &Path, families: &[Family]) {
         oracle(
             db,
             &format!(
-                "SELECT i.job_id, {LAST_TYPE}, {category}, COUNT(*) FROM items AS i GROUP BY 1, 2, 3"
+                "SELECT i.job_id, {last_type}, {category}, COUNT(*) FROM items AS i GROUP BY 1, 2, 3"
             )
         ),
         "dlq_items"
@@ -363,9 +380,13 @@ fn assert_matches_sql(db: &Path, families: &[Family]) {
         oracle(
             db,
             &format!(
-                "SELECT job_id, CAST(strftime('%s', '{NOW}') AS INTEGER)
-                     - CAST(strftime('%s', MIN(first_attempt)) AS INTEGER)
-                 FROM items GROUP BY job_id"
+                "SELECT job_id, {} - {} FROM items GROUP BY job_id",
+                epoch_seconds(&if on_postgres() {
+                    format!("TIMESTAMPTZ '{NOW}'")
+                } else {
+                    format!("'{NOW}'")
+                }),
+                epoch_seconds("MIN(first_attempt)")
             )
         ),
         "dlq_oldest_item_age_seconds"
@@ -374,8 +395,10 @@ fn assert_matches_sql(db: &Path, families: &[Family]) {
         samples(families, "dlq_oldest_item_timestamp_seconds", &["job_id"]),
         oracle(
             db,
-            "SELECT job_id, CAST(strftime('%s', MIN(first_attempt)) AS INTEGER)
-             FROM items GROUP BY job_id"
+            &format!(
+                "SELECT job_id, {} FROM items GROUP BY job_id",
+                epoch_seconds("MIN(first_attempt)")
+            )
         ),
         "dlq_oldest_item_timestamp_seconds"
     );
@@ -397,11 +420,17 @@ fn assert_matches_sql(db: &Path, families: &[Family]) {
         nonzero(runs.clone()),
         oracle(
             db,
-            "SELECT job_id, CASE
-                 WHEN status = 'running' AND (run_id = 'gone-here'
-                     OR heartbeat_at < strftime('%Y-%m-%dT%H:%M:%SZ', 'now', '-120 seconds'))
-                 THEN 'crashed' ELSE status END, COUNT(*)
-             FROM retry_runs GROUP BY 1, 2"
+            &format!(
+                "SELECT job_id, CASE
+                     WHEN status = 'running' AND (run_id = 'gone-here' OR heartbeat_at < {})
+                     THEN 'crashed' ELSE status END, COUNT(*)
+                 FROM retry_runs GROUP BY 1, 2",
+                if on_postgres() {
+                    "now() - interval '120 seconds'"
+                } else {
+                    "strftime('%Y-%m-%dT%H:%M:%SZ', 'now', '-120 seconds')"
+                }
+            )
         ),
         "dlq_retry_runs"
     );
@@ -419,14 +448,10 @@ fn assert_matches_sql(db: &Path, families: &[Family]) {
 
 #[test]
 fn every_number_equals_sql_in_both_formats() {
-    if crate::common::pending_on_postgres("the metrics oracle is SQLite SQL (strftime)") {
-        return;
-    }
     let dir = TempDir::new("metrics-sql");
     let db = busy_database(&dir);
     // The database has what the comparison needs to mean something.
-    let conn = sql(&db);
-    let count = |query: &str| -> i64 { conn.query_row(query, [], |r| r.get(0)).unwrap() };
+    let count = |query: &str| -> i64 { count(&db, query) };
     for kind in [
         "evicted",
         "purged",
@@ -489,9 +514,6 @@ fn every_number_equals_sql_in_both_formats() {
 
 #[test]
 fn one_job_is_that_jobs_items_events_and_runs() {
-    if crate::common::pending_on_postgres("the metrics oracle is SQLite SQL") {
-        return;
-    }
     let dir = TempDir::new("metrics-job");
     let db = busy_database(&dir);
     for job in ["a", "b", ODD_JOB] {
@@ -511,17 +533,12 @@ fn one_job_is_that_jobs_items_events_and_runs() {
         );
         assert_eq!(samples(&families, "dlq_jobs", &[])[&vec![]], 1.0);
         let events = samples(&families, "dlq_events_total", &["job_id", "kind"]);
-        let conn = sql(&db);
-        let mut stmt = conn
-            .prepare("SELECT kind, COUNT(*) FROM events WHERE job_id = ?1 GROUP BY kind")
-            .unwrap();
-        let expected: BTreeMap<Vec<String>, f64> = stmt
-            .query_map([job], |r| {
-                Ok((vec![job.to_string(), r.get(0)?], r.get::<_, f64>(1)?))
-            })
-            .unwrap()
-            .collect::<rusqlite::Result<_>>()
-            .unwrap();
+        let expected = oracle(
+            &db,
+            &format!(
+                "SELECT job_id, kind, COUNT(*) FROM events WHERE job_id = '{job}' GROUP BY 1, 2"
+            ),
+        );
         assert_eq!(nonzero(events), expected, "{job}");
         let runs = samples(&families, "dlq_retry_runs", &["job_id", "status"]);
         assert!(runs.keys().all(|k| k[0] == job), "{runs:?}");

@@ -1565,7 +1565,12 @@ fn a_retry_runs_through_the_engine_and_is_recorded() {
     }
     assert_eq!(
         count(&db, "SELECT COUNT(*) FROM items WHERE item_id = 'ok-other'"),
-        0
+        0,
+        "runs: {:?}",
+        table_rows(
+            &db,
+            "SELECT run_id, job_id, status, attempted, succeeded, failed FROM retry_runs"
+        )
     );
     assert_eq!(
         count(
