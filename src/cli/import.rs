@@ -49,11 +49,6 @@ pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
             anyhow::bail!("{}: no such file or directory", path.display());
         }
     }
-    if args.dry_run && ctx.is_url() {
-        // The dry run imports into a copy of the database in memory, which
-        // is a SQLite one.
-        return Err(dlqlite::Error::unsupported("import --dry-run").into());
-    }
     let dlq = if args.dry_run {
         ctx.with_age_clock(Dlq::open_scratch_copy(ctx.db_path())?)
     } else {

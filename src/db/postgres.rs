@@ -87,18 +87,21 @@ pub fn supported_schema_version() -> i64 {
 }
 
 /// Opens a pool on the database at `url` and brings its schema up to date
-/// (unless `read_only`, which refuses a database without the schema).
+/// (unless `read_only` or `scratch`, which refuse a database without this
+/// build's schema). A `scratch` pool is one connection inside one
+/// transaction that is never committed (see [`Scratch`]).
 /// A password comes from the URL, else `PGPASSWORD`, else `~/.pgpass`.
 pub fn open_pool(
     url: &str,
     create: bool,
     read_only: bool,
+    scratch: bool,
     busy: Duration,
     size: u32,
 ) -> Result<PgPool> {
     let (config, mut client) = connect(url, busy)?;
     let applied = applied_version(&mut client).map_err(|e| open_error(url, &e, e.kind()))?;
-    if applied.is_none() && (!create || read_only) {
+    if applied.is_none() && (!create || read_only || scratch) {
         // A command that reads must not create the schema. A database
         // with no tables at all is where a dlq database would be made: as
         // a missing file, NotFound; one holding other tables is not ours.
@@ -129,6 +132,15 @@ pub fn open_pool(
             })
         }
         Some(found) if found == supported => {}
+        // Upgrading the schema would be a change a dry run must not make.
+        _ if scratch => {
+            return Err(open_error(
+                url,
+                "the database has an older dlq schema, which a dry run does not upgrade \
+                 (any command that writes does)",
+                ErrorKind::ReadOnly,
+            ))
+        }
         _ if read_only => {
             return Err(open_error(
                 url,
@@ -140,13 +152,46 @@ pub fn open_pool(
     }
     drop(client);
     let manager = Manager(PostgresConnectionManager::new(config, postgres::NoTls));
-    Ok(r2d2::Pool::builder()
-        .max_size(size.max(1))
+    let builder = r2d2::Pool::builder()
         .min_idle(Some(0))
         // Capped at a year: r2d2 adds it to the clock (Duration::MAX
         // would overflow).
-        .connection_timeout(busy.clamp(Duration::from_secs(1), Duration::from_secs(365 * 86_400)))
-        .build_unchecked(manager))
+        .connection_timeout(busy.clamp(Duration::from_secs(1), Duration::from_secs(365 * 86_400)));
+    Ok(if scratch {
+        builder
+            .max_size(1)
+            // Its one connection holds everything written so far: never
+            // closed for being idle or old.
+            .idle_timeout(None)
+            .max_lifetime(None)
+            .connection_customizer(Box::new(Scratch::default()))
+            .build_unchecked(manager)
+    } else {
+        builder.max_size(size.max(1)).build_unchecked(manager)
+    })
+}
+
+/// The connection of a scratch pool (`--dry-run` on PostgreSQL): it begins
+/// a transaction as it is made, and the handle's writes and reads run in
+/// savepoints inside it; nothing is ever committed (closing the connection
+/// rolls it all back). A second connection would not see the first one's
+/// writes, so if the first is lost the pool fails instead of making one.
+#[derive(Debug, Default)]
+struct Scratch {
+    made: std::sync::atomic::AtomicBool,
+}
+
+impl r2d2::CustomizeConnection<PgConn, postgres::Error> for Scratch {
+    fn on_acquire(&self, conn: &mut PgConn) -> Result<(), postgres::Error> {
+        if self.made.swap(true, std::sync::atomic::Ordering::SeqCst) {
+            // What the lost connection wrote is gone: the pool fails
+            // rather than carry on without it.
+            return conn.client.batch_execute(
+                "DO $$ BEGIN RAISE EXCEPTION 'the dry run lost its connection to the server'; END $$",
+            );
+        }
+        conn.client.batch_execute("BEGIN")
+    }
 }
 
 /// One connection to the database at `url` (outside any pool: `dlq sql`),

@@ -162,8 +162,25 @@ impl Dlq {
 
     /// An in-memory copy of the database at `path`: changes are never written
     /// back. This is how `--dry-run` works.
+    ///
+    /// On PostgreSQL (`path` a URL) nothing is copied: the handle is one
+    /// connection in one transaction that is rolled back when the handle
+    /// drops, and each write runs in a savepoint of it. Its writes take
+    /// the row locks real ones would (the jobs they add to) and hold them
+    /// until then; it publishes no events. A database without dlq's
+    /// schema yet is an empty SQLite copy in memory, as a missing file is.
     pub fn open_scratch_copy(path: impl AsRef<Path>) -> Result<Self> {
         let path = path.as_ref();
+        #[cfg(feature = "postgres")]
+        if let Some(url) = path.to_str().filter(|p| db::is_url(p)) {
+            return match OpenOptions::new()
+                .create(false)
+                .open_postgres_with(url, true)
+            {
+                Err(e) if e.kind() == crate::error::ErrorKind::NotFound => Dlq::open_in_memory(),
+                opened => opened,
+            };
+        }
         let from = path.exists().then_some(path);
         Ok(Dlq::in_memory(db::open_memory_pool(from)?))
     }
@@ -324,8 +341,13 @@ impl Dlq {
         f: impl FnOnce(&mut WriteTx<'_>) -> Result<T>,
     ) -> Result<T> {
         #[cfg(feature = "postgres")]
-        if let Pools::Postgres { pool, read_only } = &self.pool {
-            return self.write_postgres(pool, *read_only, deadline, f);
+        if let Pools::Postgres {
+            pool,
+            read_only,
+            scratch,
+        } = &self.pool
+        {
+            return self.write_postgres(pool, *read_only, *scratch, deadline, f);
         }
         // A writer that panicked left nothing half-done: its transaction
         // rolled back when its connection went back to the pool.
@@ -399,7 +421,7 @@ impl Dlq {
         match &self.pool {
             Pools::Sqlite(pool) => pool.max_size() > 1,
             #[cfg(feature = "postgres")]
-            Pools::Postgres { .. } => true,
+            Pools::Postgres { scratch, .. } => !scratch,
         }
     }
 
@@ -436,19 +458,21 @@ impl Dlq {
                 Ok(value)
             }
             #[cfg(feature = "postgres")]
-            Pools::Postgres { pool, .. } => {
+            Pools::Postgres { pool, scratch, .. } => {
                 let _scope = crate::error::DbScope::enter(self.path.as_ref());
                 let mut client = pool.get()?;
+                let tx = PgTx::new(*scratch, "dlq_read");
                 client
                     .client
-                    .batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")?;
+                    .batch_execute(tx.begin("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"))?;
                 let cell = std::cell::RefCell::new(client);
                 let result = f(sql::Conn::Postgres(&cell));
                 let mut client = cell.into_inner();
-                let end =
-                    client
-                        .client
-                        .batch_execute(if result.is_ok() { "COMMIT" } else { "ROLLBACK" });
+                let end = client.client.batch_execute(if result.is_ok() {
+                    tx.commit()
+                } else {
+                    tx.rollback()
+                });
                 let value = result?;
                 end?;
                 Ok(value)
@@ -464,6 +488,7 @@ impl Dlq {
         &self,
         pool: &db::postgres::PgPool,
         read_only: bool,
+        scratch: bool,
         deadline: Option<std::time::Instant>,
         f: impl FnOnce(&mut WriteTx<'_>) -> Result<T>,
     ) -> Result<T> {
@@ -486,8 +511,9 @@ impl Dlq {
                     .max(POOL_FLOOR),
             )?,
         };
+        let tx = PgTx::new(scratch, "dlq_write");
         let cell = std::cell::RefCell::new(client);
-        cell.borrow_mut().client.batch_execute("BEGIN")?;
+        cell.borrow_mut().client.batch_execute(tx.begin("BEGIN"))?;
         // A panic in `f` must not hand the connection back to the pool in
         // the middle of this transaction.
         let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
@@ -505,21 +531,27 @@ impl Dlq {
             let value = f(&mut writer)?;
             writer.settle_evictions()?;
             writer.flush_counts()?;
-            writer.publish_events()?;
+            if !scratch {
+                // A scratch transaction is never committed: its events
+                // stay staged (and its writes would otherwise hold the
+                // events lock, and so every writer's commit, until the
+                // end of the dry run).
+                writer.publish_events()?;
+            }
             Ok(value)
         }));
         let mut client = cell.into_inner();
         match result {
             Ok(Ok(value)) => {
-                client.client.batch_execute("COMMIT")?;
+                client.client.batch_execute(tx.commit())?;
                 Ok(value)
             }
             Ok(Err(error)) => {
-                client.client.batch_execute("ROLLBACK")?;
+                client.client.batch_execute(tx.rollback())?;
                 Err(error)
             }
             Err(panic) => {
-                let _ = client.client.batch_execute("ROLLBACK");
+                let _ = client.client.batch_execute(tx.rollback());
                 std::panic::resume_unwind(panic)
             }
         }
@@ -542,6 +574,53 @@ impl Dlq {
     }
 }
 
+/// The statements that begin and end one read or write on PostgreSQL: a
+/// transaction, or on a scratch handle (whose one connection is inside a
+/// transaction that is never committed) a savepoint in it.
+#[cfg(feature = "postgres")]
+struct PgTx {
+    begin: String,
+    commit: String,
+    rollback: String,
+    scratch: bool,
+}
+
+#[cfg(feature = "postgres")]
+impl PgTx {
+    fn new(scratch: bool, savepoint: &str) -> Self {
+        PgTx {
+            begin: format!("SAVEPOINT {savepoint}"),
+            commit: format!("RELEASE SAVEPOINT {savepoint}"),
+            rollback: format!("ROLLBACK TO SAVEPOINT {savepoint}; RELEASE SAVEPOINT {savepoint}"),
+            scratch,
+        }
+    }
+
+    fn begin<'a>(&'a self, transaction: &'a str) -> &'a str {
+        if self.scratch {
+            &self.begin
+        } else {
+            transaction
+        }
+    }
+
+    fn commit(&self) -> &str {
+        if self.scratch {
+            &self.commit
+        } else {
+            "COMMIT"
+        }
+    }
+
+    fn rollback(&self) -> &str {
+        if self.scratch {
+            &self.rollback
+        } else {
+            "ROLLBACK"
+        }
+    }
+}
+
 /// The connection pool of either backend.
 #[derive(Clone)]
 enum Pools {
@@ -550,6 +629,8 @@ enum Pools {
     Postgres {
         pool: db::postgres::PgPool,
         read_only: bool,
+        /// A dry run's handle: see [`Dlq::open_scratch_copy`].
+        scratch: bool,
     },
 }
 

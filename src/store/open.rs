@@ -165,10 +165,18 @@ impl OpenOptions {
     /// when it has none yet: the database itself must exist).
     #[cfg(feature = "postgres")]
     fn open_postgres(&self, url: &str) -> Result<Dlq> {
+        self.open_postgres_with(url, false)
+    }
+
+    /// [`OpenOptions::open_postgres`], or with `scratch` a handle whose
+    /// changes are never committed (see [`Dlq::open_scratch_copy`]).
+    #[cfg(feature = "postgres")]
+    pub(super) fn open_postgres_with(&self, url: &str, scratch: bool) -> Result<Dlq> {
         let pool = db::postgres::open_pool(
             url,
             self.setup.create,
             self.setup.read_only,
+            scratch,
             self.setup.busy_timeout,
             self.setup.pool_size,
         )?;
@@ -177,6 +185,7 @@ impl OpenOptions {
             pool: super::Pools::Postgres {
                 pool,
                 read_only: self.setup.read_only,
+                scratch,
             },
             path: Some(Arc::from(Path::new(&redacted))),
             clock: Arc::new(Timestamp::now),

@@ -59,17 +59,6 @@ pub fn sqlite_only(why: &str) -> bool {
     on_postgres()
 }
 
-/// True (and a note on stderr) when the suite runs against PostgreSQL and
-/// the calling test's oracle is still written in SQLite's SQL only: the
-/// test returns. Each use is work left (grep for it), not a difference of
-/// the backends.
-pub fn pending_on_postgres(why: &str) -> bool {
-    if on_postgres() {
-        eprintln!("not yet run on PostgreSQL: {why}");
-    }
-    on_postgres()
-}
-
 /// How many cases a property that opens a database per case runs: a
 /// quarter on PostgreSQL, where each is a CREATE DATABASE and the
 /// migrations on the server.
@@ -149,6 +138,41 @@ pub mod pg {
         with_dbname(&server_url(), &name)
     }
 
+    /// The name of the database standing for `path`.
+    fn name_of(path: &Path) -> String {
+        let url = url_for(path);
+        url.rsplit_once('/').unwrap().1.to_string()
+    }
+
+    /// Makes `to`'s database anew: empty, or with `from` a copy of `from`'s
+    /// (CREATE DATABASE ... TEMPLATE, which needs no one connected to
+    /// `from`: a dlq that just exited may still be leaving, so that is
+    /// waited out).
+    pub fn recreate(to: &Path, from: Option<&Path>) {
+        let to = name_of(to);
+        let template = from.map(|from| format!(" TEMPLATE \"{}\"", name_of(from)));
+        let mut admin = admin();
+        admin
+            .batch_execute(&format!("DROP DATABASE IF EXISTS \"{to}\" WITH (FORCE)"))
+            .unwrap();
+        let started = std::time::Instant::now();
+        loop {
+            match admin.batch_execute(&format!(
+                "CREATE DATABASE \"{to}\"{} STRATEGY FILE_COPY",
+                template.as_deref().unwrap_or("")
+            )) {
+                Ok(()) => return,
+                Err(e)
+                    if e.to_string().contains("being accessed by other users")
+                        && started.elapsed() < std::time::Duration::from_secs(10) =>
+                {
+                    std::thread::sleep(std::time::Duration::from_millis(20));
+                }
+                Err(e) => panic!("CREATE DATABASE {to}: {e}"),
+            }
+        }
+    }
+
     /// Drops the databases of every path under `dir`.
     pub fn drop_under(dir: &Path) {
         let mut guard = DATABASES.lock().unwrap_or_else(|e| e.into_inner());
@@ -169,6 +193,31 @@ pub mod pg {
 
     pub fn client(path: &Path) -> postgres::Client {
         postgres::Client::connect(&url_for(path), postgres::NoTls).unwrap()
+    }
+}
+
+/// Removes the database `db` names (on SQLite its file, WAL and
+/// shared-memory file; on PostgreSQL, leaving an empty database in its
+/// place, as a missing file is where the next command makes one).
+pub fn remove_db(db: &Path) {
+    if on_postgres() {
+        pg::recreate(db, None);
+        return;
+    }
+    for suffix in ["", "-wal", "-shm"] {
+        let mut path = db.as_os_str().to_owned();
+        path.push(suffix);
+        let _ = std::fs::remove_file(path);
+    }
+}
+
+/// Makes `to` a copy of the database `from` (nothing may have it open).
+pub fn copy_db(from: &Path, to: &Path) {
+    if on_postgres() {
+        pg::recreate(to, Some(from));
+    } else {
+        remove_db(to);
+        std::fs::copy(from, to).unwrap();
     }
 }
 
