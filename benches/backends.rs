@@ -9,6 +9,19 @@
 //!    PostgreSQL and back: items per second, and that the copy back dumps
 //!    the same counters.
 //!
+//! 3. At size (DLQ_BENCH_BIG items, default 1,000,000, of the shape
+//!    DLQ_BENCH_SHAPE, default `c`: 1,000 jobs and a signature per item):
+//!    `dlq import` of it into SQLite, `dlq copy` of that to PostgreSQL,
+//!    then on each backend `dlq stats --json`, `dlq list --limit 50`
+//!    (all jobs and one), `dlq analyze --json` (median of
+//!    DLQ_BENCH_RUNS, default 3, with the peak RSS) and one `dlq purge`
+//!    of about half the items on a copy (SQLite: a file copy; PostgreSQL:
+//!    CREATE DATABASE ... TEMPLATE). Both databases are kept under
+//!    target/bench-data (the PostgreSQL one while the cluster lives: give
+//!    DLQ_BENCH_PG_URL to keep it between runs).
+//!
+//! DLQ_BENCH_ONLY=writers|copy|big runs one part.
+//!
 //! PostgreSQL: DLQ_BENCH_PG_URL, or a throwaway cluster started with
 //! scripts/pg for the run (stopped at the end). The cluster runs with
 //! fsync off (scripts/pg says so): the PostgreSQL figures leave out the
@@ -21,7 +34,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Instant;
-use support::{bench_dir, env_usize, remove_db};
+use support::{bench_dir, env_usize, remove_db, run_measured, shape_file};
 
 fn dlq(db: &str) -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_dlq"));
@@ -134,6 +147,21 @@ fn main() {
     let adds = env_usize("DLQ_BENCH_ADDS", 8_000);
     let items = env_usize("DLQ_BENCH_ITEMS", 20_000);
     let (pg_server, _cluster) = server();
+    let only = std::env::var("DLQ_BENCH_ONLY").unwrap_or_default();
+    let part = |name: &str| only.is_empty() || only == name;
+    if part("writers") {
+        concurrent_writers(&pg_server, adds);
+    }
+    if part("copy") {
+        copy_both_ways(&pg_server, items);
+    }
+    if part("big") {
+        at_size(&pg_server);
+    }
+}
+
+/// Part 1: concurrent writer processes on each backend.
+fn concurrent_writers(pg_server: &str, adds: usize) {
     let dir = bench_dir();
     println!("concurrent writer processes, {adds} adds in all, one per transaction (adds/s)");
     println!(
@@ -150,7 +178,7 @@ fn main() {
                         remove_db(&path);
                         path.display().to_string()
                     }
-                    _ => fresh_pg(&pg_server, &format!("bench_writers_{n}")),
+                    _ => fresh_pg(pg_server, &format!("bench_writers_{n}")),
                 };
                 rates.push(writers(&db, n, adds, shared));
             }
@@ -163,8 +191,11 @@ fn main() {
             );
         }
     }
+}
 
-    // dlq copy both ways.
+/// Part 2: `dlq copy` both ways.
+fn copy_both_ways(pg_server: &str, items: usize) {
+    let dir = bench_dir();
     let source = dir.join("backends-copy-source.db");
     let back = dir.join("backends-copy-back.db");
     remove_db(&source);
@@ -181,7 +212,7 @@ fn main() {
     let lines: String = (0..items).map(|n| item_line(0, n)).collect();
     std::thread::spawn(move || stdin.write_all(lines.as_bytes()).expect("write"));
     assert!(load.wait().expect("wait").success());
-    let pg = fresh_pg(&pg_server, "bench_copy");
+    let pg = fresh_pg(pg_server, "bench_copy");
     let copy = |from: &str, to: &Path| {
         let started = Instant::now();
         let status = dlq("unused.db")
@@ -209,4 +240,145 @@ fn main() {
         .expect("counts")
     };
     assert_eq!(counts(&source), counts(&back));
+}
+
+/// `dlq ARGS` on `db` to its end, output dropped: wall time and peak RSS.
+fn measured(db: &str, args: &[&str], env: &[(&str, &str)]) -> (f64, f64) {
+    let mut command = dlq(db);
+    command
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    for (k, v) in env {
+        command.env(k, v);
+    }
+    let (wall, peak) = run_measured(&mut command);
+    (wall.as_secs_f64(), peak as f64 / 1024.0)
+}
+
+/// The item count `dlq db --json` reports for `db` (None: no database).
+fn db_items(db: &str) -> Option<i64> {
+    let output = dlq(db).args(["db", "--json"]).output().ok()?;
+    let info: serde_json::Value = serde_json::from_slice(&output.stdout).ok()?;
+    info["items"].as_i64()
+}
+
+/// The same cutoff on both backends for purging about half: DLQ_NOW one
+/// day after the median last attempt (read through `dlq sql`).
+fn purge_now(db: &str, items: usize) -> String {
+    let output = dlq(db)
+        .args([
+            "sql",
+            &format!(
+                "SELECT last_attempt FROM items ORDER BY last_attempt LIMIT 1 OFFSET {}",
+                items / 2
+            ),
+            "--format",
+            "json",
+        ])
+        .output()
+        .expect("dlq sql");
+    let rows: serde_json::Value = serde_json::from_slice(&output.stdout).expect("json");
+    let last = rows[0]["last_attempt"].as_str().expect("a last_attempt");
+    dlqlite::Timestamp::parse(last)
+        .expect("timestamp")
+        .minus_seconds(-86_400)
+        .to_legacy()
+}
+
+/// Part 3: the same large database on both backends.
+fn at_size(pg_server: &str) {
+    let items = env_usize("DLQ_BENCH_BIG", 1_000_000);
+    let runs = env_usize("DLQ_BENCH_RUNS", 3).max(1);
+    let shape = std::env::var("DLQ_BENCH_SHAPE")
+        .ok()
+        .and_then(|s| s.chars().next())
+        .unwrap_or('c');
+    let file = shape_file(shape, items);
+    let sqlite = bench_dir().join(format!("backends-big-{shape}-{items}.db"));
+    let sqlite = sqlite.display().to_string();
+    if db_items(&sqlite) != Some(items as i64) {
+        remove_db(Path::new(&sqlite));
+        let (wall, peak) = measured(&sqlite, &["import", &file.display().to_string()], &[]);
+        println!(
+            "dlq import of {items} items (shape {shape}) into SQLite: {wall:.1} s ({:.0} items/s), peak RSS {peak:.0} MB",
+            items as f64 / wall
+        );
+    }
+    let name = format!("bench_big_{shape}_{items}");
+    let at = pg_server.rfind('/').expect("a URL with a database");
+    let pg = format!("{}/{name}", &pg_server[..at]);
+    if db_items(&pg) != Some(items as i64) {
+        let pg = fresh_pg(pg_server, &name);
+        let (wall, peak) = measured("unused.db", &["copy", "--from", &sqlite, "--to", &pg], &[]);
+        println!(
+            "dlq copy of {items} items SQLite -> PostgreSQL: {wall:.1} s ({:.0} items/s), peak RSS {peak:.0} MB",
+            items as f64 / wall
+        );
+    }
+    println!("{items} items, shape {shape}, median of {runs} (peak RSS)");
+    println!("{:<34} {:>18} {:>18}", "", "SQLite", "PostgreSQL");
+    let job = dlqlite::generate::job_id(0);
+    let commands: [(&str, Vec<&str>); 4] = [
+        ("dlq stats --json", vec!["stats", "--json"]),
+        ("dlq list --limit 50", vec!["list", "--limit", "50"]),
+        (
+            "dlq list --job-id J --limit 50",
+            vec!["list", "--job-id", &job, "--limit", "50"],
+        ),
+        ("dlq analyze --json", vec!["analyze", "--json"]),
+    ];
+    for (label, args) in &commands {
+        let cells: Vec<String> = [&sqlite, &pg]
+            .iter()
+            .map(|db| {
+                let mut timings: Vec<(f64, f64)> =
+                    (0..runs).map(|_| measured(db, args, &[])).collect();
+                timings.sort_by(|a, b| a.0.total_cmp(&b.0));
+                let (wall, _) = timings[timings.len() / 2];
+                let peak = timings.iter().map(|t| t.1).fold(0.0, f64::max);
+                format!("{:.0} ms ({peak:.0} MB)", wall * 1e3)
+            })
+            .collect();
+        println!("{label:<34} {:>18} {:>18}", cells[0], cells[1]);
+    }
+    // Purge about half, once, on a copy of each.
+    let now = purge_now(&sqlite, items);
+    let env = [("DLQ_NOW", now.as_str())];
+    let purge = ["purge", "--older-than-days", "1", "--yes"];
+    let copy = bench_dir().join("backends-big-purge.db");
+    remove_db(&copy);
+    let copy = copy.display().to_string();
+    // The file and its WAL (what the import left there is the database
+    // as much as the file is).
+    for suffix in ["", "-wal"] {
+        let from = format!("{sqlite}{suffix}");
+        if Path::new(&from).exists() {
+            std::fs::copy(&from, format!("{copy}{suffix}")).expect("copy");
+        }
+    }
+    let sqlite_purge = measured(&copy, &purge, &env);
+    let left = db_items(&copy).expect("items left");
+    remove_db(Path::new(&copy));
+    let mut admin = postgres::Client::connect(pg_server, postgres::NoTls).expect("connect");
+    admin
+        .batch_execute("DROP DATABASE IF EXISTS bench_big_purge WITH (FORCE)")
+        .expect("drop");
+    admin
+        .batch_execute(&format!(
+            "CREATE DATABASE bench_big_purge TEMPLATE \"{name}\""
+        ))
+        .expect("template copy");
+    let pg_copy = format!("{}/bench_big_purge", &pg_server[..at]);
+    let pg_purge = measured(&pg_copy, &purge, &env);
+    assert_eq!(db_items(&pg_copy), Some(left), "both purged the same items");
+    println!(
+        "{:<34} {:>18} {:>18}",
+        format!("dlq purge ({} items)", items as i64 - left),
+        format!("{:.1} s ({:.0} MB)", sqlite_purge.0, sqlite_purge.1),
+        format!("{:.1} s ({:.0} MB)", pg_purge.0, pg_purge.1)
+    );
+    admin
+        .batch_execute("DROP DATABASE IF EXISTS bench_big_purge WITH (FORCE)")
+        .expect("drop");
 }

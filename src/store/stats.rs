@@ -131,6 +131,116 @@ fn each_count(
     conn.each(sql, vals![job_id], |row| f(&row.text(0)?, row.i64(1)?))
 }
 
+/// How many rows one page of [`every_job`]'s readers holds (in unit tests
+/// a few, so that jobs and their counts straddle pages).
+const PAGE: i64 = if cfg!(test) { 3 } else { 2_000 };
+
+/// Every job's statistics object, by job id: the heads, signatures and
+/// error types of all jobs read as three streams in (job, key) order, a
+/// page at a time (keyset pages: a seek on the primary key each), and
+/// merged. A few round trips per page instead of three queries per job,
+/// which on PostgreSQL cost a round trip each (measured: 0.6 s for 1,000
+/// jobs of 2 items), and memory bounded by the page whatever the shape.
+fn every_job(conn: Conn<'_>, f: &mut impl FnMut(StatsPart<'_>) -> Result<()>) -> Result<()> {
+    let heads_sql = |filter: &str| {
+        format!(
+            "SELECT item_count, eligible_count, manual_review_count, failure_count_sum, {},
+                 job_id
+             FROM jobs j {filter} ORDER BY job_id LIMIT {PAGE}",
+            span_columns(conn.backend())
+        )
+    };
+    let (first, next) = (heads_sql(""), heads_sql("WHERE job_id > ?1"));
+    let mut signatures = KeyedPages::new("signature_counts", "error_signature");
+    let mut types = KeyedPages::new("error_type_counts", "error_type");
+    let mut after: Option<String> = None;
+    loop {
+        let read = |row: &Row<'_>| Ok((row.text(6)?, head_of(row)?));
+        let heads = match &after {
+            None => conn.collect(&first, &[], read)?,
+            Some(job) => conn.collect(&next, vals![job], read)?,
+        };
+        for (job, head) in &heads {
+            f(StatsPart::Head {
+                job_id: Some(job),
+                head,
+            })?;
+            signatures.each_of(conn, job, |key, n| f(StatsPart::Signature(key, n)))?;
+            types.each_of(conn, job, |key, n| f(StatsPart::ErrorType(key, n)))?;
+            f(StatsPart::Close)?;
+        }
+        let full = heads.len() as i64 == PAGE;
+        match heads.into_iter().last() {
+            Some((job, _)) if full => after = Some(job),
+            _ => return Ok(()),
+        }
+    }
+}
+
+/// One counter table read in (job_id, key) order, a page at a time.
+struct KeyedPages {
+    first: String,
+    next: String,
+    page: std::collections::VecDeque<(String, String, i64)>,
+    /// The last (job, key) read, where the next page starts.
+    last: Option<(String, String)>,
+    done: bool,
+}
+
+impl KeyedPages {
+    fn new(table: &str, key: &str) -> Self {
+        let select = format!("SELECT job_id, {key}, item_count FROM {table}");
+        KeyedPages {
+            first: format!("{select} ORDER BY job_id, {key} LIMIT {PAGE}"),
+            next: format!(
+                "{select} WHERE (job_id, {key}) > (?1, ?2) ORDER BY job_id, {key} LIMIT {PAGE}"
+            ),
+            page: Default::default(),
+            last: None,
+            done: false,
+        }
+    }
+
+    /// Hands `job`'s rows to `f`, skipping rows of jobs before it (the
+    /// streams come from one snapshot, so there are none).
+    fn each_of(
+        &mut self,
+        conn: Conn<'_>,
+        job: &str,
+        mut f: impl FnMut(&str, i64) -> Result<()>,
+    ) -> Result<()> {
+        loop {
+            if self.page.is_empty() && !self.done {
+                self.fill(conn)?;
+            }
+            match self.page.front() {
+                Some((row_job, _, _)) if row_job.as_str() < job => {
+                    self.page.pop_front();
+                }
+                Some((row_job, key, n)) if row_job == job => {
+                    f(key, *n)?;
+                    self.page.pop_front();
+                }
+                _ => return Ok(()),
+            }
+        }
+    }
+
+    fn fill(&mut self, conn: Conn<'_>) -> Result<()> {
+        let read = |row: &Row<'_>| Ok((row.text(0)?, row.text(1)?, row.i64(2)?));
+        let rows = match &self.last {
+            None => conn.collect(&self.first, &[], read)?,
+            Some((job, key)) => conn.collect(&self.next, vals![job, key], read)?,
+        };
+        self.done = (rows.len() as i64) < PAGE;
+        if let Some((job, key, _)) = rows.last() {
+            self.last = Some((job.clone(), key.clone()));
+        }
+        self.page.extend(rows);
+        Ok(())
+    }
+}
+
 /// One job's signatures and error types, in key order.
 fn job_counts(
     conn: Conn<'_>,
@@ -222,22 +332,7 @@ impl Dlq {
                 |key, n| f(StatsPart::ErrorType(key, n)),
             )?;
             if with_jobs {
-                // Collected first: PostgreSQL cannot run the per-job
-                // queries while it streams this one.
-                let jobs = conn.collect("SELECT job_id FROM jobs ORDER BY job_id", &[], |row| {
-                    row.text(0)
-                })?;
-                for job in jobs {
-                    // A job removed meanwhile is left out, not an error.
-                    if let Some(head) = job_head(conn, &job)? {
-                        f(StatsPart::Head {
-                            job_id: Some(&job),
-                            head: &head,
-                        })?;
-                        job_counts(conn, &job, &mut f)?;
-                        f(StatsPart::Close)?;
-                    }
-                }
+                every_job(conn, &mut f)?;
             }
             f(StatsPart::Close)
         })
@@ -321,5 +416,58 @@ fn collect(stats: &mut Stats, part: StatsPart<'_>) {
             stats.error_types.insert(key.to_string(), n);
         }
         StatsPart::Close => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::DeadLetteredItem;
+
+    fn item(id: &str, signature: &str, error_type: &str) -> DeadLetteredItem {
+        DeadLetteredItem::from_json_str(&format!(
+            r#"{{"item_id":"{id}","item_data":{{}},"first_attempt":"2025-06-01T00:00:00Z",
+               "last_attempt":"2025-06-01T00:01:00Z","failure_count":1,
+               "failure_history":[{{"attempt_number":1,"timestamp":"2025-06-01T00:01:00Z",
+               "error_type":"{error_type}","error_message":"m","stack_trace":null,
+               "agent_id":"a","step_failed":"s","duration_ms":1,"json_log_location":null}}],
+               "error_signature":"{signature}","worktree_artifacts":null,
+               "reprocess_eligible":true,"manual_review_required":false}}"#
+        ))
+        .unwrap()
+    }
+
+    /// All jobs' statistics, read in pages of three rows, equal each job's
+    /// own (read by other queries), whatever the pages' boundaries: jobs
+    /// without items, with one signature, with more than a page of them,
+    /// and more jobs than a page.
+    #[test]
+    fn every_job_read_in_pages_equals_each_job_alone() {
+        let dlq = Dlq::open_in_memory().unwrap();
+        for job in 0..8 {
+            for n in 0..[0, 1, 3, 4, 7, 2, 0, 6][job] {
+                let kind = ["Timeout", "Panic"][n % 2];
+                dlq.add(
+                    &format!("j{job}"),
+                    &item(&format!("i{n}"), &format!("s{n}"), kind),
+                )
+                .unwrap();
+            }
+        }
+        // A job with no items left (its counters are rows of zero or none).
+        dlq.add("j8", &item("x", "s", "Timeout")).unwrap();
+        dlq.clear_job("j8").unwrap();
+        let (total, jobs) = dlq.stats().unwrap();
+        let ids: Vec<String> = dlq.jobs().unwrap().into_iter().map(|j| j.job_id).collect();
+        assert_eq!(jobs.keys().cloned().collect::<Vec<_>>(), ids);
+        for (job, stats) in &jobs {
+            assert_eq!(stats, &dlq.job_stats(job).unwrap(), "{job}");
+        }
+        assert_eq!(total.total_items, 23);
+        assert_eq!(jobs.len(), 7, "j0 and j6 never had an item");
+        assert_eq!(
+            total.error_categories.values().sum::<i64>(),
+            total.total_items
+        );
     }
 }
