@@ -4,7 +4,11 @@
 //! nothing, and copying into a database that has some of the items
 //! merges their histories. Nothing is evicted: a job that ends over its
 //! capacity gets the capacity raised to fit (reported). A job new to the
-//! destination takes the source's repo and capacity override. The
+//! destination takes the source's repo and the capacity it had there: its
+//! override, or when it followed the source's default and the two
+//! databases' defaults differ, the source's default as its own override
+//! (so it keeps as many items as it did, not the destination's default).
+//! The
 //! destination's audit log gets one `imported` event per item the copy
 //! changed (outcome new or merged, and the source) and one summary per
 //! job; the source is only read.
@@ -47,13 +51,19 @@ pub fn copy(
     // their job as the source has it (a job without items too).
     let jobs = from.jobs()?;
     report.jobs = jobs.len() as u64;
+    let source_default = from.capacity(None)?.default_max_items;
+    let follows_default = if source_default == to.capacity(None)?.default_max_items {
+        None
+    } else {
+        Some(source_default)
+    };
     let mut repos = BTreeMap::new();
     for job in &jobs {
         if !to.job_exists(&job.job_id)? {
             to.ensure_job(
                 &job.job_id,
                 &JobOptions {
-                    max_items: job.max_items,
+                    max_items: job.max_items.or(follows_default),
                 },
             )?;
         }

@@ -17,7 +17,9 @@ use std::process::ExitCode;
 /// and counters; copying again changes nothing; copying into a database
 /// that has some of the items merges their histories. Nothing is evicted
 /// (a job that ends over its capacity gets its capacity raised, as
-/// `import` does). DST is created when it is a file that does not exist
+/// `import` does). A job new to DST keeps the capacity it had in SRC
+/// (when it followed SRC's default and DST's default differs, SRC's
+/// default becomes its own). DST is created when it is a file that does not exist
 /// (a PostgreSQL database must exist; dlq creates its tables). The
 /// source is only read. `--db` is not used.
 ///

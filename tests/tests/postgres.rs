@@ -766,3 +766,82 @@ fn a_database_without_the_schema_is_left_alone() {
         1
     );
 }
+
+/// A job that followed its database's default capacity keeps that
+/// capacity in a copy to a database whose default differs (as its own
+/// override), either way; where the defaults agree it keeps following.
+#[test]
+fn a_copy_keeps_each_jobs_capacity_whatever_the_defaults() {
+    if both_backends_already() {
+        return;
+    }
+    let dir = TempDir::new("copy-capacity");
+    let sqlite = dir.join("source.db");
+    let pg = PgDb::new("copy_capacity");
+    let back = dir.join("back.db");
+    let item = |id: &str| {
+        let value = serde_json::json!({
+            "item_id": id, "item_data": {}, "first_attempt": "2025-06-01T00:00:00Z",
+            "last_attempt": "2025-06-01T00:00:00Z", "failure_count": 1,
+            "failure_history": [], "error_signature": "s", "worktree_artifacts": null,
+            "reprocess_eligible": true, "manual_review_required": false
+        });
+        dlqlite::DeadLetteredItem::from_json_str(&value.to_string()).unwrap()
+    };
+    {
+        let source = dlqlite::Dlq::open(&sqlite).unwrap();
+        // Unlimited by default.
+        source.set_capacity(None, Some(0)).unwrap();
+        for n in 0..5 {
+            source.add("follows", &item(&format!("f{n}"))).unwrap();
+        }
+    }
+    let _ = copy(&sqlite, pg.url());
+    let copied = dlqlite::Dlq::open(pg.url()).unwrap();
+    // The destination's default is dlq's (10,000); the job keeps 0.
+    assert_ne!(copied.capacity(None).unwrap().default_max_items, 0);
+    assert_eq!(
+        copied
+            .capacity(Some("follows"))
+            .unwrap()
+            .effective_max_items,
+        0
+    );
+    // Back into a database whose default is unlimited as well: the job
+    // keeps its override from the copy before, and a job of the server
+    // that follows the server's default gets that default as its own.
+    copied.add("server-job", &item("s0")).unwrap();
+    let server_default = copied.capacity(None).unwrap().default_max_items;
+    drop(copied);
+    {
+        let dest = dlqlite::Dlq::open(&back).unwrap();
+        dest.set_capacity(None, Some(0)).unwrap();
+    }
+    let _ = copy(pg.url(), &back);
+    let dest = dlqlite::Dlq::open(&back).unwrap();
+    assert_eq!(
+        dest.capacity(Some("server-job"))
+            .unwrap()
+            .effective_max_items,
+        server_default
+    );
+    assert_eq!(
+        dest.capacity(Some("follows")).unwrap().effective_max_items,
+        0
+    );
+    // Same defaults: a job that follows the default still does.
+    dest.add("local", &item("l0")).unwrap();
+    drop(dest);
+    let same = dir.join("same.db");
+    dlqlite::Dlq::open(&same)
+        .unwrap()
+        .set_capacity(None, Some(0))
+        .unwrap();
+    let _ = copy(&back, &same);
+    let same = dlqlite::Dlq::open(&same).unwrap();
+    assert_eq!(same.capacity(Some("local")).unwrap().job_max_items, None);
+    assert_eq!(
+        same.capacity(Some("follows")).unwrap().job_max_items,
+        Some(0)
+    );
+}
