@@ -16,9 +16,12 @@ pub fn env_usize(name: &str, default: usize) -> usize {
         .unwrap_or(default)
 }
 
-/// target/bench-data, where generated data is kept between runs.
+/// target/bench-data, where generated data is kept between runs (made
+/// when missing: a fresh clone has none).
 pub fn bench_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("target/bench-data")
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/bench-data");
+    std::fs::create_dir_all(&dir).expect("target/bench-data");
+    dir
 }
 
 /// The generated tree for `items` items (1,000 per job, as the legacy cap
