@@ -89,7 +89,7 @@ pub fn supported_schema_version() -> i64 {
 /// Opens a pool on the database at `url` and brings its schema up to date
 /// (unless `read_only` or `scratch`, which refuse a database without this
 /// build's schema). A `scratch` pool is one connection inside one
-/// transaction that is never committed (see [`Scratch`]).
+/// transaction that is never committed (see `Scratch` below).
 /// A password comes from the URL, else `PGPASSWORD`, else `~/.pgpass`.
 pub fn open_pool(
     url: &str,
