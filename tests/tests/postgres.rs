@@ -378,20 +378,39 @@ fn the_library_opens_a_url_and_keeps_nanoseconds() {
 }
 
 #[test]
-fn what_postgres_cannot_do_yet_is_one_clear_line() {
+fn a_dry_run_on_postgres_reports_and_changes_nothing() {
     if both_backends_already() {
         return;
     }
-    let pg = PgDb::new("unported");
+    let pg = PgDb::new("dry_run");
     add_lines(pg.url(), "j", [item("a", 1, "2025-01-01T00:00:00Z", "x")]);
-    let dir = TempDir::new("pg-unported");
-    let tree = dir.join("tree");
-    std::fs::create_dir_all(&tree).unwrap();
-    let stderr = fails(dlq(pg.url()).args(["import", "--dry-run"]).arg(&tree));
-    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    let before = (
+        pg.count("SELECT COUNT(*) FROM items"),
+        pg.count("SELECT COUNT(*) FROM events"),
+    );
+    let dir = TempDir::new("pg-dry-run");
+    let file = dir.join("new.jsonl");
+    let mut line = item("b", 1, "2025-01-02T00:00:00Z", "y");
+    line["job_id"] = serde_json::json!("j2");
+    std::fs::write(&file, format!("{line}\n")).unwrap();
+    let output = dlq(pg.url())
+        .args(["import", "--dry-run", "--json"])
+        .arg(&file)
+        .output()
+        .unwrap();
     assert!(
-        stderr.contains("import --dry-run") && stderr.contains("not available on PostgreSQL yet"),
-        "{stderr}"
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let report: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(report["items_new"], 1, "{report}");
+    assert_eq!(
+        (
+            pg.count("SELECT COUNT(*) FROM items"),
+            pg.count("SELECT COUNT(*) FROM events")
+        ),
+        before
     );
 }
 
