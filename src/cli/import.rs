@@ -50,7 +50,7 @@ pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
         }
     }
     let dlq = if args.dry_run {
-        ctx.with_age_clock(Dlq::open_scratch_copy(ctx.db_path())?)
+        ctx.with_age_clock(ctx.open_options().open_scratch_copy(ctx.db_path())?)
     } else {
         ctx.open()?
     };

@@ -170,13 +170,15 @@ impl Dlq {
     /// until then; it publishes no events. A database without dlq's
     /// schema yet is an empty SQLite copy in memory, as a missing file is.
     pub fn open_scratch_copy(path: impl AsRef<Path>) -> Result<Self> {
-        let path = path.as_ref();
+        OpenOptions::new().open_scratch_copy(path)
+    }
+
+    /// [`Dlq::open_scratch_copy`] with `options`' busy timeout (on
+    /// PostgreSQL, how long the dry run waits for a row lock).
+    pub(super) fn scratch_copy_with(options: &OpenOptions, path: &Path) -> Result<Self> {
         #[cfg(feature = "postgres")]
         if let Some(url) = path.to_str().filter(|p| db::is_url(p)) {
-            return match OpenOptions::new()
-                .create(false)
-                .open_postgres_with(url, true)
-            {
+            return match options.clone().create(false).open_postgres_with(url, true) {
                 Err(e) if e.kind() == crate::error::ErrorKind::NotFound => Dlq::open_in_memory(),
                 opened => opened,
             };

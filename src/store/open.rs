@@ -204,6 +204,12 @@ impl OpenOptions {
         Ok(dlq)
     }
 
+    /// [`Dlq::open_scratch_copy`] with these options' busy timeout (the
+    /// other options do not apply to a scratch copy).
+    pub fn open_scratch_copy(&self, path: impl AsRef<Path>) -> Result<Dlq> {
+        Dlq::scratch_copy_with(self, path.as_ref())
+    }
+
     /// Opens the database at `path`, which must exist: a mistyped path is
     /// an error ([`crate::ErrorKind::NotFound`]), not a new empty database.
     pub fn open_existing(&self, path: impl AsRef<Path>) -> Result<Dlq> {
