@@ -16,7 +16,7 @@
 use crate::error::Result;
 use crate::store::{AddOutcome, CapacityRaised, Dlq, JobOptions, ListFilter, LoadOptions};
 use serde::Serialize;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 /// What a copy did.
 #[derive(Clone, Debug, Default, Serialize, PartialEq)]
@@ -81,7 +81,7 @@ pub fn copy(
                 None
             }
         });
-    to.load(items, &LoadOptions::default(), |tx, job_item| {
+    let raised = to.load(items, &LoadOptions::default(), |tx, job_item| {
         let repo = repos.get(&job_item.job_id).cloned().flatten();
         tx.job(&job_item.job_id, repo.as_deref())?;
         let outcome = tx.item(&job_item.job_id, repo.as_deref(), &job_item.item)?;
@@ -118,7 +118,6 @@ pub fn copy(
     if let Some(e) = failed {
         return Err(e);
     }
-    let job_ids: BTreeSet<String> = tallies.keys().cloned().collect();
     let events = tallies
         .into_iter()
         .map(|(job, [new, merged, unchanged])| {
@@ -132,6 +131,7 @@ pub fn copy(
             (job, detail)
         })
         .collect();
-    report.capacity_raised = to.finish_load(&job_ids, events)?;
+    to.finish_load(events)?;
+    report.capacity_raised = raised;
     Ok(report)
 }

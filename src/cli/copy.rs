@@ -97,7 +97,9 @@ pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
 }
 
 /// Whether two targets name one database: the same URL, or paths to one
-/// file.
+/// file (by device and inode, so a hard link or a bind mount is caught
+/// too: SQLite keys its WAL and locks by name, so writing a file through
+/// two names at once corrupts it).
 fn same_database(a: &str, b: &str) -> bool {
     if a == b {
         return true;
@@ -105,8 +107,9 @@ fn same_database(a: &str, b: &str) -> bool {
     if dlqlite::db::is_url(a) || dlqlite::db::is_url(b) {
         return false;
     }
-    match (std::fs::canonicalize(a), std::fs::canonicalize(b)) {
-        (Ok(a), Ok(b)) => a == b,
+    use std::os::unix::fs::MetadataExt;
+    match (std::fs::metadata(a), std::fs::metadata(b)) {
+        (Ok(a), Ok(b)) => (a.dev(), a.ino()) == (b.dev(), b.ino()),
         _ => false,
     }
 }

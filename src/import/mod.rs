@@ -438,7 +438,7 @@ pub fn import(
     let records = receiver.into_iter().flatten();
     // The load consumes (and on an error drops) the receiver, which stops
     // the scanner.
-    let result = dlq.load(records, options, |loader, record| {
+    let loaded = dlq.load(records, options, |loader, record| {
         let item = writer.apply(loader, record)?;
         writer.tick(&mut progress);
         Ok(item)
@@ -446,7 +446,7 @@ pub fn import(
     let scanned = scanner
         .join()
         .map_err(|_| Error::invalid_argument("import", "the scanning thread panicked"))?;
-    result?;
+    let raised = loaded?;
     let mut report = writer.report;
     report.paths_skipped = scanned?;
     report.jobs = report.job_ids.len();
@@ -455,7 +455,8 @@ pub fn import(
         .iter()
         .map(|(job_id, tally)| Ok((job_id.clone(), serde_json::to_value(tally)?)))
         .collect::<Result<Vec<_>>>()?;
-    report.jobs_over_capacity = dlq.finish_load(&report.job_ids, events)?;
+    dlq.finish_load(events)?;
+    report.jobs_over_capacity = raised;
     progress(&Progress {
         files_seen: report.files_seen,
         items_written: report.items_new + report.items_merged + report.items_unchanged,

@@ -4,9 +4,13 @@
 //! items without the `added`/`merged` event of an add (the caller records
 //! what it loaded with [`Loader::imported`], in the item's transaction, and
 //! one summary per job at the end with [`Dlq::finish_load`]) and without
-//! evicting (a job that ends over its
-//! capacity gets the capacity raised to fit, reported), in transactions of
-//! [`LoadOptions::batch_size`] items. Into an empty database the whole load
+//! evicting, in transactions of [`LoadOptions::batch_size`] items. A job
+//! that a batch fills past its capacity gets the capacity raised to fit in
+//! that batch's transaction (a `capacity_set` event; the load reports the
+//! jobs it raised): no committed state has a job over capacity, so an add
+//! from another process during the load, or after a load that failed half
+//! way, never evicts what the load brought in to make up the difference.
+//! Into an empty database the whole load
 //! is one transaction that drops the secondary indexes of `items` and
 //! rebuilds them at the end: much faster, and a crash leaves the database
 //! empty, as it was.
@@ -14,7 +18,7 @@
 use super::{AddReport, CapacityRaised, Dlq, EventKind, WriteTx};
 use crate::error::Result;
 use crate::model::DeadLetteredItem;
-use std::collections::BTreeSet;
+use std::collections::BTreeMap;
 
 /// How a load batches its writes.
 #[derive(Clone, Debug)]
@@ -72,13 +76,24 @@ impl Loader<'_, '_> {
 impl Dlq {
     /// Hands each record to `apply`, which writes it through the
     /// [`Loader`] and says whether it was an item (batches count items).
-    /// See the module docs for the transactions.
+    /// Returns the jobs whose capacity the load raised (one entry per job:
+    /// the capacity before the load's first raise, the items after its
+    /// last). See the module docs for the transactions.
     pub fn load<T>(
         &self,
         records: impl IntoIterator<Item = T>,
         options: &LoadOptions,
         mut apply: impl FnMut(&mut Loader<'_, '_>, T) -> Result<bool>,
-    ) -> Result<()> {
+    ) -> Result<Vec<CapacityRaised>> {
+        let mut raised: BTreeMap<String, CapacityRaised> = BTreeMap::new();
+        let mut note = |batch: Vec<CapacityRaised>| {
+            for r in batch {
+                raised
+                    .entry(r.job_id.clone())
+                    .and_modify(|first| first.items = r.items)
+                    .or_insert(r);
+            }
+        };
         let mut records = records.into_iter().peekable();
         let bulk_switches = |tx: &mut WriteTx<'_>| {
             tx.set_item_events(false);
@@ -86,17 +101,19 @@ impl Dlq {
         };
         // The bulk switches (indexes dropped and rebuilt) are SQLite's.
         if options.bulk_when_empty && self.backend() == super::Backend::Sqlite && self.is_empty()? {
-            return self.write(|tx| {
+            note(self.write(|tx| {
                 bulk_switches(tx);
                 let indexes = tx.suspend_item_indexes()?;
                 for record in records.by_ref() {
                     apply(&mut Loader { tx: &mut *tx }, record)?;
                 }
-                tx.restore(indexes)
-            });
+                tx.restore(indexes)?;
+                tx.raise_capacities_to_fit()
+            })?);
+            return Ok(raised.into_values().collect());
         }
         while records.peek().is_some() {
-            self.write(|tx| {
+            note(self.write(|tx| {
                 bulk_switches(tx);
                 let mut items = 0;
                 for record in records.by_ref() {
@@ -105,30 +122,21 @@ impl Dlq {
                         break;
                     }
                 }
-                Ok(())
-            })?;
+                tx.raise_capacities_to_fit()
+            })?);
         }
-        Ok(())
+        Ok(raised.into_values().collect())
     }
 
-    /// Ends a load, in one transaction: raises the capacity of each of
-    /// `jobs` that ended over it (reported), and records one `imported`
-    /// event per entry of `events` (a job and what to say of it; the
-    /// event has no item_id: it is the job's summary).
-    pub fn finish_load(
-        &self,
-        jobs: &BTreeSet<String>,
-        events: Vec<(String, serde_json::Value)>,
-    ) -> Result<Vec<CapacityRaised>> {
+    /// Ends a load, in one transaction: records one `imported` event per
+    /// entry of `events` (a job and what to say of it; the event has no
+    /// item_id: it is the job's summary).
+    pub fn finish_load(&self, events: Vec<(String, serde_json::Value)>) -> Result<()> {
         self.write(|tx| {
-            let mut raised = Vec::new();
-            for job_id in jobs {
-                raised.extend(tx.raise_capacity_to_fit(job_id)?);
-            }
             for (job_id, detail) in events {
                 tx.event(EventKind::Imported, Some(&job_id), None, detail)?;
             }
-            Ok(raised)
+            Ok(())
         })
     }
 }

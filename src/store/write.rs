@@ -354,6 +354,26 @@ impl<'c> WriteTx<'c> {
         self.evict(job_id, count - cap, cap)
     }
 
+    /// [`WriteTx::raise_capacity_to_fit`] for every job this transaction
+    /// added items to (in job order). A load calls it before each batch
+    /// commits, so no committed state has a job over its capacity: an add
+    /// from another process between two batches must not evict what the
+    /// load brought in.
+    pub(crate) fn raise_capacities_to_fit(&mut self) -> Result<Vec<CapacityRaised>> {
+        let mut jobs: Vec<String> = self
+            .job_load
+            .iter()
+            .filter(|(_, (count, cap))| *cap > 0 && count > cap)
+            .map(|(job, _)| job.clone())
+            .collect();
+        jobs.sort_unstable();
+        let mut raised = Vec::new();
+        for job in jobs {
+            raised.extend(self.raise_capacity_to_fit(&job)?);
+        }
+        Ok(raised)
+    }
+
     /// When a job holds more items than its capacity (as after an import,
     /// which never evicts), raises the job's capacity to its item count with
     /// a `capacity_set` event saying why, so nothing is evicted by the next

@@ -1001,3 +1001,34 @@ fn an_unwritable_stderr_keeps_the_exit_code() {
         .unwrap();
     assert_eq!(status.code(), Some(2), "a usage error");
 }
+
+/// `dlq copy` between two names of one file (a hard link, a path with `..`)
+/// is refused before anything is opened: SQLite keys its WAL and locks by
+/// name, so writing one file through two names at once corrupts it.
+#[test]
+fn a_copy_between_two_names_of_one_file_is_refused() {
+    if sqlite_only("hard links of a database file") {
+        return;
+    }
+    let dir = TempDir::new("copy-same-file");
+    let db = dir.join("a.db");
+    add_lines(&db, "j", [item("i1", 1, "2025-01-01T00:00:00Z", "boom")]);
+    let link = dir.join("b.db");
+    std::fs::hard_link(&db, &link).unwrap();
+    std::fs::create_dir(dir.join("sub")).unwrap();
+    let dotted = dir.join("sub/../a.db");
+    let before = dump(&db);
+    for to in [&link, &dotted] {
+        let err = fails(
+            dlq(&dir.join("unused.db"))
+                .arg("copy")
+                .arg("--from")
+                .arg(&db)
+                .arg("--to")
+                .arg(to),
+        );
+        assert!(err.contains("are the same database"), "{err}");
+        assert_eq!(err.trim().lines().count(), 1, "{err}");
+    }
+    assert_eq!(dump(&db), before);
+}

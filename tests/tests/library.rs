@@ -970,3 +970,56 @@ fn a_purge_at_its_dry_runs_now_removes_what_was_counted() {
     assert!(dlq.get(Some("j"), "edge").is_ok());
     assert!(dlq.get(Some("j"), "old").is_err());
 }
+
+/// A load commits in batches, and each batch raises the capacity of a job
+/// it filled past it: no committed state has a job over its capacity, so
+/// neither an add from another process between two batches nor an add after
+/// a load that failed half way evicts what the load brought in (before,
+/// capacities were raised only at the end, and such an add evicted
+/// everything over the old capacity).
+#[test]
+fn a_load_never_commits_a_job_over_its_capacity() {
+    let dir = TempDir::new("load-capacity");
+    let db = dir.join("dlq.db");
+    let dlq = Dlq::open(super::common::target(&db)).unwrap();
+    dlq.set_capacity(None, Some(4)).unwrap();
+    // Not empty: the batched path.
+    dlq.add("other", &one_item("x")).unwrap();
+    let options = dlqlite::store::LoadOptions {
+        batch_size: 5,
+        bulk_when_empty: true,
+    };
+    let err = dlq
+        .load(0..100, &options, |load, i| {
+            if i == 12 {
+                return Err(Error::invalid_argument("test", "stop half way"));
+            }
+            load.item("j", None, &one_item(&format!("i{i:03}")))?;
+            Ok(true)
+        })
+        .unwrap_err();
+    assert!(err.to_string().contains("stop half way"), "{err}");
+    // Two batches of five committed; the job's capacity fits them.
+    assert_eq!(dlq.job_stats("j").unwrap().total_items, 10);
+    let report = dlq.add("j", &one_item("new")).unwrap();
+    assert_eq!(report.evicted.len(), 1, "{:?}", report.evicted);
+    assert_eq!(dlq.job_stats("j").unwrap().total_items, 10);
+    // A load that ends reports each raised job once: the capacity before
+    // its first raise, the items after its last.
+    let raised = dlq
+        .load(0..23, &options, |load, i| {
+            load.item("k", None, &one_item(&format!("i{i:03}")))?;
+            Ok(true)
+        })
+        .unwrap();
+    assert_eq!(raised.len(), 1, "{raised:?}");
+    assert_eq!(
+        (
+            raised[0].job_id.as_str(),
+            raised[0].previous_max_items,
+            raised[0].items
+        ),
+        ("k", 4, 23)
+    );
+    assert_eq!(dlq.job_stats("k").unwrap().total_items, 23);
+}

@@ -456,12 +456,15 @@ fn faults_give_one_line_and_change_nothing() {
 }
 
 /// Runs `args` and SIGKILLs it after `delay`; returns whether it was killed.
-fn kill_after(db: &Path, args: &[&str], env: &[(&str, &str)], delay: Duration) -> bool {
+/// Runs `args` and kills it after `delay`. `None` if it was killed, else how
+/// it ended (status and stderr), for the caller's message: a run that ends
+/// early with an error is a finding, not only a timing accident.
+fn kill_after(db: &Path, args: &[&str], env: &[(&str, &str)], delay: Duration) -> Option<String> {
     let mut command = dlq(db);
     command
         .args(args)
         .stdout(Stdio::null())
-        .stderr(Stdio::null());
+        .stderr(Stdio::piped());
     for (k, v) in env {
         command.env(k, v);
     }
@@ -469,19 +472,26 @@ fn kill_after(db: &Path, args: &[&str], env: &[(&str, &str)], delay: Duration) -
     let started = Instant::now();
     while started.elapsed() < delay {
         if child.try_wait().unwrap().is_some() {
-            return false;
+            let output = child.wait_with_output().unwrap();
+            return Some(format!(
+                "{} after {:?}: {}",
+                output.status,
+                started.elapsed(),
+                String::from_utf8_lossy(&output.stderr).trim()
+            ));
         }
         std::thread::sleep(Duration::from_millis(1));
     }
     let _ = child.kill();
     child.wait().unwrap();
-    true
+    None
 }
 
 /// Kills `args` at seeded random moments within `window` until it has been
 /// killed mid-run 20 times, checking the database after each kill, then
 /// reruns it to the end. A run that finished before its kill is followed by
-/// `reset` (so the next run has the whole job to do again) and shrinks the
+/// `reset` (so the next run has the whole job to do again; it is told how the
+/// run ended) and shrinks the
 /// window by a quarter (the timing run was slower than the machine is now,
 /// say because other tests were running then): the count of kills then
 /// holds however fast or slow the machine is. Returns the kills.
@@ -491,7 +501,7 @@ fn crash_and_rerun(
     env: &[(&str, &str)],
     window: Duration,
     seed: u64,
-    reset: &dyn Fn(),
+    reset: &dyn Fn(&str),
 ) -> usize {
     let mut rng = Rng::new(seed);
     let mut killed = 0;
@@ -501,15 +511,16 @@ fn crash_and_rerun(
             break;
         }
         let delay = Duration::from_micros(rng.below(window.as_micros() as u64 + 1));
-        let was_killed = kill_after(db, args, env, delay);
+        let ended = kill_after(db, args, env, delay);
         if crate::common::database_exists(db) {
             assert_sound(db);
         }
-        if was_killed {
-            killed += 1;
-        } else {
-            reset();
-            window = window * 3 / 4;
+        match ended {
+            None => killed += 1,
+            Some(how) => {
+                reset(&how);
+                window = window * 3 / 4;
+            }
         }
     }
     let mut command = dlq(db);
@@ -570,7 +581,7 @@ fn crashes_at_random_moments_lose_and_double_nothing() {
         .unwrap_or_default();
     let expected = contents(&expected_db);
     let db = dir.join("import.db");
-    let remove = || remove_db(&db);
+    let remove = |_: &str| remove_db(&db);
     let killed = crash_and_rerun(&db, &import, &[], window, 1, &remove);
     assert_eq!(killed, 20, "runs killed mid-way (of at most 60)");
     assert_eq!(contents(&db), expected);
@@ -589,7 +600,7 @@ fn crashes_at_random_moments_lose_and_double_nothing() {
     let window = timed(&expected_db, &add, &[]);
     let expected = contents(&expected_db);
     let db = dir.join("add.db");
-    let remove = || remove_db(&db);
+    let remove = |_: &str| remove_db(&db);
     let killed = crash_and_rerun(&db, &add, &[], window, 2, &remove);
     assert_eq!(killed, 20, "runs killed mid-way (of at most 60)");
     assert_eq!(contents(&db), expected);
@@ -604,10 +615,10 @@ fn crashes_at_random_moments_lose_and_double_nothing() {
     let expected = contents(&expected_db);
     assert!(!expected.is_empty() && expected.len() < contents(&dir.join("import.db")).len());
     let db = dir.join("purge.db");
-    let fresh = || {
+    let fresh = |_: &str| {
         copy_db(&dir.join("import.db"), &db);
     };
-    fresh();
+    fresh("");
     let killed = crash_and_rerun(&db, &purge, &now, window, 3, &fresh);
     assert_eq!(killed, 20, "runs killed mid-way (of at most 60)");
     assert_eq!(contents(&db), expected);
@@ -641,7 +652,7 @@ fn crashes_at_random_moments_lose_and_double_nothing() {
         "--lease",
         "1",
     ];
-    let never = || panic!("a retry run finished before its kill");
+    let never = |how: &str| panic!("a retry run finished before its kill: {how}");
     let killed = crash_and_rerun(&db, &crashing, &[], Duration::from_millis(400), 4, &never);
     assert_eq!(killed, 20);
     std::thread::sleep(Duration::from_millis(1100));
