@@ -1183,7 +1183,17 @@ pub fn redacted_url(url: &str) -> String {
         None => rest,
     };
     // A password can also come as a query parameter (under a
-    // percent-encoded name, too): every value goes.
+    // percent-encoded name, too): every value goes but those of options
+    // known to hold no secret, named plainly (`sslmode=require` stays
+    // readable; `pass%77ord=...` does not).
+    const PLAIN: [&str; 6] = [
+        "sslmode",
+        "connect_timeout",
+        "application_name",
+        "target_session_attrs",
+        "keepalives",
+        "keepalives_idle",
+    ];
     match host_and_tail.split_once('?') {
         Some((path, query)) => {
             out.push_str(path);
@@ -1191,6 +1201,7 @@ pub fn redacted_url(url: &str) -> String {
             let params: Vec<String> = query
                 .split('&')
                 .map(|pair| match pair.split_once('=') {
+                    Some((key, _)) if PLAIN.contains(&key) => pair.to_string(),
                     Some((key, _)) => format!("{key}=***"),
                     None => pair.to_string(),
                 })
@@ -1200,6 +1211,44 @@ pub fn redacted_url(url: &str) -> String {
         None => out.push_str(host_and_tail),
     }
     out
+}
+
+/// Refuses a target that would otherwise become a SQLite file by mistake:
+/// a libpq connection string, or a URL of another scheme or a misspelt one
+/// (`postgress://`, `postgres:/`, `sqlite://`). A file of such a name is
+/// still reachable as `./name`.
+pub fn refuse_lookalike(target: &str) -> crate::error::Result<()> {
+    if is_url(target) {
+        return Ok(());
+    }
+    if is_conninfo(target) {
+        return Err(crate::error::Error::invalid_argument(
+            "database",
+            "it looks like a libpq connection string (host=... dbname=...); \
+             give a postgres://user@host:port/dbname URL",
+        ));
+    }
+    // RFC 3986 scheme: a letter, then letters, digits, `+`, `-`, `.`; two
+    // characters at least, so a Windows-style `C:/` is not one.
+    if let Some((scheme, _)) = target.split_once(":/") {
+        let is_scheme = scheme.len() >= 2
+            && scheme.starts_with(|c: char| c.is_ascii_alphabetic())
+            && scheme
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'));
+        if is_scheme {
+            return Err(crate::error::Error::invalid_argument(
+                "database",
+                format!(
+                    "`{}:` is not a URL dlq takes: give postgres://user@host:port/dbname \
+                     (or postgresql://), or a file path (starting with ./ for a file of \
+                     that name)",
+                    crate::text::for_terminal(scheme),
+                ),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// Whether `target` looks like a libpq connection string

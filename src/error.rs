@@ -416,6 +416,38 @@ impl std::fmt::Display for PgError {
     }
 }
 
+/// The whole reason of a PostgreSQL client error on one line: the server's
+/// message and SQLSTATE, or the client's words and each cause under them
+/// (the client's Display alone says "db error", "invalid configuration",
+/// "error connecting to server" and keeps the why in `source()`).
+/// Any error whose causes include one (refinery's, r2d2's) is told the same
+/// way, the server's message in place of "db error".
+#[cfg(feature = "postgres")]
+pub(crate) fn pg_reason(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = String::new();
+    let mut next = Some(error);
+    while let Some(cause) = next {
+        let server = cause
+            .downcast_ref::<postgres::Error>()
+            .and_then(postgres::Error::as_db_error);
+        let more = match server {
+            Some(db) => format!("{} (SQLSTATE {})", db.message(), db.code().code()),
+            None => cause.to_string(),
+        };
+        if !more.is_empty() && !text.contains(&more) {
+            if !text.is_empty() {
+                text.push_str(": ");
+            }
+            text.push_str(&more);
+        }
+        if server.is_some() {
+            break;
+        }
+        next = cause.source();
+    }
+    text
+}
+
 #[cfg(feature = "postgres")]
 impl std::error::Error for PgError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {

@@ -57,9 +57,15 @@ pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
         super::usage!("--from and --to are the same database ({to_label})");
     }
     let options = ctx.open_options();
-    let from = options
-        .open_existing(&args.from)
-        .with_context(|| format!("opening --from {from_label}"))?;
+    // The source is only read: opened read-only, so a file dlq may not
+    // write (or a server role without write rights) is a source too. One
+    // with an older schema is upgraded first, as any command that writes
+    // would do (a read-only handle cannot).
+    let from = match options.clone().read_only(true).open_existing(&args.from) {
+        Err(e) if e.kind() == dlqlite::ErrorKind::ReadOnly => options.open_existing(&args.from),
+        opened => opened,
+    }
+    .with_context(|| format!("opening --from {from_label}"))?;
     let to = options
         .open(&args.to)
         .with_context(|| format!("opening --to {to_label}"))?;

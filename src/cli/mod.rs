@@ -312,6 +312,9 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
              give a postgres://user@host:port/dbname URL or a file"
         );
     }
+    if let Some(Err(e)) = db_path.to_str().map(dlqlite::db::refuse_lookalike) {
+        usage!("--db (or DLQ_DB): {e}");
+    }
     if let Some(now) = cli.now {
         eprintln!(
             "dlq: warning: --now/DLQ_NOW: ages (purge, retention, filters, check, metrics) take {now} as now \

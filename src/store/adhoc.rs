@@ -20,6 +20,9 @@ pub fn query_read_only(
             "it is empty: give one SQL statement",
         ));
     }
+    if let Some(target) = path.to_str() {
+        crate::db::refuse_lookalike(target)?;
+    }
     #[cfg(feature = "postgres")]
     if let Some(url) = path.to_str().filter(|p| crate::db::is_url(p)) {
         return query_postgres(url, sql, columns, row);

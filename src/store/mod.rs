@@ -176,6 +176,9 @@ impl Dlq {
     /// [`Dlq::open_scratch_copy`] with `options`' busy timeout (on
     /// PostgreSQL, how long the dry run waits for a row lock).
     pub(super) fn scratch_copy_with(options: &OpenOptions, path: &Path) -> Result<Self> {
+        if let Some(target) = path.to_str() {
+            db::refuse_lookalike(target)?;
+        }
         #[cfg(feature = "postgres")]
         if let Some(url) = path.to_str().filter(|p| db::is_url(p)) {
             return match options.clone().create(false).open_postgres_with(url, true) {

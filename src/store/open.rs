@@ -114,12 +114,8 @@ impl OpenOptions {
         if let Some(url) = path.to_str().filter(|p| db::is_url(p)) {
             return self.open_postgres(url);
         }
-        if path.to_str().is_some_and(db::is_conninfo) {
-            return Err(Error::invalid_argument(
-                "database",
-                "it looks like a libpq connection string (host=... dbname=...); \
-                 give a postgres://user@host:port/dbname URL",
-            ));
+        if let Some(target) = path.to_str() {
+            db::refuse_lookalike(target)?;
         }
         #[cfg(not(feature = "postgres"))]
         if let Some(url) = path.to_str().filter(|p| db::is_url(p)) {

@@ -1032,3 +1032,41 @@ fn a_copy_between_two_names_of_one_file_is_refused() {
     }
     assert_eq!(dump(&db), before);
 }
+
+/// A `--db` that looks like a URL of another scheme, or a misspelt one, is
+/// refused in one line and creates nothing (it used to become a SQLite file
+/// named `postgress:/...`); `./` makes such a name a file.
+#[test]
+fn a_misspelt_url_is_refused_not_made_a_file() {
+    let dir = TempDir::new("lookalike");
+    let input = write_json(
+        dir.path(),
+        "i.json",
+        &item("i", 1, "2025-01-01T00:00:00Z", "x"),
+    );
+    for target in [
+        "postgress://me@localhost/dlq",
+        "postgres:/me@localhost/dlq",
+        "sqlite:///tmp/x.db",
+    ] {
+        let stderr = fails(
+            std::process::Command::new(env!("CARGO_BIN_EXE_dlq"))
+                .current_dir(dir.path())
+                .args(["--db", target, "add", "--job-id", "j"])
+                .arg(&input),
+        );
+        assert!(
+            stderr.contains("is not a URL dlq takes"),
+            "{target}: {stderr}"
+        );
+        assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+    }
+    let made: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(made, [std::ffi::OsString::from("i.json")]);
+    // The library refuses it too.
+    let err = dlqlite::Dlq::open("sqlite:/x.db").unwrap_err();
+    assert_eq!(err.kind(), dlqlite::ErrorKind::InvalidInput, "{err}");
+}

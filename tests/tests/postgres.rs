@@ -864,3 +864,43 @@ fn a_copy_keeps_each_jobs_capacity_whatever_the_defaults() {
         Some(0)
     );
 }
+
+/// A server that refuses the connection says why, in one line: the
+/// server's message and SQLSTATE, or the client's reason and its cause
+/// (the client library's own words are only "db error" or "error
+/// connecting to server").
+#[test]
+fn a_refused_connection_says_why() {
+    if both_backends_already() {
+        return;
+    }
+    let server = server_url();
+    let nobody = server.replacen("://", "://nobody_here@", 1);
+    let nobody = match server
+        .split_once("://")
+        .and_then(|(_, rest)| rest.split_once('@'))
+    {
+        // The URL names a user already: swap it.
+        Some((user, _)) => server.replacen(&format!("{user}@"), "nobody_here@", 1),
+        None => nobody,
+    };
+    for (url, says) in [
+        (
+            with_dbname(&server, "no_such_db"),
+            "database \"no_such_db\" does not exist (SQLSTATE 3D000)",
+        ),
+        (
+            nobody,
+            "role \"nobody_here\" does not exist (SQLSTATE 28000)",
+        ),
+        (
+            "postgres://u@127.0.0.1:1/dlq".to_string(),
+            "error connecting to server: Connection refused",
+        ),
+    ] {
+        let stderr = fails(dlq(Path::new(&url)).arg("stats"));
+        assert!(stderr.contains(says), "{url}: {stderr}");
+        assert!(!stderr.contains("db error"), "{stderr}");
+        assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+    }
+}

@@ -106,6 +106,19 @@ fn reads_work(db: &Path, warning: Option<&str>) {
     }
     let listed = ok(dlq(db).args(["list", "--format", "json"]));
     assert!(listed.contains("\"a\""), "{listed}");
+    // A copy only reads its source (it was opened for writing, and failed).
+    let copied = db.parent().unwrap().parent().unwrap().join("copied.db");
+    remove_db(&copied);
+    ok(dlq(db)
+        .arg("copy")
+        .arg("--from")
+        .arg(db)
+        .arg("--to")
+        .arg(&copied));
+    assert_eq!(
+        count(&copied, "SELECT COUNT(*) FROM items WHERE item_id = 'a'"),
+        1
+    );
     // A dry-run import reads the database into memory: a read too.
     let sample = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/legacy");
     let dry = run(dlq(db).args(["import", "--dry-run"]).arg(sample));
