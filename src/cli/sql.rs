@@ -30,7 +30,11 @@ pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
         ctx.db_path(),
         &args.query,
         |columns| {
-            match RowWriter::with_names(args.format, columns.to_vec()) {
+            let names = match args.format {
+                Format::Json | Format::Jsonl => unique_names(columns),
+                Format::Table | Format::Csv => columns.to_vec(),
+            };
+            match RowWriter::with_names(args.format, names) {
                 Ok(w) => *writer.borrow_mut() = Some(w),
                 Err(e) => failure = Some(e),
             }
@@ -71,4 +75,28 @@ pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
         w.finish("no rows")?;
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Column names made unique for JSON objects, where a repeated key would
+/// hide all its values but one (`SELECT 1 AS a, 2 AS a`): the second `a`
+/// becomes `a_2`, and so on, skipping names the query already has.
+fn unique_names(columns: &[String]) -> Vec<String> {
+    let mut taken: std::collections::HashSet<String> = columns.iter().cloned().collect();
+    let mut seen = std::collections::HashSet::new();
+    columns
+        .iter()
+        .map(|name| {
+            if seen.insert(name.clone()) {
+                return name.clone();
+            }
+            let mut n = 2;
+            loop {
+                let candidate = format!("{name}_{n}");
+                if taken.insert(candidate.clone()) {
+                    return candidate;
+                }
+                n += 1;
+            }
+        })
+        .collect()
 }

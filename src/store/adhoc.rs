@@ -107,12 +107,47 @@ fn query_postgres(
             _ => e.into(),
         }
     };
-    let statement = client.prepare(sql).map_err(refused)?;
+    let mut statement = client.prepare(sql).map_err(refused)?;
     let names: Vec<String> = statement
         .columns()
         .iter()
         .map(|c| c.name().to_string())
         .collect();
+    // Columns of types read as they are (numbers, text, JSON, times) stay
+    // typed; any other (date, interval, uuid, bytea, arrays, money...)
+    // comes as the server's text of it, as psql shows it: the query runs as
+    // a subquery whose columns are renamed by position (names may repeat
+    // or need quoting) and cast. A statement that cannot be a subquery
+    // (EXPLAIN, SHOW) runs as it is; a column that cannot be read then
+    // says to cast it.
+    if !statement
+        .columns()
+        .iter()
+        .all(|c| super::sql::pg::decoded(c.type_()))
+    {
+        let body = sql.trim_end().trim_end_matches(';');
+        let select: Vec<String> = statement
+            .columns()
+            .iter()
+            .enumerate()
+            .map(|(i, c)| match super::sql::pg::decoded(c.type_()) {
+                true => format!("c{i}"),
+                false => format!("c{i}::text"),
+            })
+            .collect();
+        let aliases: Vec<String> = (0..names.len()).map(|i| format!("c{i}")).collect();
+        let wrapped = format!(
+            "SELECT {} FROM (\n{body}\n) AS dlq_sql ({})",
+            select.join(", "),
+            aliases.join(", ")
+        );
+        // A failed prepare would abort the transaction: in a savepoint.
+        client.batch_execute("SAVEPOINT dlq_cast")?;
+        match client.prepare(&wrapped) {
+            Ok(cast) => statement = cast,
+            Err(_) => client.batch_execute("ROLLBACK TO SAVEPOINT dlq_cast")?,
+        }
+    }
     columns(&names)?;
     let mut count = 0;
     // A reader that stops early (a closed pipe) must stop the server too:

@@ -593,7 +593,19 @@ pub(crate) mod pg {
                         .ok_or("timestamp out of range")?;
                     Value::Ts(Timestamp::from_datetime(time))
                 }
-                _ => Value::Text(String::from_sql(ty, raw)?),
+                // Text-like types (text, varchar, char, name, citext...).
+                _ if <String as FromSql>::accepts(ty) => Value::Text(String::from_sql(ty, raw)?),
+                // Anything else is in a binary form of its own (date,
+                // interval, uuid, bytea, arrays...): read as text it would
+                // be garbage. `dlq sql` casts such columns to text first
+                // (see `decoded`).
+                _ => {
+                    return Err(format!(
+                        "a column of type {} cannot be read as it is: cast it to text (::text)",
+                        ty.name()
+                    )
+                    .into())
+                }
             }))
         }
 
@@ -606,38 +618,83 @@ pub(crate) mod pg {
         }
     }
 
+    /// Whether [`Any`] reads a column of type `ty` as it is (else `dlq sql`
+    /// asks the server for its text).
+    pub(crate) fn decoded(ty: &Type) -> bool {
+        matches!(
+            *ty,
+            Type::INT8
+                | Type::INT4
+                | Type::INT2
+                | Type::OID
+                | Type::BOOL
+                | Type::FLOAT8
+                | Type::FLOAT4
+                | Type::NUMERIC
+                | Type::JSON
+                | Type::JSONB
+                | Type::TIMESTAMPTZ
+                | Type::TIMESTAMP
+        ) || <String as FromSql>::accepts(ty)
+    }
+
     /// PostgreSQL's binary `numeric` (what SUM of a bigint gives): an
-    /// integer when it has no fraction, else a float.
+    /// integer when it is one that fits in 64 bits, else the nearest float
+    /// (as SQLite stores a larger integer); NaN and the infinities as
+    /// floats. Built as exact decimal text first, so no size of number
+    /// overflows on the way (digits are base 10,000, `weight` the power of
+    /// the first).
     fn numeric_from_sql(raw: &[u8]) -> Result<Value, BoxError> {
         let word = |at: usize| -> Result<i16, BoxError> {
             let bytes = raw.get(at..at + 2).ok_or("short numeric")?;
             Ok(i16::from_be_bytes([bytes[0], bytes[1]]))
         };
         let ndigits = usize::try_from(word(0)?)?;
-        let weight = i32::from(word(2)?);
-        let sign = word(4)? as u16;
-        if sign == 0xC000 {
-            return Ok(Value::Real(f64::NAN));
+        let weight = i64::from(word(2)?);
+        match word(4)? as u16 {
+            0xC000 => return Ok(Value::Real(f64::NAN)),
+            0xD000 => return Ok(Value::Real(f64::INFINITY)),
+            0xF000 => return Ok(Value::Real(f64::NEG_INFINITY)),
+            _ => {}
         }
-        let mut int: i128 = 0;
-        let mut frac = 0f64;
+        let negative = word(4)? as u16 == 0x4000;
+        let mut int = String::new();
+        let mut frac = String::new();
         for i in 0..ndigits {
-            let digit = i128::from(word(8 + 2 * i)?);
-            let power = weight - i32::try_from(i)?;
+            let digit = word(8 + 2 * i)?;
+            if !(0..10_000).contains(&digit) {
+                return Err("bad numeric digit".into());
+            }
+            let power = weight - i64::try_from(i)?;
             if power >= 0 {
-                int += digit * 10_000i128.pow(u32::try_from(power)?);
+                int.push_str(&format!("{digit:04}"));
             } else {
-                frac += digit as f64 * 10_000f64.powi(power);
+                // Zero groups between the point and a first digit far
+                // below it.
+                while frac.len() < usize::try_from(-power - 1)? * 4 {
+                    frac.push_str("0000");
+                }
+                frac.push_str(&format!("{digit:04}"));
             }
         }
-        let negative = sign == 0x4000;
-        if frac == 0.0 {
-            let v = i64::try_from(if negative { -int } else { int })?;
-            Ok(Value::Int(v))
-        } else {
-            let v = int as f64 + frac;
-            Ok(Value::Real(if negative { -v } else { v }))
+        // Groups of zeros after the last digit up to the point.
+        if let Some(last) = ndigits.checked_sub(1) {
+            let trailing = weight - i64::try_from(last)?;
+            for _ in 0..trailing.max(0) {
+                int.push_str("0000");
+            }
         }
+        let int = int.trim_start_matches('0');
+        let frac = frac.trim_end_matches('0');
+        let sign = if negative { "-" } else { "" };
+        let int = if int.is_empty() { "0" } else { int };
+        if frac.is_empty() {
+            if let Ok(v) = format!("{sign}{int}").parse::<i64>() {
+                return Ok(Value::Int(v));
+            }
+            return Ok(Value::Real(format!("{sign}{int}").parse()?));
+        }
+        Ok(Value::Real(format!("{sign}{int}.{frac}").parse()?))
     }
 
     /// The kind of a PostgreSQL error, by its SQLSTATE class.
@@ -689,6 +746,41 @@ pub(crate) mod pg {
                 numeric_to_sql(v, &mut out).unwrap();
                 assert_eq!(numeric_from_sql(&out).unwrap(), Value::Int(v), "{v}");
             }
+        }
+
+        /// Binary numeric of base-10,000 `digits`, the first at `weight`.
+        fn numeric(weight: i16, sign: u16, digits: &[i16]) -> Vec<u8> {
+            let mut out = Vec::new();
+            out.extend_from_slice(&i16::try_from(digits.len()).unwrap().to_be_bytes());
+            out.extend_from_slice(&weight.to_be_bytes());
+            out.extend_from_slice(&sign.to_be_bytes());
+            out.extend_from_slice(&0i16.to_be_bytes());
+            for d in digits {
+                out.extend_from_slice(&d.to_be_bytes());
+            }
+            out
+        }
+
+        #[test]
+        fn numerics_of_any_size_or_kind_read_without_overflow() {
+            let read = |weight, sign, digits: &[i16]| {
+                numeric_from_sql(&numeric(weight, sign, digits)).unwrap()
+            };
+            // 10^40 and 10^400 (overflowed an i128 before).
+            assert_eq!(read(10, 0, &[1]), Value::Real(1e40));
+            assert_eq!(read(100, 0, &[1]), Value::Real(f64::INFINITY));
+            assert_eq!(read(0, 0x4000, &[123, 4500]), Value::Real(-123.45));
+            assert_eq!(read(-2, 0, &[1234]), Value::Real(0.00001234));
+            assert_eq!(read(2, 0, &[1]), Value::Int(100_000_000));
+            // i64::MAX + 1: the nearest float.
+            assert_eq!(
+                read(4, 0, &[922, 3372, 368, 5477, 5808]),
+                Value::Real(9_223_372_036_854_775_808.0)
+            );
+            assert_eq!(read(0, 0, &[]), Value::Int(0));
+            assert_eq!(read(0, 0xD000, &[]), Value::Real(f64::INFINITY));
+            assert_eq!(read(0, 0xF000, &[]), Value::Real(f64::NEG_INFINITY));
+            assert!(numeric_from_sql(&numeric(0, 0, &[10_000])).is_err());
         }
     }
 }

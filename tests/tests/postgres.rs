@@ -4,7 +4,7 @@
 //! on the server itself (recounts) and the SQLite dump of a copy back.
 
 use super::common::pg::{server_url, with_dbname};
-use super::common::{add_lines, dlq, dump, fails, item, ok, with_stdin, TempDir};
+use super::common::{add_lines, dlq, dump, fails, item, json, ok, with_stdin, TempDir};
 use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -902,5 +902,113 @@ fn a_refused_connection_says_why() {
         assert!(stderr.contains(says), "{url}: {stderr}");
         assert!(!stderr.contains("db error"), "{stderr}");
         assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+    }
+}
+
+/// `dlq sql` on PostgreSQL shows every type as psql would: numbers and
+/// JSON typed, dates, intervals, bytea, arrays and money as the server's
+/// text (they came out as garbage bytes), numbers of any size (10^50
+/// overflowed), and a repeated column name keeps both values in JSON.
+#[test]
+fn sql_shows_every_type_as_the_server_writes_it() {
+    if both_backends_already() {
+        return;
+    }
+    let db = PgDb::new("sqltypes");
+    add_lines(
+        db.url(),
+        "j",
+        [item("i", 1, "2025-01-02T03:04:05Z", "boom")],
+    );
+    let out = ok(dlq(db.url()).args([
+        "sql",
+        "--format",
+        "jsonl",
+        "SELECT date '2025-01-02' AS day, interval '1 day 2 hours' AS i, '\\xdead'::bytea AS b, \
+         ARRAY[1,2] AS a, 10::numeric ^ 50 AS big, 123.45::numeric AS n, 2 AS a, \
+         '00000000-0000-0000-0000-000000000001'::uuid AS u;",
+    ]));
+    assert_eq!(
+        json(&out),
+        serde_json::json!({"day": "2025-01-02", "i": "1 day 02:00:00", "b": "\\xdead",
+            "a": "{1,2}", "big": 1e50, "n": 123.45, "a_2": 2,
+            "u": "00000000-0000-0000-0000-000000000001"})
+    );
+    // The README's per-day query.
+    let out = ok(dlq(db.url()).args([
+        "sql",
+        "--format",
+        "csv",
+        "SELECT timestamp::date AS day, error_type, COUNT(*) FROM failure_log GROUP BY 1, 2 ORDER BY 1",
+    ]));
+    assert!(out.contains("2025-01-02,"), "{out}");
+    // A statement that cannot be a subquery still runs; a column it
+    // cannot read says to cast it.
+    let out = ok(dlq(db.url()).args(["sql", "EXPLAIN SELECT date '2025-01-01'"]));
+    assert!(out.contains("Result"), "{out}");
+}
+
+/// The statements of the README's `sql` blocks: the sqlite3 one first,
+/// then the psql one.
+fn readme_queries() -> Vec<Vec<String>> {
+    let readme =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap();
+    let mut blocks = Vec::new();
+    let mut current: Option<String> = None;
+    for line in readme.lines() {
+        match (&mut current, line) {
+            (None, "```sql") => current = Some(String::new()),
+            (Some(_), "```") => {
+                let text = current.take().unwrap();
+                blocks.push(
+                    text.split(';')
+                        .map(str::trim)
+                        .filter(|s| !s.is_empty())
+                        .map(str::to_string)
+                        .collect(),
+                );
+            }
+            (Some(text), line) if !line.trim_start().starts_with("--") => {
+                text.push_str(line);
+                text.push('\n');
+            }
+            _ => {}
+        }
+    }
+    blocks
+}
+
+/// Every query the README shows for sqlite3 and for psql runs on the
+/// sample (with an item whose priority is a word, which made the psql
+/// priority query fail), through `dlq sql` on each backend.
+#[test]
+fn the_readmes_queries_run_on_both_backends() {
+    if both_backends_already() {
+        return;
+    }
+    let dir = TempDir::new("pg-readme-sql");
+    let file = dir.join("sample.db");
+    let sample = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/legacy");
+    let _ = super::common::run(dlq(&file).arg("import").arg(&sample));
+    let mut word = item("worded", 1, "2025-01-02T03:04:05Z", "boom");
+    word["item_data"] = serde_json::json!({"priority": "high", "path": "a.rs"});
+    let mut number = item("numbered", 1, "2025-01-02T03:04:05Z", "boom");
+    number["item_data"] = serde_json::json!({"priority": 7, "path": "b.rs"});
+    add_lines(&file, "j", [word, number]);
+    let db = PgDb::new("readme");
+    copy(&file, db.url());
+    let blocks = readme_queries();
+    assert_eq!(blocks.len(), 2, "{blocks:?}");
+    for (target, queries) in [(file.as_path(), &blocks[0]), (db.url(), &blocks[1])] {
+        assert!(queries.len() >= 5, "{queries:?}");
+        for query in queries {
+            let out = ok(dlq(target).args(["sql", "--format", "csv", query]));
+            if query.contains("priority") {
+                assert!(
+                    out.contains("numbered") && !out.contains("worded"),
+                    "{query}: {out}"
+                );
+            }
+        }
     }
 }
