@@ -197,6 +197,23 @@ impl r2d2::CustomizeConnection<PgConn, postgres::Error> for Scratch {
 /// One connection to the database at `url` (outside any pool: `dlq sql`),
 /// with the configuration the pool's connections get.
 pub fn connect(url: &str, busy: Duration) -> Result<(postgres::Config, postgres::Client)> {
+    // `postgres://me@/var/run/postgresql/dlq`: an empty host and a database
+    // name with slashes is a socket directory written as it is; the client
+    // would try localhost and a database named "var/run/...".
+    let after_scheme = url.split_once("://").map_or("", |(_, rest)| rest);
+    let after_user = after_scheme
+        .rsplit_once('@')
+        .map_or(after_scheme, |(_, rest)| rest);
+    if let Some(path) = after_user.strip_prefix('/') {
+        if path.split('?').next().unwrap_or_default().contains('/') {
+            return Err(open_error(
+                url,
+                "a Unix socket directory goes percent-encoded in the host \
+                 (postgres://me@%2Fvar%2Frun%2Fpostgresql/dbname)",
+                ErrorKind::InvalidInput,
+            ));
+        }
+    }
     let mut config: postgres::Config = url.parse().map_err(|e| {
         open_error(
             url,

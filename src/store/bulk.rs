@@ -34,9 +34,15 @@ pub(super) fn delete_items(
     })
 }
 
-/// The bulk delete on PostgreSQL: one statement deletes the rows and
-/// writes their events (the cascades remove attempts and artifacts, the
-/// row triggers keep the counters). The jobs involved are locked first,
+/// The bulk delete on PostgreSQL: one statement deletes the rows, writes
+/// their events and takes them out of the counters, set-based (the
+/// cascades remove attempts and artifacts). The row triggers that keep the
+/// counters are set aside for that statement (`dlq.counter_triggers`, a
+/// setting of this transaction only): run per row they made a purge of
+/// 500,000 of 1,000,000 items take 247 s, against 10 s for the delete
+/// itself. A counter row the delete empties is deleted, the others lowered
+/// (two CTEs on disjoint rows: a statement may change a row only once).
+/// The jobs involved are locked first,
 /// in the order adds lock them (job row, then items), so a delete and an
 /// add never deadlock; a row a concurrent add changed is checked against
 /// the condition again before it goes (READ COMMITTED re-evaluation).
@@ -66,23 +72,66 @@ fn delete_postgres(
     // The condition's placeholders come first in the text, then the
     // event's: bare `?` are numbered in order.
     let events = tx.events_table()?;
+    // The counters must already hold what this transaction inserted: a
+    // counter row is deleted when the delete empties it.
+    tx.flush_counts()?;
+    let conn = tx.sql();
+    conn.exec("SET LOCAL dlq.counter_triggers = 'off'", &[])?;
     let deleted = conn.row(
         &format!(
             "WITH gone AS (
                  DELETE FROM items i WHERE 1 = 1{condition}
-                 RETURNING i.id, i.job_id, i.item_id, i.error_signature, i.last_attempt, i.last_attempt_ns),
+                 RETURNING i.id, i.job_id, i.item_id, i.error_signature, i.last_attempt,
+                     i.last_attempt_ns, i.reprocess_eligible, i.manual_review_required,
+                     i.failure_count, COALESCE(i.last_error_type, '') AS error_type),
              logged AS (
                  INSERT INTO {events} (time, kind, job_id, item_id, detail)
                  SELECT ?, ?, job_id, item_id,
                      jsonb_build_object('error_signature', error_signature,
                          'last_attempt', dlq_ts_text(last_attempt, last_attempt_ns)) || jsonb_strip_nulls(CAST(? AS jsonb))
                  FROM gone ORDER BY id
+                 RETURNING 1),
+             per_job AS (
+                 SELECT job_id, COUNT(*) AS n, SUM(reprocess_eligible) AS eligible,
+                     SUM(manual_review_required) AS review, SUM(failure_count) AS failures
+                 FROM gone GROUP BY job_id),
+             jobs_lowered AS (
+                 UPDATE jobs j SET item_count = j.item_count - g.n,
+                     eligible_count = j.eligible_count - g.eligible,
+                     manual_review_count = j.manual_review_count - g.review,
+                     failure_count_sum = j.failure_count_sum - g.failures
+                 FROM per_job g WHERE j.job_id = g.job_id
+                 RETURNING 1),
+             per_signature AS (
+                 SELECT job_id, error_signature, COUNT(*) AS n FROM gone GROUP BY 1, 2),
+             signatures_emptied AS (
+                 DELETE FROM signature_counts s USING per_signature g
+                 WHERE s.job_id = g.job_id AND s.error_signature = g.error_signature
+                     AND s.item_count <= g.n
+                 RETURNING 1),
+             signatures_lowered AS (
+                 UPDATE signature_counts s SET item_count = s.item_count - g.n
+                 FROM per_signature g
+                 WHERE s.job_id = g.job_id AND s.error_signature = g.error_signature
+                     AND s.item_count > g.n
+                 RETURNING 1),
+             per_type AS (
+                 SELECT job_id, error_type, COUNT(*) AS n FROM gone GROUP BY 1, 2),
+             types_emptied AS (
+                 DELETE FROM error_type_counts s USING per_type g
+                 WHERE s.job_id = g.job_id AND s.error_type = g.error_type AND s.item_count <= g.n
+                 RETURNING 1),
+             types_lowered AS (
+                 UPDATE error_type_counts s SET item_count = s.item_count - g.n
+                 FROM per_type g
+                 WHERE s.job_id = g.job_id AND s.error_type = g.error_type AND s.item_count > g.n
                  RETURNING 1)
              SELECT COUNT(*) FROM logged"
         ),
         &all,
         |row| row.i64(0),
     )?;
+    conn.exec("SET LOCAL dlq.counter_triggers = 'on'", &[])?;
     Ok(usize::try_from(deleted.unwrap_or(0)).unwrap_or(0))
 }
 

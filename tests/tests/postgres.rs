@@ -897,6 +897,10 @@ fn a_refused_connection_says_why() {
             "postgres://u@127.0.0.1:1/dlq".to_string(),
             "error connecting to server: Connection refused",
         ),
+        (
+            "postgres://u@/var/run/postgresql/dlq".to_string(),
+            "a Unix socket directory goes percent-encoded in the host",
+        ),
     ] {
         let stderr = fails(dlq(Path::new(&url)).arg("stats"));
         assert!(stderr.contains(says), "{url}: {stderr}");
