@@ -87,6 +87,12 @@ fn query_postgres(
     let label = crate::db::redacted_url(url);
     let _scope = crate::error::DbScope::enter(Some(&std::sync::Arc::from(Path::new(&label))));
     let (_, mut client) = crate::db::postgres::connect(url, crate::db::DEFAULT_BUSY_TIMEOUT)?;
+    // A dlq killed mid-query (Ctrl-C) closes the connection, but the
+    // server notices only when it next sends a row: a long query with few
+    // rows would run on. PostgreSQL 14 and later check the socket every
+    // second while a query runs; an older server does not know the setting
+    // (refused outside the transaction, harmlessly).
+    let _ = client.batch_execute("SET client_connection_check_interval = 1000");
     client.batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")?;
     let refused = |e: postgres::Error| {
         let code = e.code().map(|c| c.code().to_string());
