@@ -30,12 +30,20 @@ pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
     } else {
         ctx.open_or_create()?
     };
-    if args.recount {
-        dlq.recount()?;
-    }
+    let recount = if args.recount {
+        let report = dlq.recount()?;
+        eprintln!("{}", recount_line(&report));
+        Some(report)
+    } else {
+        None
+    };
     let info = dlq.db_info()?;
     if args.json {
-        print_json(&info)?;
+        let mut value = serde_json::to_value(&info)?;
+        if let (Some(report), Some(object)) = (recount, value.as_object_mut()) {
+            object.insert("recount".into(), serde_json::to_value(report)?);
+        }
+        print_json(&value)?;
         return Ok(ExitCode::SUCCESS);
     }
     let mut out = std::io::stdout().lock();
@@ -57,4 +65,26 @@ pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
     writeln!(out, "events:             {}", info.events)?;
     writeln!(out, "size:               {} bytes", info.size_bytes)?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// What a recount found, in one line: a repair is never silent.
+fn recount_line(report: &dlqlite::store::RecountReport) -> String {
+    if report.nothing_off() {
+        return "recount: every counter already equalled a recount".to_string();
+    }
+    let mut parts = Vec::new();
+    for (n, what) in [
+        (report.jobs, "job(s)' item counters"),
+        (report.signatures, "signature count(s)"),
+        (report.error_types, "error-type count(s)"),
+        (report.last_error_types, "item(s)' last error type"),
+    ] {
+        if n > 0 {
+            parts.push(format!("{n} {what}"));
+        }
+    }
+    format!(
+        "recount: set right {} (they had drifted from the items)",
+        parts.join(", ")
+    )
 }

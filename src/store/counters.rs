@@ -220,33 +220,94 @@ pub(super) fn subtract_doomed(conn: &Connection) -> Result<()> {
 
 /// Recomputes every counter from the rows: the job counters, the signature
 /// and error type counts, and each item's last_error_type from its history.
-pub fn recount(conn: super::sql::Conn<'_>) -> Result<()> {
+pub fn recount(conn: super::sql::Conn<'_>) -> Result<RecountReport> {
     let last_type = last_attempt_select_on(conn.backend(), "error_type", "items.id");
+    // The keys whose counter differs from a recount (wrong, missing or
+    // extra), counted before the counters are rebuilt.
+    let drift = |table: &str, key: &str, recount: &str| -> Result<u64> {
+        let sql = format!(
+            "SELECT COUNT(*) FROM (
+                 SELECT job_id, {key} FROM (
+                     SELECT job_id, {key}, item_count FROM {table} EXCEPT {recount}) a
+                 UNION
+                 SELECT job_id, {key} FROM ({recount} EXCEPT
+                     SELECT job_id, {key}, item_count FROM {table}) b) d"
+        );
+        let n = conn.row(&sql, &[], |row| row.i64(0))?.unwrap_or(0);
+        Ok(u64::try_from(n).unwrap_or(0))
+    };
+    let mut report = RecountReport {
+        jobs: conn.exec(
+            "UPDATE jobs SET
+                 item_count = (SELECT COUNT(*) FROM items i WHERE i.job_id = jobs.job_id),
+                 eligible_count = (SELECT COUNT(*) FROM items i WHERE i.job_id = jobs.job_id AND i.reprocess_eligible = 1),
+                 manual_review_count = (SELECT COUNT(*) FROM items i WHERE i.job_id = jobs.job_id AND i.manual_review_required = 1),
+                 failure_count_sum = (SELECT COALESCE(SUM(failure_count), 0) FROM items i WHERE i.job_id = jobs.job_id)
+             WHERE item_count <> (SELECT COUNT(*) FROM items i WHERE i.job_id = jobs.job_id)
+                OR eligible_count <> (SELECT COUNT(*) FROM items i WHERE i.job_id = jobs.job_id AND i.reprocess_eligible = 1)
+                OR manual_review_count <> (SELECT COUNT(*) FROM items i WHERE i.job_id = jobs.job_id AND i.manual_review_required = 1)
+                OR failure_count_sum <> (SELECT COALESCE(SUM(failure_count), 0) FROM items i WHERE i.job_id = jobs.job_id)",
+            &[],
+        )? as u64,
+        signatures: drift(
+            "signature_counts",
+            "error_signature",
+            "SELECT job_id, error_signature, COUNT(*) FROM items GROUP BY job_id, error_signature",
+        )?,
+        last_error_types: conn.exec(
+            &format!(
+                "UPDATE items SET last_error_type = {last_type} WHERE last_error_type IS DISTINCT FROM {last_type}"
+            ),
+            &[],
+        )? as u64,
+        error_types: 0,
+    };
+    report.error_types = drift(
+        "error_type_counts",
+        "error_type",
+        "SELECT job_id, COALESCE(last_error_type, '') AS error_type, COUNT(*) FROM items
+         GROUP BY job_id, COALESCE(last_error_type, '')",
+    )?;
     for statement in [
-        "UPDATE jobs SET
-             item_count = (SELECT COUNT(*) FROM items i WHERE i.job_id = jobs.job_id),
-             eligible_count = (SELECT COUNT(*) FROM items i WHERE i.job_id = jobs.job_id AND i.reprocess_eligible = 1),
-             manual_review_count = (SELECT COUNT(*) FROM items i WHERE i.job_id = jobs.job_id AND i.manual_review_required = 1),
-             failure_count_sum = (SELECT COALESCE(SUM(failure_count), 0) FROM items i WHERE i.job_id = jobs.job_id)".to_string(),
-        "DELETE FROM signature_counts".to_string(),
+        "DELETE FROM signature_counts",
         "INSERT INTO signature_counts (job_id, error_signature, item_count)
-             SELECT job_id, error_signature, COUNT(*) FROM items GROUP BY job_id, error_signature".to_string(),
-        format!("UPDATE items SET last_error_type = {last_type} WHERE last_error_type IS DISTINCT FROM {last_type}"),
-        "DELETE FROM error_type_counts".to_string(),
+             SELECT job_id, error_signature, COUNT(*) FROM items GROUP BY job_id, error_signature",
+        "DELETE FROM error_type_counts",
         "INSERT INTO error_type_counts (job_id, error_type, item_count)
              SELECT job_id, COALESCE(last_error_type, ''), COUNT(*) FROM items
-             GROUP BY job_id, COALESCE(last_error_type, '')".to_string(),
+             GROUP BY job_id, COALESCE(last_error_type, '')",
     ] {
-        conn.exec(&statement, &[])?;
+        conn.exec(statement, &[])?;
     }
-    Ok(())
+    Ok(report)
+}
+
+/// What [`super::Dlq::recount`] found wrong (and set right): zero
+/// everywhere when every counter already equalled a recount.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct RecountReport {
+    /// Jobs whose item, eligible, manual-review or failure counters were off.
+    pub jobs: u64,
+    /// (job, signature) counters that were off, missing or left over.
+    pub signatures: u64,
+    /// Items whose cached last error type was not their last attempt's.
+    pub last_error_types: u64,
+    /// (job, error type) counters that were off, missing or left over.
+    pub error_types: u64,
+}
+
+impl RecountReport {
+    /// Whether every counter was already right.
+    pub fn nothing_off(&self) -> bool {
+        *self == RecountReport::default()
+    }
 }
 
 impl super::Dlq {
     /// Recomputes the job counters and signature counts from the items: for
     /// after rows were inserted by hand (updates and deletes are counted by
     /// triggers, inserts by dlq itself).
-    pub fn recount(&self) -> Result<()> {
+    pub fn recount(&self) -> Result<RecountReport> {
         self.write(|tx| super::counters::recount(tx.sql()))
     }
 }

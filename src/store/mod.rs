@@ -70,6 +70,7 @@ pub use bulk::{DeleteStep, PurgeProgress, PurgeReport};
 pub use categories::{Category, CategoryChange, CategoryRule};
 pub use check::{NewSignature, OldestItem, SignatureNews};
 
+pub use counters::RecountReport;
 pub use events::{ChangeProbe, Event, EventKind, EventQuery};
 pub use filter_sql::Condition;
 pub use items::{ItemIter, ItemSummary, JobItem, ListFilter, Page, PageCursor, SummaryIter};

@@ -527,11 +527,30 @@ fn counters_follow_hand_edits_and_recount_repairs_hand_inserts() {
              error_signature, reprocess_eligible, manual_review_required)
          VALUES ('j', 'by-hand', '{}', '2025-01-01T00:00:00.000000000Z', '2025-01-01T00:00:00.000000000Z', 1, 'manual', 1, 1)",
     );
-    ok(dlq(&db).args(["db", "--recount"]));
+    // The recount says what it set right (a repair is never silent), and a
+    // second one finds nothing off.
+    let output = run(dlq(&db).args(["db", "--recount", "--json"]));
+    assert!(output.status.success());
+    let said = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        said.contains("recount: set right 1 job(s)' item counters, 1 signature count(s)"),
+        "{said}"
+    );
+    let report = json(&String::from_utf8_lossy(&output.stdout))["recount"].clone();
+    assert_eq!(report["jobs"], 1, "{report}");
+    assert_eq!(report["signatures"], 1, "{report}");
+    assert_eq!(report["error_types"], 1, "{report}");
+    assert_eq!(report["last_error_types"], 0, "{report}");
     let s = stats();
     assert_eq!(s["total_items"], 6);
     assert_eq!(s["requiring_manual_review"], 1);
     assert_eq!(s["error_categories"]["manual"], 2);
+    let output = run(dlq(&db).args(["db", "--recount"]));
+    assert!(
+        String::from_utf8_lossy(&output.stderr)
+            .contains("every counter already equalled a recount"),
+        "{output:?}"
+    );
 }
 
 /// The schema objects of `items`, the counters, and the checks every bulk
