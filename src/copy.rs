@@ -84,7 +84,14 @@ pub fn copy(
     let raised = to.load(items, &LoadOptions::default(), |tx, job_item| {
         let repo = repos.get(&job_item.job_id).cloned().flatten();
         tx.job(&job_item.job_id, repo.as_deref())?;
-        let outcome = tx.item(&job_item.job_id, repo.as_deref(), &job_item.item)?;
+        let mut outcome = tx.item(&job_item.job_id, repo.as_deref(), &job_item.item)?;
+        // The flags a person marked there stay marked here (else a later
+        // merge would undo that decision).
+        if tx.marks(&job_item.job_id, &job_item.item, job_item.marked)?
+            && outcome.outcome == AddOutcome::Unchanged
+        {
+            outcome.outcome = AddOutcome::Merged;
+        }
         report.items_read += 1;
         report.new_attempts += outcome.new_attempts as u64;
         let tally = tallies.entry(job_item.job_id.clone()).or_default();

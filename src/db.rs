@@ -1221,6 +1221,26 @@ pub fn refuse_lookalike(target: &str) -> crate::error::Result<()> {
     if is_url(target) {
         return Ok(());
     }
+    // ` postgres://...` (a stray space from a copy and paste) would be a
+    // file in a directory named " postgres:".
+    if target.trim() != target && (is_url(target.trim()) || target.trim().contains("://")) {
+        return Err(crate::error::Error::invalid_argument(
+            "database",
+            "the URL has spaces around it: give it without them",
+        ));
+    }
+    // SQLite reads a name that starts with `file:` as a URI (with options
+    // of its own), not as that file.
+    if target
+        .get(..5)
+        .is_some_and(|s| s.eq_ignore_ascii_case("file:"))
+    {
+        return Err(crate::error::Error::invalid_argument(
+            "database",
+            "a name starting with `file:` is not taken (SQLite would read it as a URI): \
+             give a path (./file:... for a file of that name)",
+        ));
+    }
     if is_conninfo(target) {
         return Err(crate::error::Error::invalid_argument(
             "database",

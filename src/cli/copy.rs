@@ -44,7 +44,11 @@ pub struct Args {
 /// A database named on the command line, for messages (a URL without its
 /// password).
 fn label(target: &str) -> String {
-    if dlqlite::db::is_url(target) {
+    if dlqlite::db::is_conninfo(target) {
+        // Such a string often holds a password: not echoed.
+        "(a libpq connection string)".to_string()
+    } else if target.contains("://") || dlqlite::db::is_url(target.trim()) {
+        // Any URL-like value, a misspelt one too, loses its password.
         dlqlite::db::redacted_url(target)
     } else {
         target.to_string()
@@ -66,6 +70,16 @@ pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
         opened => opened,
     }
     .with_context(|| format!("opening --from {from_label}"))?;
+    if let Some((wal, size)) = dlqlite::db::unreadable_wal(std::path::Path::new(&args.from)) {
+        // A copy of what can be read would silently miss the rest.
+        anyhow::bail!(
+            "--from {}: its WAL {} ({size} bytes) cannot be read (the directory is read-only and \
+             holds no -shm file), so a copy would miss its latest changes: copy the database \
+             with its -wal somewhere writable first",
+            dlqlite::text::for_terminal(&from_label),
+            dlqlite::text::for_terminal(&wal.display().to_string())
+        );
+    }
     let to = options
         .open(&args.to)
         .with_context(|| format!("opening --to {to_label}"))?;

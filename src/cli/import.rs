@@ -177,11 +177,16 @@ fn print_summary(dlq: &Dlq, report: &ImportReport, dry_run: bool, table: bool) -
         report.index_mismatches.len()
     )?;
     for raised in &report.jobs_over_capacity {
+        let now = if dry_run { "would be" } else { "is now" };
         writeln!(
             out,
-            "{}: kept all {} items, over its capacity of {}: its capacity is now {} \
+            "{}: kept all {} items, over its capacity of {}: its capacity {now} {} \
              (`dlq capacity --job-id {} --set N` to change it)",
-            raised.job_id, raised.items, raised.previous_max_items, raised.items, raised.job_id
+            dlqlite::text::for_terminal(&raised.job_id),
+            raised.items,
+            raised.previous_max_items,
+            raised.items,
+            dlqlite::text::for_terminal(&raised.job_id)
         )?;
     }
     Ok(())

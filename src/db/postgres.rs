@@ -238,9 +238,17 @@ pub fn connect(url: &str, busy: Duration) -> Result<(postgres::Config, postgres:
     // pool would retry until its timeout).
     let client = config.connect(postgres::NoTls).map_err(|e| {
         let kind = crate::store::sql::pg::kind(&e);
+        let mut reason = crate::error::pg_reason(&e);
+        if reason.contains("password missing") {
+            reason.push_str(
+                " (give it in the URL, postgres://user:password@host/db, or in PGPASSWORD or ~/.pgpass)",
+            );
+        } else if e.code() == Some(&postgres::error::SqlState::INVALID_CATALOG_NAME) {
+            reason.push_str(" (create it first: createdb, or CREATE DATABASE in psql)");
+        }
         open_error(
             url,
-            crate::error::pg_reason(&e),
+            reason,
             if kind == ErrorKind::Other {
                 ErrorKind::Io
             } else {
@@ -261,11 +269,21 @@ fn password_from_env(config: &postgres::Config) -> Option<String> {
         Some(file) => std::path::PathBuf::from(file),
         None => std::path::PathBuf::from(std::env::var_os("HOME")?).join(".pgpass"),
     };
+    // As libpq: a password file others may read is not used (and said).
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&file).ok()?.permissions().mode();
+        if mode & 0o077 != 0 {
+            eprintln!(
+                "dlq: warning: password file {} has group or world access; it is not used \
+                 (chmod 0600 it)",
+                crate::text::for_terminal(&file.display().to_string())
+            );
+            return None;
+        }
+    }
     let text = std::fs::read_to_string(file).ok()?;
-    let host = match config.get_hosts().first()? {
-        postgres::config::Host::Tcp(host) => host.clone(),
-        postgres::config::Host::Unix(_) => "localhost".to_string(),
-    };
+    let host = pgpass_host(config.get_hosts().first()?);
     let port = config
         .get_ports()
         .first()
@@ -285,6 +303,25 @@ fn password_from_env(config: &postgres::Config) -> Option<String> {
             (fits(h, &host) && fits(p, &port) && fits(d, db) && fits(u, user))
                 .then(|| password.clone())
         })
+}
+
+/// The host field a password file line must have for `host`, as libpq
+/// matches it: a socket in the default directory matches `localhost`, any
+/// other socket its directory's path (the default is /var/run/postgresql
+/// on Debian's builds, /tmp on upstream's).
+fn pgpass_host(host: &postgres::config::Host) -> String {
+    match host {
+        postgres::config::Host::Tcp(host) => host.clone(),
+        postgres::config::Host::Unix(dir) => {
+            let dir = dir.to_string_lossy();
+            let dir = dir.trim_end_matches('/');
+            if matches!(dir, "/var/run/postgresql" | "/run/postgresql" | "/tmp") {
+                "localhost".to_string()
+            } else {
+                dir.to_string()
+            }
+        }
+    }
 }
 
 /// One ~/.pgpass line's fields (`\:` and `\\` are escapes).
@@ -412,6 +449,19 @@ mod tests {
         ] {
             assert!(!redacted(url).contains("SECRET"), "{url}");
         }
+    }
+
+    #[test]
+    fn a_socket_matches_pgpass_lines_as_libpq_does() {
+        use postgres::config::Host;
+        assert_eq!(pgpass_host(&Host::Tcp("db.example".into())), "db.example");
+        for default in ["/var/run/postgresql", "/tmp/", "/run/postgresql"] {
+            assert_eq!(pgpass_host(&Host::Unix(default.into())), "localhost");
+        }
+        assert_eq!(
+            pgpass_host(&Host::Unix("/tmp/pgsuite".into())),
+            "/tmp/pgsuite"
+        );
     }
 
     #[test]

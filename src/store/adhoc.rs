@@ -72,6 +72,26 @@ pub fn query_read_only(
     Ok(count)
 }
 
+/// `sql` without its closing `;` and any comments after it (`SELECT 1; --
+/// why`), which cannot stand inside a subquery. A `;` this misreads (one
+/// in a string) only makes the wrapped statement fail to prepare, and the
+/// statement runs as it is.
+#[cfg(feature = "postgres")]
+fn without_terminator(sql: &str) -> &str {
+    let mut body = sql.trim_end();
+    if let Some(at) = body.rfind(';') {
+        let tail = body[at + 1..].trim();
+        let only_comments = tail.lines().all(|line| {
+            let line = line.trim();
+            line.is_empty() || line.starts_with("--")
+        }) || (tail.starts_with("/*") && tail.ends_with("*/"));
+        if only_comments {
+            body = &body[..at];
+        }
+    }
+    body.trim_end().trim_end_matches(';')
+}
+
 /// [`query_read_only`] on PostgreSQL: the statement runs in a READ ONLY
 /// transaction that is always rolled back, so a statement that would write
 /// fails (and one that ends the transaction leaves nothing behind).
@@ -131,7 +151,6 @@ fn query_postgres(
         .iter()
         .all(|c| super::sql::pg::decoded(c.type_()))
     {
-        let body = sql.trim_end().trim_end_matches(';');
         let select: Vec<String> = statement
             .columns()
             .iter()
@@ -142,16 +161,28 @@ fn query_postgres(
             })
             .collect();
         let aliases: Vec<String> = (0..names.len()).map(|i| format!("c{i}")).collect();
-        let wrapped = format!(
-            "SELECT {} FROM (\n{body}\n) AS dlq_sql ({})",
-            select.join(", "),
-            aliases.join(", ")
-        );
-        // A failed prepare would abort the transaction: in a savepoint.
-        client.batch_execute("SAVEPOINT dlq_cast")?;
-        match client.prepare(&wrapped) {
-            Ok(cast) => statement = cast,
-            Err(_) => client.batch_execute("ROLLBACK TO SAVEPOINT dlq_cast")?,
+        // Without what follows the last `;` if that is comments, else the
+        // whole text (the `;` was in a string).
+        let plain = sql.trim_end().trim_end_matches(';');
+        let mut bodies = vec![without_terminator(sql)];
+        if bodies[0] != plain {
+            bodies.push(plain);
+        }
+        for body in bodies {
+            let wrapped = format!(
+                "SELECT {} FROM (\n{body}\n) AS dlq_sql ({})",
+                select.join(", "),
+                aliases.join(", ")
+            );
+            // A failed prepare would abort the transaction: in a savepoint.
+            client.batch_execute("SAVEPOINT dlq_cast")?;
+            match client.prepare(&wrapped) {
+                Ok(cast) => {
+                    statement = cast;
+                    break;
+                }
+                Err(_) => client.batch_execute("ROLLBACK TO SAVEPOINT dlq_cast")?,
+            }
         }
     }
     columns(&names)?;

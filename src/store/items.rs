@@ -454,8 +454,12 @@ impl Dlq {
             let mut items = Vec::with_capacity(keys.len());
             for (key, _, job_id) in keys {
                 // An item deleted between the two queries is simply skipped.
-                if let Some(StoredItem { item, .. }) = rows::load_item_by_key(read, key)? {
-                    items.push(JobItem { job_id, item });
+                if let Some(StoredItem { item, marked, .. }) = rows::load_item_by_key(read, key)? {
+                    items.push(JobItem {
+                        job_id,
+                        item,
+                        marked,
+                    });
                 }
             }
             Ok(Page { items, next })
@@ -644,6 +648,9 @@ impl Iterator for SummaryIter {
 pub struct JobItem {
     pub job_id: String,
     pub item: DeadLetteredItem,
+    /// The flags a person set with `dlq mark` (a merge keeps them; a copy
+    /// carries them).
+    pub marked: crate::model::MarkedFlags,
 }
 
 /// Streams whole items; see [`Dlq::items`].

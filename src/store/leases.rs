@@ -245,8 +245,13 @@ impl Dlq {
             let Some(job_id) = job else {
                 return Ok(None);
             };
-            Ok(rows::load_item_by_key(conn, key)?
-                .map(|StoredItem { item, .. }| JobItem { job_id, item }))
+            Ok(
+                rows::load_item_by_key(conn, key)?.map(|StoredItem { item, marked, .. }| JobItem {
+                    job_id,
+                    item,
+                    marked,
+                }),
+            )
         })
     }
 
@@ -261,6 +266,12 @@ impl Dlq {
         duration_ms: u64,
     ) -> Result<bool> {
         self.write(|tx| {
+            // The job's row first, as adds and purges lock them (the
+            // delete's counter trigger needs it): without it a retry and a
+            // purge of one job deadlocked on PostgreSQL.
+            if !lock_holders_job(tx, run_id, key)? {
+                return Ok(false);
+            }
             let removed = tx.sql().row(
                 "DELETE FROM items WHERE id = ?1 AND lease_owner = ?2 RETURNING job_id, item_id",
                 vals![key, run_id],
@@ -292,6 +303,10 @@ impl Dlq {
         mut failure: FailureDetail,
     ) -> Result<Option<u32>> {
         self.write(|tx| {
+            // The job's row first (see retry_succeeded).
+            if !lock_holders_job(tx, run_id, key)? {
+                return Ok(None);
+            }
             let conn = tx.sql();
             let held = conn.row(
                 "SELECT job_id, item_id FROM items WHERE id = ?1 AND lease_owner = ?2",
@@ -362,7 +377,26 @@ impl Dlq {
             Ok(Some(failure.attempt_number))
         })
     }
+}
 
+/// Locks the job row of the item `key` that `run_id` holds, before its
+/// items are touched; false when the run no longer holds the item.
+fn lock_holders_job(tx: &mut super::WriteTx<'_>, run_id: &str, key: i64) -> Result<bool> {
+    let job = tx.sql().row(
+        "SELECT job_id FROM items WHERE id = ?1 AND lease_owner = ?2",
+        vals![key, run_id],
+        |row| row.text(0),
+    )?;
+    match job {
+        Some(job_id) => {
+            tx.lock_job(&job_id)?;
+            Ok(true)
+        }
+        None => Ok(false),
+    }
+}
+
+impl Dlq {
     /// Gives an item back (its lease ends now).
     pub(crate) fn release_lease(&self, run_id: &str, key: i64) -> Result<()> {
         self.write(|tx| {

@@ -63,6 +63,17 @@ impl Loader<'_, '_> {
         self.tx.add(job_id, repo, item)
     }
 
+    /// Marks the item's flags as a person marked them where it comes from
+    /// (see `WriteTx::keep_marks`); whether anything changed.
+    pub fn marks(
+        &mut self,
+        job_id: &str,
+        item: &DeadLetteredItem,
+        marked: crate::model::MarkedFlags,
+    ) -> Result<bool> {
+        self.tx.keep_marks(job_id, &item.item_id, marked, item)
+    }
+
     /// Records that the load brought in (or changed) one item: an
     /// `imported` event with the item's id, written in the item's own
     /// transaction, so the audit log answers for every item a load wrote.

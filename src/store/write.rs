@@ -7,7 +7,7 @@ use super::rows;
 use super::sql::{vals, Backend, Conn};
 use super::EventKind;
 use crate::error::Result;
-use crate::model::{merge, DeadLetteredItem};
+use crate::model::{merge, DeadLetteredItem, MarkedFlags};
 use crate::time::Timestamp;
 use rusqlite::Connection;
 use std::borrow::Cow;
@@ -275,6 +275,48 @@ impl<'c> WriteTx<'c> {
             new_attempts,
             evicted: Vec::new(),
         })
+    }
+
+    /// Gives the item the flags a person marked where it comes from (`dlq
+    /// mark` there), marked here too, so a later merge keeps them as it
+    /// would have there: what a copy carries besides the item. Flags not
+    /// marked there are left as they are. Returns whether anything changed.
+    pub(crate) fn keep_marks(
+        &mut self,
+        job_id: &str,
+        item_id: &str,
+        marked: MarkedFlags,
+        item: &DeadLetteredItem,
+    ) -> Result<bool> {
+        if marked == MarkedFlags::default() {
+            return Ok(false);
+        }
+        // The counter triggers fire on this update: they must see every
+        // item this transaction inserted already counted (counters.rs).
+        self.flush_counts()?;
+        let (eligible, review) = (
+            marked.reprocess_eligible.then_some(item.reprocess_eligible),
+            marked
+                .manual_review_required
+                .then_some(item.manual_review_required),
+        );
+        let changed = self.conn.exec(
+            // The casts type the parameters for PostgreSQL.
+            "UPDATE items SET
+                 reprocess_eligible = COALESCE(CAST(?3 AS INTEGER), reprocess_eligible),
+                 reprocess_eligible_marked = CASE WHEN CAST(?3 AS INTEGER) IS NULL
+                     THEN reprocess_eligible_marked ELSE 1 END,
+                 manual_review_required = COALESCE(CAST(?4 AS INTEGER), manual_review_required),
+                 manual_review_required_marked = CASE WHEN CAST(?4 AS INTEGER) IS NULL
+                     THEN manual_review_required_marked ELSE 1 END
+             WHERE job_id = ?1 AND item_id = ?2
+                 AND ((CAST(?3 AS INTEGER) IS NOT NULL
+                       AND (reprocess_eligible <> CAST(?3 AS INTEGER) OR reprocess_eligible_marked = 0))
+                   OR (CAST(?4 AS INTEGER) IS NOT NULL
+                       AND (manual_review_required <> CAST(?4 AS INTEGER) OR manual_review_required_marked = 0)))",
+            vals![job_id, item_id, eligible, review],
+        )?;
+        Ok(changed > 0)
     }
 
     /// The capacity in force for a job (0 = unlimited).

@@ -323,14 +323,15 @@ pub fn dump(db: &Path) -> Vec<String> {
     let mut rows = Vec::new();
     for query in [
         "SELECT json_array(job_id, item_id, item_data, first_attempt, last_attempt, failure_count, error_signature,
-             reprocess_eligible, manual_review_required, extra, omitted_fields, last_error_type) FROM items ORDER BY job_id, item_id",
+             reprocess_eligible, manual_review_required, extra, omitted_fields, last_error_type,
+             reprocess_eligible_marked, manual_review_required_marked) FROM items ORDER BY job_id, item_id",
         "SELECT json_array(i.job_id, i.item_id, f.attempt_number, f.timestamp, f.error_type, f.exit_code, f.error_type_json,
              f.error_message, f.error_context, f.stack_trace, f.agent_id, f.step_failed, f.duration_ms,
              f.json_log_location, f.extra, f.omitted_fields)
          FROM failure_history f JOIN items i ON i.id = f.item_key ORDER BY 1",
         "SELECT json_array(i.job_id, i.item_id, w.worktree_path, w.branch_name, w.uncommitted_changes, w.error_logs, w.extra)
          FROM worktree_artifacts w JOIN items i ON i.id = w.item_key ORDER BY 1",
-        "SELECT json_array(job_id, repo, item_count, eligible_count, manual_review_count, failure_count_sum) FROM jobs ORDER BY job_id",
+        "SELECT json_array(job_id, repo, item_count, eligible_count, manual_review_count, failure_count_sum, max_items) FROM jobs ORDER BY job_id",
         "SELECT json_array('signature', job_id, error_signature, item_count) FROM signature_counts ORDER BY 1",
         "SELECT json_array('error_type', job_id, error_type, item_count) FROM error_type_counts ORDER BY 1",
         "SELECT json_array('summary', job_id, item_id, error_type, exit_code, error_message) FROM item_summary ORDER BY 1",
@@ -355,7 +356,8 @@ fn dump_postgres(db: &Path) -> Vec<String> {
     for query in [
         "SELECT json_build_array(job_id, item_id, item_data::text, dlq_ts_text(first_attempt, first_attempt_ns),
              dlq_ts_text(last_attempt, last_attempt_ns), failure_count, error_signature,
-             reprocess_eligible, manual_review_required, extra::text, omitted_fields::text, last_error_type)::text
+             reprocess_eligible, manual_review_required, extra::text, omitted_fields::text, last_error_type,
+             reprocess_eligible_marked, manual_review_required_marked)::text
          FROM items ORDER BY job_id, item_id",
         "SELECT json_build_array(i.job_id, i.item_id, f.attempt_number, dlq_ts_text(f.timestamp, f.timestamp_ns), f.error_type,
              f.exit_code, f.error_type_json::text, f.error_message, f.error_context::text, f.stack_trace, f.agent_id,
@@ -363,7 +365,7 @@ fn dump_postgres(db: &Path) -> Vec<String> {
          FROM failure_history f JOIN items i ON i.id = f.item_key",
         "SELECT json_build_array(i.job_id, i.item_id, w.worktree_path, w.branch_name, w.uncommitted_changes, w.error_logs, w.extra::text)::text
          FROM worktree_artifacts w JOIN items i ON i.id = w.item_key",
-        "SELECT json_build_array(job_id, repo, item_count, eligible_count, manual_review_count, failure_count_sum)::text FROM jobs ORDER BY job_id",
+        "SELECT json_build_array(job_id, repo, item_count, eligible_count, manual_review_count, failure_count_sum, max_items)::text FROM jobs ORDER BY job_id",
         "SELECT json_build_array('signature', job_id, error_signature, item_count)::text FROM signature_counts",
         "SELECT json_build_array('error_type', job_id, error_type, item_count)::text FROM error_type_counts",
         "SELECT json_build_array('summary', job_id, item_id, error_type, exit_code, error_message)::text FROM item_summary",

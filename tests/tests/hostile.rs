@@ -1044,10 +1044,15 @@ fn a_misspelt_url_is_refused_not_made_a_file() {
         "i.json",
         &item("i", 1, "2025-01-01T00:00:00Z", "x"),
     );
-    for target in [
-        "postgress://me@localhost/dlq",
-        "postgres:/me@localhost/dlq",
-        "sqlite:///tmp/x.db",
+    for (target, says) in [
+        (
+            "postgress://me:hunter2@localhost/dlq",
+            "is not a URL dlq takes",
+        ),
+        ("postgres:/me@localhost/dlq", "is not a URL dlq takes"),
+        ("sqlite:///tmp/x.db", "is not a URL dlq takes"),
+        (" postgres://me:hunter2@localhost/dlq", "spaces around it"),
+        ("file:x.db", "SQLite would read it as a URI"),
     ] {
         let stderr = fails(
             std::process::Command::new(env!("CARGO_BIN_EXE_dlq"))
@@ -1055,12 +1060,24 @@ fn a_misspelt_url_is_refused_not_made_a_file() {
                 .args(["--db", target, "add", "--job-id", "j"])
                 .arg(&input),
         );
-        assert!(
-            stderr.contains("is not a URL dlq takes"),
-            "{target}: {stderr}"
-        );
+        assert!(stderr.contains(says), "{target}: {stderr}");
+        assert!(!stderr.contains("hunter2"), "{stderr}");
         assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+        // The same as a copy's end, never echoing a password.
+        let stderr = fails(
+            std::process::Command::new(env!("CARGO_BIN_EXE_dlq"))
+                .current_dir(dir.path())
+                .args(["copy", "--from", "nothere.db", "--to", target]),
+        );
+        assert!(!stderr.contains("hunter2"), "{stderr}");
     }
+    let stderr = fails(
+        std::process::Command::new(env!("CARGO_BIN_EXE_dlq"))
+            .current_dir(dir.path())
+            .args(["copy", "--from", "a.db", "--to"])
+            .arg("host=/tmp user=me password=hunter2 dbname=x"),
+    );
+    assert!(!stderr.contains("hunter2"), "{stderr}");
     let made: Vec<_> = std::fs::read_dir(dir.path())
         .unwrap()
         .map(|e| e.unwrap().file_name())

@@ -182,9 +182,24 @@ fn a_copy_through_postgres_and_back_is_identical() {
         String::from_utf8_lossy(&added.stderr)
     );
 
+    // Flags a person marked: a copy keeps them marked, so a later merge
+    // keeps them too (they were lost, and the merge undid the decision).
+    ok(dlq(&a).args(["mark", "dup", "--job-id", "awkward", "--eligible"]));
+    ok(dlq(&a).args([
+        "mark",
+        "item_3",
+        "--job-id",
+        "mapreduce-20251123_194253",
+        "--ineligible",
+    ]));
+
     let pg = PgDb::new("roundtrip");
     let said = copy(&a, pg.url());
     assert!(said.contains("0 merged, 0 unchanged"), "{said}");
+    assert_eq!(
+        pg.count("SELECT COUNT(*) FROM items WHERE reprocess_eligible_marked = 1"),
+        2
+    );
     assert_counters_exact(&pg);
     // Copying again changes nothing (the merge rule).
     let again = copy(&a, pg.url());
@@ -946,6 +961,14 @@ fn sql_shows_every_type_as_the_server_writes_it() {
         "SELECT timestamp::date AS day, error_type, COUNT(*) FROM failure_log GROUP BY 1, 2 ORDER BY 1",
     ]));
     assert!(out.contains("2025-01-02,"), "{out}");
+    // A closing `;` with a comment after it, or a `;` in a string.
+    for query in [
+        "SELECT date '2025-01-02' AS d; -- why",
+        "SELECT ';--' AS s, date '2025-01-02' AS d",
+    ] {
+        let out = ok(dlq(db.url()).args(["sql", "--format", "csv", query]));
+        assert!(out.contains("2025-01-02"), "{query}: {out}");
+    }
     // A statement that cannot be a subquery still runs; a column it
     // cannot read says to cast it.
     let out = ok(dlq(db.url()).args(["sql", "EXPLAIN SELECT date '2025-01-01'"]));

@@ -106,19 +106,29 @@ fn reads_work(db: &Path, warning: Option<&str>) {
     }
     let listed = ok(dlq(db).args(["list", "--format", "json"]));
     assert!(listed.contains("\"a\""), "{listed}");
-    // A copy only reads its source (it was opened for writing, and failed).
+    // A copy only reads its source (it was opened for writing, and failed),
+    // but refuses one whose WAL it cannot read: it would miss what is there.
     let copied = db.parent().unwrap().parent().unwrap().join("copied.db");
     remove_db(&copied);
-    ok(dlq(db)
-        .arg("copy")
+    let mut copy = dlq(db);
+    copy.arg("copy")
         .arg("--from")
         .arg(db)
         .arg("--to")
-        .arg(&copied));
-    assert_eq!(
-        count(&copied, "SELECT COUNT(*) FROM items WHERE item_id = 'a'"),
-        1
-    );
+        .arg(&copied);
+    if warning.is_some() {
+        let stderr = fails(&mut copy);
+        assert!(
+            stderr.contains("cannot be read") && stderr.trim().lines().count() == 1,
+            "{stderr}"
+        );
+    } else {
+        ok(&mut copy);
+        assert_eq!(
+            count(&copied, "SELECT COUNT(*) FROM items WHERE item_id = 'a'"),
+            1
+        );
+    }
     // A dry-run import reads the database into memory: a read too.
     let sample = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/legacy");
     let dry = run(dlq(db).args(["import", "--dry-run"]).arg(sample));
