@@ -24,6 +24,8 @@ pub struct Args {
 }
 
 pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
+    // The same line as every other command for a file that is not there.
+    ctx.require_existing()?;
     let writer: RefCell<Option<RowWriter>> = RefCell::new(None);
     let mut failure: Option<anyhow::Error> = None;
     let result = dlqlite::store::adhoc::query_read_only(

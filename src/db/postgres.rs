@@ -204,6 +204,21 @@ pub fn connect(url: &str, busy: Duration) -> Result<(postgres::Config, postgres:
     let after_user = after_scheme
         .rsplit_once('@')
         .map_or(after_scheme, |(_, rest)| rest);
+    // `postgres://me@host:5432` names no database: the client would take
+    // the user's name as one, and the error would name a database nobody
+    // asked for.
+    let (location, query) = after_user.split_once('?').unwrap_or((after_user, ""));
+    let named = location
+        .split_once('/')
+        .is_some_and(|(_, db)| !db.is_empty())
+        || query.split('&').any(|pair| pair.starts_with("dbname="));
+    if !named {
+        return Err(open_error(
+            url,
+            "the URL names no database: postgres://user@host:port/dbname",
+            ErrorKind::InvalidInput,
+        ));
+    }
     if let Some(path) = after_user.strip_prefix('/') {
         if path.split('?').next().unwrap_or_default().contains('/') {
             return Err(open_error(

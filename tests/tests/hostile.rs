@@ -1087,3 +1087,24 @@ fn a_misspelt_url_is_refused_not_made_a_file() {
     let err = dlqlite::Dlq::open("sqlite:/x.db").unwrap_err();
     assert_eq!(err.kind(), dlqlite::ErrorKind::InvalidInput, "{err}");
 }
+
+/// A database file that is not there gets the same one line from every
+/// command that reads, `dlq sql` included (it said "No such file or
+/// directory"), and nothing is created.
+#[test]
+fn a_missing_database_is_one_line_for_every_reader() {
+    if sqlite_only("a missing database file") {
+        return;
+    }
+    let dir = TempDir::new("missing-db");
+    let db = dir.join("nothere.db");
+    for args in [&["list"][..], &["stats"], &["events"], &["sql", "SELECT 1"]] {
+        let stderr = fails(dlq(&db).args(args));
+        assert!(
+            stderr.contains("no database at") && stderr.contains("import or add items first"),
+            "{args:?}: {stderr}"
+        );
+        assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+    }
+    assert!(!db.exists());
+}

@@ -916,6 +916,10 @@ fn a_refused_connection_says_why() {
             "postgres://u@/var/run/postgresql/dlq".to_string(),
             "a Unix socket directory goes percent-encoded in the host",
         ),
+        (
+            "postgres://u@127.0.0.1:1".to_string(),
+            "the URL names no database",
+        ),
     ] {
         let stderr = fails(dlq(Path::new(&url)).arg("stats"));
         assert!(stderr.contains(says), "{url}: {stderr}");
