@@ -305,13 +305,8 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Some(path) => path,
         None => prodigy_home()?.join("dlq.db"),
     };
-    if db_path.to_str().is_some_and(dlqlite::db::is_conninfo) {
-        // Not echoed: such a string often holds a password.
-        usage!(
-            "--db (or DLQ_DB) looks like a libpq connection string (host=... dbname=...); \
-             give a postgres://user@host:port/dbname URL or a file"
-        );
-    }
+    // A libpq string, a misspelt URL...: refused in one line that does not
+    // echo the value (such values often hold a password).
     if let Some(Err(e)) = db_path.to_str().map(dlqlite::db::refuse_lookalike) {
         usage!("--db (or DLQ_DB): {e}");
     }

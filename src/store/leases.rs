@@ -303,7 +303,8 @@ impl Dlq {
         mut failure: FailureDetail,
     ) -> Result<Option<u32>> {
         self.write(|tx| {
-            // The job's row first (see retry_succeeded).
+            // The job's row first (see retry_succeeded); the lease is
+            // checked again below, under it.
             if !lock_holders_job(tx, run_id, key)? {
                 return Ok(None);
             }
