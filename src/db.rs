@@ -247,22 +247,22 @@ fn build_new(temp: &Path, busy: Duration) -> Result<()> {
 }
 
 /// Refuses an existing file that is not a SQLite database, or is empty,
-/// before SQLite opens it (opening would make an empty file a database).
+/// before SQLite opens it for writing (that would make an empty file a
+/// database).
+///
+/// Never through `std::fs`: closing any descriptor of a file drops every
+/// POSIX lock the process holds on it, including those of this process's
+/// live connections to it, and a `sqlite3` that exits next then believes
+/// it is the last user and deletes the `-wal` they still commit into
+/// (SQLite's "How To Corrupt An SQLite Database File", 2.2). The size
+/// comes from `stat`, which opens nothing; the header is read by SQLite,
+/// whose VFS shares one descriptor per file across connections and defers
+/// closing it while any lock is held.
 fn check_file(path: &Path) -> Result<()> {
-    use std::io::Read;
-    let mut header = [0u8; 16];
-    let file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
-    let mut read = 0;
-    let mut file = file.take(16);
-    loop {
-        match file.read(&mut header[read..]) {
-            Ok(0) => break,
-            Ok(n) => read += n,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(Error::io(path, e)),
-        }
-    }
-    let what = if read == 0 {
+    let size = std::fs::metadata(path)
+        .map_err(|e| Error::io(path, e))?
+        .len();
+    let what = if size == 0 {
         // SQLite writes a new database's first page into the file itself
         // (switching to WAL does); pages only in a WAL would still be a
         // database, so look before calling it empty.
@@ -270,7 +270,7 @@ fn check_file(path: &Path) -> Result<()> {
             return Ok(());
         }
         NotDlqReason::EmptyFile
-    } else if read < 16 || &header != b"SQLite format 3\0" {
+    } else if is_not_a_database(path) {
         NotDlqReason::NotSqlite
     } else {
         return Ok(());
@@ -281,19 +281,32 @@ fn check_file(path: &Path) -> Result<()> {
     })
 }
 
+/// Whether SQLite says the non-empty file at `path` is no database (its
+/// header is not SQLite's). Any other failure to read it is left to the
+/// open that follows, which says what it is.
+fn is_not_a_database(path: &Path) -> bool {
+    let Ok(conn) = Connection::open_with_flags(
+        path,
+        OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    ) else {
+        return false;
+    };
+    // Reading the schema cookie reads page 1, where the header is checked.
+    let read = conn.query_row("PRAGMA schema_version", [], |row| row.get::<_, i64>(0));
+    matches!(read, Err(e) if e.sqlite_error_code() == Some(rusqlite::ErrorCode::NotADatabase))
+}
+
 /// Why the database at `path` cannot be written, if it is the file or its
-/// directory: SQLite only says "readonly" or "unable to open".
+/// directory: SQLite only says "readonly" or "unable to open". Asked with
+/// access(2), never by opening the file (see [`check_file`]).
 fn why_read_only(path: &Path) -> Option<String> {
-    match std::fs::OpenOptions::new().write(true).open(path) {
-        // Opening for writing changes nothing (not even the mtime).
-        Ok(_) => {}
-        Err(e) if e.raw_os_error() == Some(libc::EROFS) => {
-            return Some("the file system is read-only".to_string())
-        }
-        Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
+    match access_error(path) {
+        None => {}
+        Some(e) if e == libc::EROFS => return Some("the file system is read-only".to_string()),
+        Some(e) if e == libc::EACCES || e == libc::EPERM => {
             return Some("the file is read-only".to_string())
         }
-        Err(_) => return None,
+        Some(_) => return None,
     }
     let dir = directory_of(path);
     (!dir_writable(&dir)).then(|| format!("the directory {} is read-only", dir.display()))
@@ -307,22 +320,55 @@ fn directory_of(path: &Path) -> PathBuf {
     }
 }
 
-/// Whether this process may create files in `dir` (access(2), which also
-/// honours the immutable flag and read-only mounts for root).
-fn dir_writable(dir: &Path) -> bool {
+/// Whether `file` is the SQLite database at `db`, its `-wal` or its
+/// `-shm` under any name (device and inode). Reading one of them as input
+/// would open and close it beside this process's connections, which drops
+/// their locks (see [`check_file`]); callers refuse it instead.
+pub fn is_database_file(db: &Path, file: &Path) -> bool {
     #[cfg(unix)]
     {
-        use std::os::unix::ffi::OsStrExt;
-        let Ok(name) = std::ffi::CString::new(dir.as_os_str().as_bytes()) else {
-            return true;
+        use std::os::unix::fs::MetadataExt;
+        if db.to_str().is_some_and(is_url) {
+            return false;
+        }
+        let Ok(input) = std::fs::metadata(file) else {
+            return false;
         };
-        // SAFETY: `name` is a valid NUL-terminated string for the call.
-        unsafe { libc::access(name.as_ptr(), libc::W_OK) == 0 }
+        ["", "-wal", "-shm"].iter().any(|suffix| {
+            std::fs::metadata(sibling(db, suffix))
+                .is_ok_and(|m| (m.dev(), m.ino()) == (input.dev(), input.ino()))
+        })
     }
     #[cfg(not(unix))]
     {
-        let _ = dir;
-        true
+        let _ = (db, file);
+        false
+    }
+}
+
+/// Whether this process may create files in `dir`.
+fn dir_writable(dir: &Path) -> bool {
+    access_error(dir).is_none()
+}
+
+/// Why this process may not write `path`, as access(2) says (an errno),
+/// or `None` when it may. access(2) also honours the immutable flag and
+/// read-only mounts for root, and opens nothing.
+fn access_error(path: &Path) -> Option<i32> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::ffi::OsStrExt;
+        let name = std::ffi::CString::new(path.as_os_str().as_bytes()).ok()?;
+        // SAFETY: `name` is a valid NUL-terminated string for the call.
+        if unsafe { libc::access(name.as_ptr(), libc::W_OK) } == 0 {
+            return None;
+        }
+        std::io::Error::last_os_error().raw_os_error()
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = path;
+        None
     }
 }
 

@@ -38,6 +38,8 @@ mod http;
 mod import;
 #[path = "tests/library.rs"]
 mod library;
+#[path = "tests/locks.rs"]
+mod locks;
 #[path = "tests/metrics.rs"]
 mod metrics;
 #[path = "tests/oracles.rs"]

@@ -45,6 +45,12 @@ struct Summary {
 pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
     let (reader, source): (Box<dyn Read>, String) = match &args.file {
         Some(path) if path.as_os_str() != "-" => {
+            if dlqlite::db::is_database_file(ctx.db_path(), path) {
+                anyhow::bail!(
+                    "{}: is the database itself (or its -wal/-shm), not items to add",
+                    path.display()
+                );
+            }
             let file = std::fs::File::open(path).with_context(|| format!("{}", path.display()))?;
             (Box::new(file), path.display().to_string())
         }

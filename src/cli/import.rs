@@ -48,6 +48,12 @@ pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
         if !path.exists() {
             anyhow::bail!("{}: no such file or directory", path.display());
         }
+        if dlqlite::db::is_database_file(ctx.db_path(), path) {
+            anyhow::bail!(
+                "{}: is the database itself (or its -wal/-shm), not something to import",
+                path.display()
+            );
+        }
     }
     let dlq = if args.dry_run {
         ctx.with_age_clock(ctx.open_options().open_scratch_copy(ctx.db_path())?)
