@@ -22,9 +22,12 @@ pub mod classify;
 #[cfg(feature = "prodigy")]
 pub mod compat;
 pub mod copy;
+#[cfg(feature = "testing")]
+pub mod corpus;
 pub mod db;
 pub mod error;
 pub mod export;
+pub mod families;
 pub mod filter;
 #[cfg(feature = "testing")]
 pub mod generate;

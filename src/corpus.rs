@@ -1,0 +1,3748 @@
+//! A labelled corpus of AI-agent and CI job failures, for measuring how well
+//! a log-template miner groups failure messages into families (one family is
+//! one root cause). Test and bench support only, behind the `testing`
+//! feature; it uses nothing but `std` and its own seeded generator, so the
+//! same seed gives byte-identical output on every platform.
+//!
+//! # Development and held-out families
+//!
+//! The families are split by a fixed rule, [`held_out`]: every third family
+//! (`family % 3 == 2`) is kept out of development. Tune a miner on the other
+//! two thirds only, then score it on all of them: a miner that learned the
+//! development families' surface (their commands, their tools) rather than
+//! how failure text is shaped does worse on the held-out third.
+//!
+//! # What makes it hard
+//!
+//! - Many families share their first line: the job runner wraps most
+//!   failures as ``Command `…` failed: process exited with exit code N``, so
+//!   the headline says little and the command is itself a variable.
+//! - Variables are not only numbers: test names, branch names, package and
+//!   crate names, field names, hosts, commands and file paths vary inside a
+//!   family, so masking digits is not enough.
+//! - The lines after the headline vary a lot: test runner output, compiler
+//!   notes, progress lines and application logs, from none to dozens of
+//!   lines, some with ANSI colour codes, some with CRLF line endings, a few
+//!   with a line several kilobytes long (minified JSON).
+//! - Near misses are different families: `npm test` against `npm install`
+//!   failures; the same Rust panic message at two call sites; HTTP 502
+//!   against 503 from the same hosts; exit code 1 against exit code 2 of the
+//!   same script; `KeyError` raised in two functions; connection refused
+//!   against connection reset by peer at one call site; ESLint against tsc;
+//!   `git push` rejected against a `git pull` conflict; and a few more (see
+//!   the table in the source).
+//! - Inside a family the crash site (file and function of the top
+//!   application frame, and its line) is fixed, as in real life; library and
+//!   runtime frames, callers, versions and ids vary.
+//! - Family sizes are skewed (Zipf, exponent 1.1): at n = 20,000 a few
+//!   families have thousands of items and many have a few dozen.
+
+/// One labelled failure: what an agent's failed attempt recorded.
+#[derive(Clone, Debug)]
+pub struct Labelled {
+    /// The true family (stable number, 0..family_count()).
+    pub family: u32,
+    /// The error type as a job runner records it, e.g. "CommandFailed",
+    /// "Timeout", "MergeConflict", "AgentError", "ValidationFailed",
+    /// "ResourceExhausted", "PermissionDenied", "NetworkError" (None for some
+    /// families).
+    pub error_type: Option<String>,
+    /// The error message: often multi-line (a headline plus command output).
+    pub message: String,
+    /// A separate stack trace for families that have one (Python, Rust,
+    /// Java, Go and Node traces), else None.
+    pub stack_trace: Option<String>,
+}
+
+/// How many true families the generator has.
+pub fn family_count() -> u32 {
+    FAMILIES.len() as u32
+}
+
+/// A short stable name for a family (e.g. `"npm-test"`), for reports that
+/// show which families a miner split or merged.
+///
+/// # Panics
+///
+/// If `family >= family_count()`.
+pub fn family_name(family: u32) -> &'static str {
+    FAMILIES[family as usize].name
+}
+
+/// True for the families kept out of development: every third one.
+pub fn held_out(family: u32) -> bool {
+    family % 3 == 2
+}
+
+/// `n` failures drawn with skewed (Zipf, exponent 1.1) family sizes,
+/// deterministic for `seed`. The sizes depend on `n` only; `seed` decides
+/// the order and every variable. Each family gets at least `n / 2000` items:
+/// at n >= 10,000 every family appears at least five times.
+pub fn agent_failures(seed: u64, n: usize) -> Vec<Labelled> {
+    let mut order: Vec<u32> = family_sizes(n)
+        .into_iter()
+        .enumerate()
+        .flat_map(|(family, count)| std::iter::repeat_n(family as u32, count))
+        .collect();
+    let mut g = Gen::new(seed);
+    g.shuffle(&mut order);
+    order.into_iter().map(|family| g.failure(family)).collect()
+}
+
+// ---------------------------------------------------------------------------
+// Family sizes
+
+/// How many items each family gets out of `n`: a floor of `n / 2000` each,
+/// the rest split in proportion to Zipf weights over a fixed ranking, with
+/// the largest remainders rounded up so the counts add up to `n` exactly.
+fn family_sizes(n: usize) -> Vec<usize> {
+    let families = FAMILIES.len();
+    let floor = n / 2000;
+    let rest = (n - floor * families) as u128;
+    let weights: Vec<u128> = (0..families).map(|f| zipf_weight(rank(f))).collect();
+    let total: u128 = weights.iter().sum();
+    let mut sizes: Vec<usize> = weights
+        .iter()
+        .map(|w| floor + (rest * w / total) as usize)
+        .collect();
+    // Integer arithmetic from here on, so no rounding can differ between
+    // platforms; ties go to the lower family number.
+    let mut by_remainder: Vec<usize> = (0..families).collect();
+    by_remainder.sort_by_key(|&f| (std::cmp::Reverse(rest * weights[f] % total), f));
+    let short = n - sizes.iter().sum::<usize>();
+    for &f in by_remainder.iter().take(short) {
+        sizes[f] += 1;
+    }
+    sizes
+}
+
+/// The commonest failures, largest first (test and type-check failures,
+/// timeouts, the API's overload errors, a crash or two), so that the big
+/// families are the ones with the most variable text, as in real queues.
+/// Both the development and the held-out half get some of them.
+const LARGEST: &[&str] = &[
+    "pytest-failed",
+    "cargo-test-assert",
+    "npm-test",
+    "llm-overloaded",
+    "command-timeout",
+    "rustc-e0308",
+    "git-pull-conflict",
+    "agent-timeout",
+    "py-keyerror-orders",
+    "tsc-ts2322",
+    "go-test-fail",
+    "eslint",
+    "rust-unwrap-none-worker",
+    "http-502",
+];
+
+/// The family's place in the size ranking (0 = largest): [`LARGEST`] first,
+/// then the others in a fixed shuffled order, so that sizes do not follow
+/// the table's order.
+fn rank(family: usize) -> usize {
+    let name = FAMILIES[family].name;
+    if let Some(rank) = LARGEST.iter().position(|&n| n == name) {
+        return rank;
+    }
+    let key = |f: usize| splitmix(0xC0_4905 ^ f as u64);
+    let mine = key(family);
+    let before = (0..FAMILIES.len())
+        .filter(|&f| !LARGEST.contains(&FAMILIES[f].name) && key(f) < mine)
+        .count();
+    LARGEST.len() + before
+}
+
+/// `1e12 / (rank + 1)^1.1` as an integer. `powf` is not correctly rounded
+/// and may differ in the last bit between platforms, so the tenth root is
+/// taken by Newton's method, which uses only exactly rounded operations.
+fn zipf_weight(rank: usize) -> u128 {
+    let k = (rank + 1) as f64;
+    let mut root = k;
+    for _ in 0..200 {
+        let ninth = (0..9).fold(1.0, |acc, _| acc * root);
+        root = (9.0 * root + k / ninth) / 10.0;
+    }
+    (1e12 / (k * root)) as u128
+}
+
+fn splitmix(mut z: u64) -> u64 {
+    z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+// ---------------------------------------------------------------------------
+// The families
+
+/// A family: its name, the error type the runner records, and how to write
+/// one occurrence.
+struct Family {
+    name: &'static str,
+    error_type: Option<&'static str>,
+    make: fn(&mut Gen) -> Out,
+}
+
+const COMMAND_FAILED: Option<&str> = Some("CommandFailed");
+const TIMEOUT: Option<&str> = Some("Timeout");
+const MERGE_CONFLICT: Option<&str> = Some("MergeConflict");
+const AGENT_ERROR: Option<&str> = Some("AgentError");
+const VALIDATION_FAILED: Option<&str> = Some("ValidationFailed");
+const RESOURCE_EXHAUSTED: Option<&str> = Some("ResourceExhausted");
+const PERMISSION_DENIED: Option<&str> = Some("PermissionDenied");
+const NETWORK_ERROR: Option<&str> = Some("NetworkError");
+
+const fn family(
+    name: &'static str,
+    error_type: Option<&'static str>,
+    make: fn(&mut Gen) -> Out,
+) -> Family {
+    Family {
+        name,
+        error_type,
+        make,
+    }
+}
+
+/// The families, in family-number order. Near misses (different families
+/// whose text is close) are marked; the parameterised ones share one
+/// generator and differ only in the parameter.
+const FAMILIES: &[Family] = &[
+    // JavaScript and TypeScript
+    family("npm-test", COMMAND_FAILED, npm_test), // near miss: npm-install-404
+    family("npm-install-404", COMMAND_FAILED, npm_install_404),
+    family("npm-install-eresolve", COMMAND_FAILED, npm_install_eresolve),
+    family("npm-ci-lockfile", COMMAND_FAILED, npm_ci_lockfile),
+    // near miss: the same TypeError at two call sites
+    family("node-undefined-render", COMMAND_FAILED, |g| {
+        node_undefined(g, &NODE_RENDER)
+    }),
+    family("node-undefined-orders", COMMAND_FAILED, |g| {
+        node_undefined(g, &NODE_ORDERS)
+    }),
+    family("node-econnrefused", COMMAND_FAILED, node_econnrefused),
+    family("tsc-ts2322", COMMAND_FAILED, tsc_ts2322), // near miss: eslint
+    family("tsc-ts2307", COMMAND_FAILED, tsc_ts2307),
+    family("eslint", COMMAND_FAILED, eslint),
+    family("vite-unresolved-import", COMMAND_FAILED, vite_unresolved),
+    // Rust
+    family("rustc-e0308", COMMAND_FAILED, rustc_e0308),
+    family("rustc-e0425", COMMAND_FAILED, rustc_e0425),
+    family("rustc-e0502", COMMAND_FAILED, rustc_e0502),
+    family("cargo-test-assert", COMMAND_FAILED, cargo_test_assert),
+    // near miss: one panic message, two call sites
+    family("rust-unwrap-none-worker", COMMAND_FAILED, |g| {
+        rust_panic(g, &UNWRAP_WORKER)
+    }),
+    family("rust-unwrap-none-config", COMMAND_FAILED, |g| {
+        rust_panic(g, &UNWRAP_CONFIG)
+    }),
+    family("rust-index-oob", COMMAND_FAILED, |g| {
+        rust_panic(g, &INDEX_TOKENS)
+    }),
+    family("rust-unwrap-err-serde", COMMAND_FAILED, |g| {
+        rust_panic(g, &SERDE_MANIFEST)
+    }),
+    family("cargo-version-select", COMMAND_FAILED, cargo_version_select),
+    family("clippy-denied", COMMAND_FAILED, clippy_denied),
+    family("rustfmt-check", COMMAND_FAILED, rustfmt_check),
+    // Python
+    family("pytest-failed", COMMAND_FAILED, pytest_failed),
+    family("pytest-collection-error", COMMAND_FAILED, pytest_collection),
+    // near miss: KeyError in two functions
+    family("py-keyerror-orders", COMMAND_FAILED, |g| {
+        py_key_error(g, &KEYERROR_ORDERS)
+    }),
+    family("py-keyerror-config", COMMAND_FAILED, |g| {
+        py_key_error(g, &KEYERROR_CONFIG)
+    }),
+    family("py-typeerror-nonetype", COMMAND_FAILED, py_type_error),
+    // near miss: refused against reset, at the same call site
+    family("py-conn-refused", NETWORK_ERROR, |g| {
+        py_connection(g, false)
+    }),
+    family("py-conn-reset", NETWORK_ERROR, |g| py_connection(g, true)),
+    family("py-module-not-found", COMMAND_FAILED, py_module_not_found),
+    family("mypy", COMMAND_FAILED, mypy),
+    family("pip-no-distribution", COMMAND_FAILED, pip_no_distribution),
+    // Go
+    family("go-test-fail", COMMAND_FAILED, go_test_fail),
+    family("go-build-undefined", COMMAND_FAILED, go_build_undefined),
+    family("go-nil-pointer", COMMAND_FAILED, go_nil_pointer),
+    family("go-missing-sum", COMMAND_FAILED, go_missing_sum),
+    // Java
+    family("java-npe", COMMAND_FAILED, java_npe),
+    family("java-context-db-refused", COMMAND_FAILED, java_context),
+    family("maven-surefire", COMMAND_FAILED, maven_surefire),
+    // git; near miss: git-push-non-ff against git-pull-conflict, and the two
+    // push rejections against each other
+    family("git-pull-conflict", MERGE_CONFLICT, git_pull_conflict),
+    family("git-push-non-ff", COMMAND_FAILED, git_push_non_ff),
+    family("git-push-protected", COMMAND_FAILED, git_push_protected),
+    family("git-worktree-in-use", Some("WorktreeError"), git_worktree),
+    // HTTP; near miss: 502 against 503 from the same hosts
+    family("http-429-rate-limit", NETWORK_ERROR, http_rate_limit),
+    family("http-502", NETWORK_ERROR, |g| http_gateway(g, 502)),
+    family("http-503", NETWORK_ERROR, |g| http_gateway(g, 503)),
+    family("http-401", PERMISSION_DENIED, http_unauthorized),
+    // LLM and agent; near miss: overloaded against api_error
+    family("llm-context-length", AGENT_ERROR, llm_context_length),
+    family("llm-overloaded", AGENT_ERROR, |g| llm_api_error(g, true)),
+    family("llm-internal-error", AGENT_ERROR, |g| {
+        llm_api_error(g, false)
+    }),
+    family("llm-invalid-tool-json", AGENT_ERROR, llm_invalid_tool_json),
+    family("agent-max-turns", AGENT_ERROR, agent_max_turns),
+    // Timeouts
+    family("command-timeout", TIMEOUT, command_timeout),
+    family("agent-timeout", TIMEOUT, agent_timeout),
+    // Resources; near miss: killed by the OOM killer against V8's heap limit
+    family("oom-killed", RESOURCE_EXHAUSTED, oom_killed),
+    family("node-heap-oom", RESOURCE_EXHAUSTED, node_heap_oom),
+    family("disk-full", RESOURCE_EXHAUSTED, disk_full),
+    // Permissions
+    family("permission-denied-path", PERMISSION_DENIED, permission_path),
+    family("docker-socket-denied", PERMISSION_DENIED, docker_socket),
+    // Network
+    family("dns-failure", NETWORK_ERROR, dns_failure),
+    family("tls-cert-expired", NETWORK_ERROR, tls_expired),
+    family("tcp-dial-timeout", NETWORK_ERROR, dial_timeout),
+    // Docker
+    family("docker-build-step", COMMAND_FAILED, docker_build_step),
+    family("docker-manifest-unknown", COMMAND_FAILED, docker_manifest),
+    // Configuration and validation
+    family("missing-env-var", None, missing_env_var),
+    family("json-parse-error", None, json_parse_error),
+    family("validation-fields", VALIDATION_FAILED, validation_fields),
+    family("no-commits", Some("CommitValidationFailed"), no_commits),
+    // near miss: the same script, exit code 1 against exit code 2
+    family("script-exit-1", COMMAND_FAILED, |g| script_exit(g, 1)),
+    family("script-exit-2", COMMAND_FAILED, |g| script_exit(g, 2)),
+    // Databases
+    family("postgres-unique-violation", None, postgres_unique),
+    family("sqlite-locked", None, sqlite_locked),
+];
+
+/// What a generator writes: the message and, for some, a stack trace.
+struct Out {
+    message: String,
+    stack_trace: Option<String>,
+}
+
+impl Out {
+    fn plain(message: Text) -> Self {
+        Out {
+            message: message.finish(),
+            stack_trace: None,
+        }
+    }
+
+    fn traced(message: Text, trace: Text) -> Self {
+        Out {
+            message: message.finish(),
+            stack_trace: Some(trace.finish()),
+        }
+    }
+}
+
+/// Lines joined with `\n`, so the generators read like the output they
+/// imitate.
+#[derive(Default)]
+struct Text(String);
+
+impl Text {
+    fn line(&mut self, line: impl AsRef<str>) {
+        self.0.push_str(line.as_ref());
+        self.0.push('\n');
+    }
+
+    fn finish(mut self) -> String {
+        while self.0.ends_with('\n') {
+            self.0.pop();
+        }
+        self.0
+    }
+}
+
+/// The job runner's headline for a failed command, shared by most families.
+fn command_failed(command: &str, code: i32) -> String {
+    format!("Command `{command}` failed: process exited with exit code {code}")
+}
+
+// ---------------------------------------------------------------------------
+// Vocabulary: the word-valued variables
+
+const VERBS: &[&str] = &[
+    "create", "update", "delete", "fetch", "parse", "render", "load", "save", "validate", "sync",
+    "merge", "retry", "claim", "export", "import", "resolve", "refresh", "archive", "schedule",
+    "notify",
+];
+const NOUNS: &[&str] = &[
+    "user",
+    "order",
+    "invoice",
+    "session",
+    "token",
+    "config",
+    "queue",
+    "item",
+    "job",
+    "header",
+    "payload",
+    "profile",
+    "cart",
+    "report",
+    "webhook",
+    "schema",
+    "migration",
+    "branch",
+    "worktree",
+    "account",
+    "message",
+    "snapshot",
+];
+const FIELDS: &[&str] = &[
+    "email",
+    "user_id",
+    "customer_id",
+    "created_at",
+    "status",
+    "priority",
+    "currency",
+    "amount",
+    "webhook_url",
+    "timeout_ms",
+    "region",
+    "tenant_id",
+    "sku",
+    "quantity",
+    "display_name",
+];
+const NPM_PACKAGES: &[&str] = &[
+    "left-pad",
+    "lodash",
+    "react",
+    "react-dom",
+    "@types/node",
+    "@types/react",
+    "express",
+    "axios",
+    "typescript",
+    "eslint",
+    "jest",
+    "vite",
+    "webpack",
+    "@babel/core",
+    "chalk",
+    "commander",
+    "zod",
+    "prisma",
+    "@tanstack/react-query",
+    "next",
+    "dotenv",
+    "uuid",
+    "date-fns",
+    "rxjs",
+    "@acme/ui-kit",
+    "@acme/shared",
+];
+const JS_APPS: &[&str] = &[
+    "web-app",
+    "dashboard",
+    "api-gateway",
+    "admin-ui",
+    "docs-site",
+];
+const JS_DIRS: &[&str] = &[
+    "components",
+    "pages",
+    "hooks",
+    "api",
+    "utils",
+    "store",
+    "lib",
+];
+const TS_TYPES: &[&str] = &[
+    "string",
+    "number",
+    "boolean",
+    "undefined",
+    "null",
+    "User",
+    "Order",
+    "Promise<void>",
+    "string[]",
+    "Record<string, unknown>",
+];
+/// Crates and the minor version line they are on (the patch varies).
+const CRATES: &[(&str, &str)] = &[
+    ("serde", "1.0"),
+    ("serde_json", "1.0"),
+    ("tokio", "1.4"),
+    ("anyhow", "1.0"),
+    ("thiserror", "2.0"),
+    ("clap", "4.5"),
+    ("rusqlite", "0.3"),
+    ("reqwest", "0.12"),
+    ("hyper", "1.5"),
+    ("tracing", "0.1"),
+    ("regex", "1.11"),
+    ("rand", "0.8"),
+    ("chrono", "0.4"),
+    ("axum", "0.8"),
+    ("futures", "0.3"),
+    ("bytes", "1.9"),
+    ("itertools", "0.13"),
+    ("once_cell", "1.20"),
+];
+const WORKSPACE_CRATES: &[&str] = &[
+    "dlq-core",
+    "dlq-worker",
+    "api-server",
+    "agent-runner",
+    "queue-store",
+    "config-loader",
+];
+const RUST_MODULES: &[&str] = &[
+    "store",
+    "queue",
+    "worker",
+    "config",
+    "retry",
+    "export",
+    "import",
+    "model/item",
+    "db/pool",
+    "api/handlers",
+    "cli/args",
+];
+const PY_MODULES: &[&str] = &[
+    "requests",
+    "yaml",
+    "numpy",
+    "pandas",
+    "pydantic",
+    "httpx",
+    "sqlalchemy",
+    "boto3",
+    "redis",
+    "celery",
+    "jinja2",
+    "attrs",
+    "requests_mock",
+    "freezegun",
+    "pytest_asyncio",
+    "orjson",
+];
+const GO_PACKAGES: &[&str] = &[
+    "internal/api",
+    "internal/store",
+    "internal/config",
+    "internal/queue",
+    "pkg/auth",
+    "pkg/retry",
+    "pkg/webhook",
+];
+const REPOS: &[&str] = &[
+    "acme/web-app",
+    "acme/api-server",
+    "acme/dlq",
+    "acme/infra",
+    "acme/mobile",
+    "acme/billing",
+];
+const BASE_BRANCHES: &[&str] = &["main", "master", "develop"];
+const QUEUES: &[&str] = &[
+    "default",
+    "mapreduce",
+    "webhooks",
+    "exports",
+    "priority",
+    "retry",
+];
+const ENV_VARS: &[&str] = &[
+    "DATABASE_URL",
+    "REDIS_URL",
+    "GITHUB_TOKEN",
+    "ANTHROPIC_API_KEY",
+    "AWS_REGION",
+    "STRIPE_SECRET_KEY",
+    "SENTRY_DSN",
+    "JWT_SECRET",
+    "S3_BUCKET",
+];
+/// Commands an agent runs, for the families where the command is a variable.
+const COMMANDS: &[&str] = &[
+    "cargo test --workspace",
+    "cargo build --release",
+    "cargo clippy --all-targets -- -D warnings",
+    "npm test",
+    "npm run build",
+    "npm run test:e2e",
+    "pytest -q",
+    "pytest tests/integration",
+    "go test ./...",
+    "make check",
+    "./gradlew test",
+    "docker build -t app .",
+];
+
+// ---------------------------------------------------------------------------
+// The generator: a seeded random source plus the helpers every family uses
+
+struct Gen {
+    state: u64,
+    /// Whether this message's tools wrote ANSI colours (decided per message).
+    color: bool,
+    /// This message's clock, in milliseconds since the Unix epoch: each
+    /// message starts at a random moment in late 2025 and its timestamps move
+    /// forward from there, as log lines do.
+    clock: u64,
+}
+
+impl Gen {
+    fn new(seed: u64) -> Self {
+        Gen {
+            state: splitmix(seed),
+            color: false,
+            clock: SEPTEMBER_2025,
+        }
+    }
+
+    /// splitmix64: tiny, fast, and the same on every platform.
+    fn next_u64(&mut self) -> u64 {
+        self.state = self.state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        splitmix(self.state)
+    }
+
+    /// A number in `0..n` (multiply-shift rather than `%`, to avoid bias).
+    fn below(&mut self, n: usize) -> usize {
+        ((u128::from(self.next_u64()) * n as u128) >> 64) as usize
+    }
+
+    /// A number in `lo..=hi`.
+    fn int(&mut self, lo: u64, hi: u64) -> u64 {
+        lo + ((u128::from(self.next_u64()) * u128::from(hi - lo + 1)) >> 64) as u64
+    }
+
+    fn chance(&mut self, percent: usize) -> bool {
+        self.below(100) < percent
+    }
+
+    fn pick<T: Copy>(&mut self, items: &[T]) -> T {
+        items[self.below(items.len())]
+    }
+
+    /// Two different items.
+    fn pick_two<T: Copy>(&mut self, items: &[T]) -> (T, T) {
+        let a = self.below(items.len());
+        let b = (a + 1 + self.below(items.len() - 1)) % items.len();
+        (items[a], items[b])
+    }
+
+    fn shuffle<T>(&mut self, items: &mut [T]) {
+        for i in (1..items.len()).rev() {
+            items.swap(i, self.below(i + 1));
+        }
+    }
+
+    fn hex(&mut self, len: usize) -> String {
+        (0..len)
+            .map(|_| char::from(b"0123456789abcdef"[self.below(16)]))
+            .collect()
+    }
+
+    fn uuid(&mut self) -> String {
+        let variant = self.pick(&["8", "9", "a", "b"]);
+        format!(
+            "{}-{}-4{}-{variant}{}-{}",
+            self.hex(8),
+            self.hex(4),
+            self.hex(3),
+            self.hex(3),
+            self.hex(12)
+        )
+    }
+
+    fn private_ip(&mut self) -> String {
+        match self.below(3) {
+            0 => format!(
+                "10.{}.{}.{}",
+                self.int(0, 255),
+                self.int(0, 255),
+                self.int(1, 254)
+            ),
+            1 => format!(
+                "172.{}.{}.{}",
+                self.int(16, 31),
+                self.int(0, 255),
+                self.int(1, 254)
+            ),
+            _ => format!("192.168.{}.{}", self.int(0, 255), self.int(1, 254)),
+        }
+    }
+
+    /// An RFC 3339 timestamp a little after the previous one.
+    fn timestamp(&mut self) -> String {
+        self.clock += self.int(1, 4000);
+        rfc3339(self.clock)
+    }
+
+    /// The timestamp as `20251114_222507`, as in agent branch names.
+    fn compact_time(&mut self) -> String {
+        let ts = self.timestamp();
+        format!(
+            "{}{}{}_{}{}{}",
+            &ts[0..4],
+            &ts[5..7],
+            &ts[8..10],
+            &ts[11..13],
+            &ts[14..16],
+            &ts[17..19]
+        )
+    }
+
+    /// Seconds with two decimals, e.g. `2.31`.
+    fn seconds(&mut self, max: u64) -> String {
+        format!("{}.{:02}", self.int(0, max), self.int(0, 99))
+    }
+
+    fn version(&mut self) -> String {
+        format!("{}.{}.{}", self.int(0, 4), self.int(0, 30), self.int(0, 20))
+    }
+
+    /// `verb_noun`, e.g. `claim_item`.
+    fn snake(&mut self) -> String {
+        format!("{}_{}", self.pick(VERBS), self.pick(NOUNS))
+    }
+
+    /// `VerbNoun`, e.g. `ClaimItem`.
+    fn pascal(&mut self) -> String {
+        format!(
+            "{}{}",
+            capitalise(self.pick(VERBS)),
+            capitalise(self.pick(NOUNS))
+        )
+    }
+
+    /// `verbNoun`, e.g. `claimItem`.
+    fn camel(&mut self) -> String {
+        format!("{}{}", self.pick(VERBS), capitalise(self.pick(NOUNS)))
+    }
+
+    fn branch(&mut self) -> String {
+        match self.below(4) {
+            0 => format!("feature/{}-{}", self.pick(VERBS), self.pick(NOUNS)),
+            1 => format!("fix/{}-{}", self.pick(NOUNS), self.pick(VERBS)),
+            2 => format!(
+                "prodigy-agent-{}-item_{}",
+                self.compact_time(),
+                self.int(1, 999)
+            ),
+            _ => format!("agent/{}-{}", self.pick(NOUNS), self.hex(6)),
+        }
+    }
+
+    fn session(&mut self) -> String {
+        format!("session-{}", self.hex(8))
+    }
+
+    /// `text` in an ANSI colour when this message's tools write colour.
+    fn paint(&self, code: &str, text: &str) -> String {
+        if self.color {
+            format!("\x1b[{code}m{text}\x1b[0m")
+        } else {
+            text.to_string()
+        }
+    }
+
+    /// Draws one occurrence of `family`.
+    fn failure(&mut self, family: u32) -> Labelled {
+        let spec = &FAMILIES[family as usize];
+        self.color = self.chance(12);
+        self.clock = SEPTEMBER_2025 + self.int(0, 120 * 86_400_000);
+        let Out {
+            mut message,
+            mut stack_trace,
+        } = (spec.make)(self);
+        // Jobs on Windows runners record CRLF line endings.
+        if self.chance(3) {
+            message = message.replace('\n', "\r\n");
+            stack_trace = stack_trace.map(|trace| trace.replace('\n', "\r\n"));
+        }
+        Labelled {
+            family,
+            error_type: spec.error_type.map(String::from),
+            message,
+            stack_trace,
+        }
+    }
+
+    // -- Noise: the lines around the part that identifies the family --------
+
+    /// Application log lines, as a service prints them before it fails.
+    fn app_logs(&mut self, t: &mut Text, lo: u64, hi: u64) {
+        for _ in 0..self.int(lo, hi) {
+            let line = self.app_log_line();
+            t.line(line);
+        }
+    }
+
+    fn app_log_line(&mut self) -> String {
+        let ts = self.timestamp();
+        match self.below(9) {
+            0 => format!(
+                "{ts} INFO  worker: claimed item {} from queue {}",
+                self.int(1, 99_999),
+                self.pick(QUEUES)
+            ),
+            1 => format!(
+                "{ts} DEBUG http: GET /api/v1/{}s/{} -> 200 in {}ms",
+                self.pick(NOUNS),
+                self.int(1, 99_999),
+                self.int(1, 900)
+            ),
+            2 => format!(
+                "{ts} WARN  pool: connection {} idle for {}s, recycling",
+                self.int(1, 32),
+                self.int(30, 600)
+            ),
+            3 => format!(
+                "{ts} INFO  {}: {} finished in {}ms",
+                self.pick(RUST_MODULES),
+                self.snake(),
+                self.int(1, 5000)
+            ),
+            4 => format!(
+                "{ts} DEBUG cache: miss key={}:{}",
+                self.pick(NOUNS),
+                self.hex(12)
+            ),
+            5 => format!(
+                "{ts} INFO  request_id={} user_id={} status=ok",
+                self.uuid(),
+                self.int(1, 50_000)
+            ),
+            6 => format!("{ts} TRACE scheduler: next run at {}", self.timestamp()),
+            7 => format!(
+                "[{}] {} {}",
+                self.pick(&["INFO", "info", "I"]),
+                self.pick(&["Loaded", "Synced", "Skipped", "Queued"]),
+                self.pick(&[
+                    "3 plugins",
+                    "fixtures",
+                    "the schema",
+                    "42 rows",
+                    "config.toml"
+                ])
+            ),
+            _ => format!(
+                "{ts} INFO  loaded {} {}s from /srv/data/{}.json",
+                self.int(0, 5000),
+                self.pick(NOUNS),
+                self.snake()
+            ),
+        }
+    }
+
+    /// cargo's progress lines.
+    fn cargo_progress(&mut self, t: &mut Text) {
+        if self.chance(30) {
+            t.line("    Updating crates.io index");
+            for _ in 0..self.int(1, 6) {
+                let (name, minor) = self.pick(CRATES);
+                let line = format!("  Downloaded {name} v{minor}.{}", self.int(0, 40));
+                t.line(line);
+            }
+        }
+        // Each crate compiles once, so a subset in a shuffled order.
+        let mut crates = CRATES.to_vec();
+        self.shuffle(&mut crates);
+        let compiled = self.below(crates.len());
+        for (name, minor) in &crates[..compiled] {
+            let compiling = self.paint("1;32", "Compiling");
+            t.line(format!(
+                "   {compiling} {name} v{minor}.{}",
+                self.int(0, 40)
+            ));
+        }
+    }
+
+    /// npm's warnings before the error.
+    fn npm_warnings(&mut self, t: &mut Text) {
+        for _ in 0..self.int(0, 4) {
+            let line = match self.below(3) {
+                0 => format!(
+                    "npm WARN deprecated {}@{}: This version is no longer supported.",
+                    self.pick(NPM_PACKAGES),
+                    self.version()
+                ),
+                1 => format!(
+                    "npm WARN EBADENGINE Unsupported engine {{ package: '{}@{}', required: {{ node: '>=18' }} }}",
+                    self.pick(NPM_PACKAGES),
+                    self.version()
+                ),
+                _ => format!(
+                    "npm WARN config {} Use `--{}` instead.",
+                    self.pick(&["production", "optional", "global"]),
+                    self.pick(&["omit=dev", "include=optional", "location=global"])
+                ),
+            };
+            t.line(line);
+        }
+    }
+
+    /// A minified JSON document of at least `min_len` bytes: the very long
+    /// lines some tools print (a request echo, a response body, a fixture).
+    fn minified_json(&mut self, min_len: usize) -> String {
+        let mut json = String::from("{\"items\":[");
+        while json.len() < min_len {
+            if !json.ends_with('[') {
+                json.push(',');
+            }
+            json.push_str(&format!(
+                "{{\"id\":{},\"sku\":\"{}-{}\",\"qty\":{},\"owner\":\"{}\",\"tags\":[\"{}\",\"{}\"],\"updated_at\":\"{}\"}}",
+                self.int(1, 999_999),
+                self.pick(NOUNS),
+                self.hex(6),
+                self.int(1, 40),
+                self.snake(),
+                self.pick(VERBS),
+                self.pick(NOUNS),
+                self.timestamp()
+            ));
+        }
+        json.push_str("]}");
+        json
+    }
+}
+
+/// 2025-09-01T00:00:00Z in milliseconds since the Unix epoch.
+const SEPTEMBER_2025: u64 = 1_756_684_800_000;
+
+/// `ms` since the Unix epoch as `2025-11-14T22:25:07.123Z` (Howard Hinnant's
+/// days-to-civil algorithm, for dates after 1970 only).
+fn rfc3339(ms: u64) -> String {
+    let secs = ms / 1000;
+    let z = secs / 86_400 + 719_468;
+    let era = z / 146_097;
+    let doe = z % 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + u64::from(month <= 2);
+    let time = secs % 86_400;
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:03}Z",
+        time / 3600,
+        time % 3600 / 60,
+        time % 60,
+        ms % 1000
+    )
+}
+
+fn capitalise(word: &str) -> String {
+    let mut chars = word.chars();
+    match chars.next() {
+        Some(first) => first.to_uppercase().chain(chars).collect(),
+        None => String::new(),
+    }
+}
+
+/// pytest's `===== text =====` lines, 80 columns wide.
+fn banner(fill: char, text: &str) -> String {
+    let text = format!(" {text} ");
+    let left = 80usize.saturating_sub(text.len()) / 2;
+    let right = 80usize.saturating_sub(text.len() + left);
+    let fill = |n| std::iter::repeat_n(fill, n).collect::<String>();
+    format!("{}{text}{}", fill(left), fill(right))
+}
+
+// ---------------------------------------------------------------------------
+// JavaScript and TypeScript
+
+fn js_test_file(g: &mut Gen) -> String {
+    if g.chance(50) {
+        format!("src/{}/{}.test.tsx", g.pick(JS_DIRS), g.pascal())
+    } else {
+        format!("src/{}/{}.test.ts", g.pick(JS_DIRS), g.camel())
+    }
+}
+
+fn js_test_name(g: &mut Gen) -> String {
+    match g.below(3) {
+        0 => format!("should {} the {}", g.pick(VERBS), g.pick(NOUNS)),
+        1 => format!(
+            "{}s {} when {} is missing",
+            g.pick(VERBS),
+            g.pick(NOUNS),
+            g.pick(FIELDS)
+        ),
+        _ => format!(
+            "renders {} {}",
+            g.pick(NOUNS),
+            g.pick(&["header", "list", "form", "modal"])
+        ),
+    }
+}
+
+fn npm_test(g: &mut Gen) -> Out {
+    let mut t = Text::default();
+    t.line(command_failed("npm test", 1));
+    t.line("");
+    t.line(format!("> {}@{} test", g.pick(JS_APPS), g.version()));
+    t.line("> jest --ci");
+    t.line("");
+    let passed_suites = g.int(3, 60);
+    for _ in 0..g.int(0, 8) {
+        let line = format!("{} {}", g.paint("1;32", "PASS"), js_test_file(g));
+        t.line(line);
+    }
+    let failed_suites = g.int(1, 3);
+    let mut failed_tests = 0;
+    for _ in 0..failed_suites {
+        let file = js_test_file(g);
+        let line = format!("{} {file} ({} s)", g.paint("1;31", "FAIL"), g.seconds(9));
+        t.line(line);
+        for _ in 0..g.int(1, 2) {
+            failed_tests += 1;
+            let line = format!("  ● {} › {}", g.pascal(), js_test_name(g));
+            t.line(line);
+            t.line("");
+            jest_assertion(g, &mut t, &file);
+        }
+    }
+    // A test printing a large fixture: the occasional multi-KB line.
+    if g.chance(4) {
+        t.line("  console.log");
+        let json = g.minified_json(2500);
+        t.line(format!("    {json}"));
+    }
+    let passed_tests = g.int(5, 400);
+    t.line(format!(
+        "Test Suites: {failed_suites} failed, {passed_suites} passed, {} total",
+        failed_suites + passed_suites
+    ));
+    t.line(format!(
+        "Tests:       {failed_tests} failed, {passed_tests} passed, {} total",
+        failed_tests + passed_tests
+    ));
+    t.line("Snapshots:   0 total");
+    t.line(format!("Time:        {} s", g.seconds(60)));
+    t.line("Ran all test suites.");
+    Out::plain(t)
+}
+
+fn jest_assertion(g: &mut Gen, t: &mut Text, file: &str) {
+    let line = g.int(10, 300);
+    match g.below(3) {
+        0 => {
+            t.line("    expect(received).toBe(expected) // Object.is equality");
+            t.line("");
+            t.line(format!("    Expected: \"{}\"", g.snake()));
+            t.line(format!(
+                "    Received: {}",
+                g.pick(&["undefined", "null", "\"\""])
+            ));
+        }
+        1 => {
+            t.line("    expect(received).toEqual(expected) // deep equality");
+            t.line("");
+            t.line(format!("    - Expected  - {}", g.int(1, 4)));
+            t.line(format!("    + Received  + {}", g.int(1, 4)));
+            t.line("");
+            t.line("      Object {");
+            for _ in 0..g.int(1, 4) {
+                let field = g.pick(FIELDS);
+                t.line(format!("    -   \"{field}\": \"{}\",", g.snake()));
+                t.line(format!("    +   \"{field}\": {},", g.int(0, 999)));
+            }
+            t.line("      }");
+        }
+        _ => {
+            t.line("    expect(jest.fn()).toHaveBeenCalledTimes(expected)");
+            t.line("");
+            t.line(format!("    Expected number of calls: {}", g.int(1, 3)));
+            t.line("    Received number of calls: 0");
+        }
+    }
+    t.line("");
+    t.line(format!(
+        "      {} |     const result = {}(input);",
+        line - 1,
+        g.camel()
+    ));
+    t.line(format!("    > {line} |     expect(result).toBe(expected);"));
+    t.line(format!(
+        "      {} |                    ^",
+        " ".repeat(line.to_string().len())
+    ));
+    t.line("");
+    t.line(format!(
+        "      at Object.<anonymous> ({file}:{line}:{})",
+        g.int(5, 40)
+    ));
+    t.line("");
+}
+
+/// A package name that is not in the registry: a typo or a private scope.
+fn missing_package(g: &mut Gen) -> String {
+    let name = g.pick(NPM_PACKAGES);
+    match g.below(3) {
+        0 => format!("{name}{}", g.pick(&["s", "x", "-js", "2"])),
+        1 => format!("@acme-internal/{}", g.pick(NOUNS)),
+        _ => name.replacen('e', "ee", 1),
+    }
+}
+
+fn npm_install_404(g: &mut Gen) -> Out {
+    let mut t = Text::default();
+    t.line(command_failed("npm install", 1));
+    g.npm_warnings(&mut t);
+    let package = missing_package(g);
+    let escaped = package.replace('/', "%2f");
+    let range = format!("^{}", g.version());
+    t.line("npm ERR! code E404");
+    t.line(format!(
+        "npm ERR! 404 Not Found - GET https://registry.npmjs.org/{escaped} - Not found"
+    ));
+    t.line("npm ERR! 404");
+    t.line(format!(
+        "npm ERR! 404  '{package}@{range}' is not in this registry."
+    ));
+    t.line("npm ERR! 404");
+    t.line("npm ERR! 404 Note that you can also install from a");
+    t.line("npm ERR! 404 tarball, folder, http url, or git url.");
+    t.line("");
+    let log = g.timestamp().replace([':', '.'], "_");
+    t.line(format!(
+        "npm ERR! A complete log of this run can be found in: /root/.npm/_logs/{log}-debug-0.log"
+    ));
+    Out::plain(t)
+}
+
+fn npm_install_eresolve(g: &mut Gen) -> Out {
+    let mut t = Text::default();
+    let command = if g.chance(50) {
+        "npm install".to_string()
+    } else {
+        format!("npm install {}", g.pick(NPM_PACKAGES))
+    };
+    t.line(command_failed(&command, 1));
+    g.npm_warnings(&mut t);
+    let (peer, dependent) = g.pick_two(NPM_PACKAGES);
+    let found = g.int(16, 19);
+    t.line("npm ERR! code ERESOLVE");
+    t.line("npm ERR! ERESOLVE unable to resolve dependency tree");
+    t.line("npm ERR!");
+    t.line(format!(
+        "npm ERR! While resolving: {}@{}",
+        g.pick(JS_APPS),
+        g.version()
+    ));
+    t.line(format!(
+        "npm ERR! Found: {peer}@{found}.{}.{}",
+        g.int(0, 9),
+        g.int(0, 9)
+    ));
+    t.line(format!("npm ERR! node_modules/{peer}"));
+    t.line(format!(
+        "npm ERR!   {peer}@\"^{found}.0.0\" from the root project"
+    ));
+    t.line("npm ERR!");
+    t.line("npm ERR! Could not resolve dependency:");
+    t.line(format!(
+        "npm ERR! peer {peer}@\"^{}.0.0\" from {dependent}@{}",
+        found - 1,
+        g.version()
+    ));
+    t.line(format!("npm ERR! node_modules/{dependent}"));
+    t.line("npm ERR!");
+    t.line("npm ERR! Fix the upstream dependency conflict, or retry");
+    t.line("npm ERR! this command with --force or --legacy-peer-deps");
+    t.line("npm ERR! to accept an incorrect (and potentially broken) dependency resolution.");
+    Out::plain(t)
+}
+
+fn npm_ci_lockfile(g: &mut Gen) -> Out {
+    let mut t = Text::default();
+    t.line(command_failed("npm ci", 1));
+    t.line("npm ERR! code EUSAGE");
+    t.line("npm ERR!");
+    t.line("npm ERR! `npm ci` can only install packages when your package.json and package-lock.json or npm-shrinkwrap.json are in sync. Please update your lock file with `npm install` before continuing.");
+    t.line("npm ERR!");
+    for _ in 0..g.int(1, 5) {
+        let line = if g.chance(50) {
+            format!(
+                "npm ERR! Missing: {}@{} from lock file",
+                g.pick(NPM_PACKAGES),
+                g.version()
+            )
+        } else {
+            let package = g.pick(NPM_PACKAGES);
+            format!(
+                "npm ERR! Invalid: lock file's {package}@{} does not satisfy {package}@{}",
+                g.version(),
+                g.version()
+            )
+        };
+        t.line(line);
+    }
+    t.line("npm ERR!");
+    t.line("npm ERR! Clean install a project");
+    t.line("npm ERR!");
+    t.line("npm ERR! Usage:");
+    t.line("npm ERR! npm ci");
+    Out::plain(t)
+}
+
+/// Where a Node TypeError is thrown: the top application frame.
+struct NodeSite {
+    file: &'static str,
+    line: u32,
+    col: u32,
+    func: &'static str,
+    code: &'static str,
+    callers: &'static [(&'static str, &'static str, u32, u32)],
+}
+
+const NODE_RENDER: NodeSite = NodeSite {
+    file: "/app/src/render/header.js",
+    line: 42,
+    col: 35,
+    func: "renderHeader",
+    code: "    const title = settings[section][key];",
+    callers: &[
+        ("renderPage", "/app/src/render/page.js", 17, 10),
+        ("handleRequest", "/app/src/server.js", 88, 22),
+    ],
+};
+
+const NODE_ORDERS: NodeSite = NodeSite {
+    file: "/app/src/api/handlers/orders.js",
+    line: 131,
+    col: 28,
+    func: "serializeOrder",
+    code: "    return { id, ...order.lines[0][key] };",
+    callers: &[
+        ("Array.map", "<anonymous>", 0, 0),
+        ("listOrders", "/app/src/api/handlers/orders.js", 64, 31),
+    ],
+};
+
+fn node_version(g: &mut Gen) -> &'static str {
+    g.pick(&["v18.19.1", "v20.11.1", "v20.18.0", "v22.11.0"])
+}
+
+fn node_undefined(g: &mut Gen, site: &NodeSite) -> Out {
+    let key = g.pick(FIELDS);
+    let error = format!("TypeError: Cannot read properties of undefined (reading '{key}')");
+    let mut t = Text::default();
+    let command = g.pick(&["node dist/server.js", "npm start", "npm run test:e2e"]);
+    t.line(command_failed(command, 1));
+    g.app_logs(&mut t, 0, 5);
+    t.line(format!("{}:{}", site.file, site.line));
+    t.line(site.code);
+    t.line(format!("{}^", " ".repeat(site.col as usize - 1)));
+    t.line("");
+    t.line(&error);
+    let mut trace = Text::default();
+    trace.line(&error);
+    trace.line(format!(
+        "    at {} ({}:{}:{})",
+        site.func, site.file, site.line, site.col
+    ));
+    for (func, file, line, col) in site.callers {
+        if *line == 0 {
+            trace.line(format!("    at {func} ({file})"));
+        } else {
+            trace.line(format!("    at {func} ({file}:{line}:{col})"));
+        }
+    }
+    // Framework and runtime frames come and go with the entry point.
+    if g.chance(60) {
+        for _ in 0..g.int(1, 4) {
+            let frame = format!(
+                "    at {} (/app/node_modules/express/lib/router/{}.js:{}:{})",
+                g.pick(&[
+                    "Layer.handle",
+                    "next",
+                    "Route.dispatch",
+                    "Function.process_params"
+                ]),
+                g.pick(&["layer", "route", "index"]),
+                g.int(10, 400),
+                g.int(3, 30)
+            );
+            trace.line(frame);
+        }
+    }
+    if g.chance(50) {
+        trace.line(
+            "    at process.processTicksAndRejections (node:internal/process/task_queues:95:5)",
+        );
+    }
+    t.line("");
+    t.line(format!("Node.js {}", node_version(g)));
+    Out::traced(t, trace)
+}
+
+fn node_econnrefused(g: &mut Gen) -> Out {
+    let (service_host, port) = g.pick(&[
+        ("127.0.0.1", 5432),
+        ("127.0.0.1", 6379),
+        ("127.0.0.1", 3000),
+        ("::1", 8080),
+        ("127.0.0.1", 27017),
+    ]);
+    let mut t = Text::default();
+    let command = g.pick(&["npm run test:integration", "npm run migrate", "npm start"]);
+    t.line(command_failed(command, 1));
+    g.app_logs(&mut t, 0, 6);
+    let error = format!("Error: connect ECONNREFUSED {service_host}:{port}");
+    t.line(&error);
+    let mut trace = Text::default();
+    trace.line(&error);
+    trace.line(format!(
+        "    at TCPConnectWrap.afterConnect [as oncomplete] (node:net:{}:16) {{",
+        g.pick(&[1555, 1595, 1607, 1610])
+    ));
+    trace.line("  errno: -111,");
+    trace.line("  code: 'ECONNREFUSED',");
+    trace.line("  syscall: 'connect',");
+    trace.line(format!("  address: '{service_host}',"));
+    trace.line(format!("  port: {port}"));
+    trace.line("}");
+    Out::traced(t, trace)
+}
+
+fn ts_file(g: &mut Gen) -> String {
+    format!(
+        "src/{}/{}.ts{}",
+        g.pick(JS_DIRS),
+        g.camel(),
+        g.pick(&["", "x"])
+    )
+}
+
+fn tsc_ts2322(g: &mut Gen) -> Out {
+    let mut t = Text::default();
+    t.line(command_failed(
+        g.pick(&["npx tsc --noEmit", "npm run typecheck"]),
+        2,
+    ));
+    let errors = g.int(1, 5);
+    let mut files = Vec::new();
+    for _ in 0..errors {
+        let file = ts_file(g);
+        let (source, target) = g.pick_two(TS_TYPES);
+        let (line, col) = (g.int(1, 400), g.int(1, 60));
+        let code = g.paint("90", "error TS2322");
+        t.line(format!(
+            "{file}({line},{col}): {code}: Type '{source}' is not assignable to type '{target}'."
+        ));
+        files.push((file, line));
+    }
+    t.line("");
+    let noun = if errors == 1 { "error" } else { "errors" };
+    t.line(format!("Found {errors} {noun} in {} files.", files.len()));
+    if errors > 1 {
+        t.line("");
+        t.line("Errors  Files");
+        for (file, line) in &files {
+            t.line(format!("     1  {file}:{line}"));
+        }
+    }
+    Out::plain(t)
+}
+
+fn tsc_ts2307(g: &mut Gen) -> Out {
+    let mut t = Text::default();
+    t.line(command_failed(
+        g.pick(&["npx tsc --noEmit", "npm run typecheck"]),
+        2,
+    ));
+    let errors = g.int(1, 3);
+    for _ in 0..errors {
+        let line = format!(
+            "{}({},{}): error TS2307: Cannot find module '{}' or its corresponding type declarations.",
+            ts_file(g),
+            g.int(1, 30),
+            g.int(15, 40),
+            g.pick(NPM_PACKAGES)
+        );
+        t.line(line);
+    }
+    t.line("");
+    let noun = if errors == 1 { "error" } else { "errors" };
+    t.line(format!("Found {errors} {noun}."));
+    Out::plain(t)
+}
+
+fn eslint(g: &mut Gen) -> Out {
+    const RULES: &[(&str, &str)] = &[
+        ("'{}' is assigned a value but never used", "@typescript-eslint/no-unused-vars"),
+        ("Unexpected any. Specify a different type", "@typescript-eslint/no-explicit-any"),
+        ("'{}' is not defined", "no-undef"),
+        ("React Hook useEffect has a missing dependency: '{}'. Either include it or remove the dependency array", "react-hooks/exhaustive-deps"),
+        ("Expected '===' and instead saw '=='", "eqeqeq"),
+        ("Unexpected console statement", "no-console"),
+    ];
+    let mut t = Text::default();
+    t.line(command_failed(
+        g.pick(&["npx eslint . --max-warnings 0", "npm run lint"]),
+        1,
+    ));
+    let mut problems = 0;
+    for _ in 0..g.int(1, 3) {
+        t.line("");
+        let file = ts_file(g);
+        t.line(format!("/app/{}", g.paint("4", &file)));
+        // ESLint reports a file's problems in line order.
+        let mut lines: Vec<(u64, u64)> = (0..g.int(1, 4))
+            .map(|_| (g.int(1, 300), g.int(1, 60)))
+            .collect();
+        lines.sort_unstable();
+        for (line, col) in lines {
+            problems += 1;
+            let (message, rule) = g.pick(RULES);
+            let message = message.replace("{}", &g.camel());
+            let level = g.paint("31", "error");
+            let rule = g.paint("2", rule);
+            t.line(format!("  {line}:{col}  {level}  {message}  {rule}"));
+        }
+    }
+    t.line("");
+    t.line(g.paint(
+        "1;31",
+        &format!("✖ {problems} problems ({problems} errors, 0 warnings)"),
+    ));
+    Out::plain(t)
+}
+
+fn vite_unresolved(g: &mut Gen) -> Out {
+    let mut t = Text::default();
+    t.line(command_failed("npm run build", 1));
+    t.line("");
+    t.line(format!("> {}@{} build", g.pick(JS_APPS), g.version()));
+    t.line("> tsc && vite build");
+    t.line("");
+    t.line(format!(
+        "vite v5.{}.{} building for production...",
+        g.int(0, 4),
+        g.int(0, 12)
+    ));
+    t.line("transforming...");
+    t.line(format!("✓ {} modules transformed.", g.int(20, 3000)));
+    let failed = format!("x Build failed in {}s", g.seconds(30));
+    t.line(g.paint("31", &failed));
+    t.line("error during build:");
+    let import = format!("@/{}/{}", g.pick(JS_DIRS), g.pascal());
+    let from = format!("/app/src/{}/{}.tsx", g.pick(JS_DIRS), g.pascal());
+    t.line(format!(
+        "[vite]: Rollup failed to resolve import \"{import}\" from \"{from}\"."
+    ));
+    t.line("This is most likely unintended because it can break your application at runtime.");
+    t.line("If you do want to externalize this module explicitly add it to");
+    t.line("`build.rollupOptions.external`");
+    if g.chance(5) {
+        // Rollup echoes the minified chunk it was building.
+        let json = g.minified_json(3000);
+        t.line(format!(
+            "    at file:///app/node_modules/vite/dist/node/chunks/dep.js:1:1 {json}"
+        ));
+    }
+    Out::plain(t)
+}
+
+// ---------------------------------------------------------------------------
+// Rust
+
+fn rust_file(g: &mut Gen) -> String {
+    format!("src/{}.rs", g.pick(RUST_MODULES))
+}
+
+/// rustc's source snippet: the arrow, the gutter, the line and its marker.
+fn rustc_snippet(t: &mut Text, file: &str, line: u64, code: &str, marker: &str, label: &str) {
+    let col = code.find(marker).unwrap_or(0);
+    let width = line.to_string().len();
+    let pad = " ".repeat(width);
+    t.line(format!("{pad}--> {file}:{line}:{}", col + 1));
+    t.line(format!("{pad} |"));
+    t.line(format!("{line} | {code}"));
+    t.line(format!(
+        "{pad} | {}{} {label}",
+        " ".repeat(col),
+        "^".repeat(marker.chars().count())
+    ));
+}
+
+fn cargo_error_tail(t: &mut Text, code: &str, krate: &str, errors: u64) {
+    t.line("");
+    t.line(format!(
+        "For more information about this error, try `rustc --explain {code}`."
+    ));
+    let plural = if errors == 1 { "error" } else { "errors" };
+    t.line(format!(
+        "error: could not compile `{krate}` (lib) due to {errors} previous {plural}"
+    ));
+}
+
+fn rustc_e0308(g: &mut Gen) -> Out {
+    const TYPES: &[(&str, &str, &str)] = &[
+        ("u32", "usize", "len()"),
+        ("String", "&str", "as_str()"),
+        ("i64", "Option<i64>", "get(0)"),
+        ("Vec<u8>", "&[u8]", "as_bytes()"),
+        ("PathBuf", "&Path", "parent().unwrap()"),
+        ("u64", "Result<u64, Error>", "parse::<u64>()"),
+    ];
+    let mut t = Text::default();
+    let krate = g.pick(WORKSPACE_CRATES);
+    t.line(command_failed("cargo build --workspace", 101));
+    g.cargo_progress(&mut t);
+    let errors = g.int(1, 3);
+    for _ in 0..errors {
+        let (expected, found, call) = g.pick(TYPES);
+        let var = g.pick(FIELDS);
+        let source = g.pick(NOUNS);
+        let expr = format!("{source}.{call}");
+        let code = format!("        let {var}: {expected} = {expr};");
+        t.line(format!(
+            "{}: mismatched types",
+            g.paint("1;31", "error[E0308]")
+        ));
+        let file = format!("crates/{krate}/{}", rust_file(g));
+        let label = format!("expected `{expected}`, found `{found}`");
+        rustc_snippet(&mut t, &file, g.int(10, 900), &code, &expr, &label);
+        t.line("");
+    }
+    cargo_error_tail(&mut t, "E0308", krate, errors);
+    Out::plain(t)
+}
+
+fn rustc_e0425(g: &mut Gen) -> Out {
+    let mut t = Text::default();
+    let krate = g.pick(WORKSPACE_CRATES);
+    t.line(command_failed(
+        g.pick(&["cargo build", "cargo check --all-targets"]),
+        101,
+    ));
+    g.cargo_progress(&mut t);
+    let name = g.pick(FIELDS);
+    let typo = format!("{name}s");
+    t.line(format!(
+        "{}: cannot find value `{typo}` in this scope",
+        g.paint("1;31", "error[E0425]")
+    ));
+    let code = format!("        if self.{} > {typo} {{", g.pick(FIELDS));
+    let file = rust_file(g);
+    let label = format!("help: a local variable with a similar name exists: `{name}`");
+    rustc_snippet(&mut t, &file, g.int(10, 900), &code, &typo, &label);
+    cargo_error_tail(&mut t, "E0425", krate, 1);
+    Out::plain(t)
+}
+
+fn rustc_e0502(g: &mut Gen) -> Out {
+    let mut t = Text::default();
+    let krate = g.pick(WORKSPACE_CRATES);
+    t.line(command_failed("cargo build", 101));
+    g.cargo_progress(&mut t);
+    let name = format!("{}s", g.pick(NOUNS));
+    let line = g.int(20, 900);
+    let file = rust_file(g);
+    let width = (line + 3).to_string().len();
+    let pad = " ".repeat(width);
+    t.line(format!(
+        "{}: cannot borrow `{name}` as mutable because it is also borrowed as immutable",
+        g.paint("1;31", "error[E0502]")
+    ));
+    t.line(format!("{pad}--> {file}:{}:9", line + 2));
+    t.line(format!("{pad} |"));
+    t.line(format!(
+        "{line:>width$} |         let first = {name}.first();"
+    ));
+    t.line(format!(
+        "{pad} |                     {} immutable borrow occurs here",
+        "-".repeat(name.len())
+    ));
+    t.line("..."); // rustc elides the lines between
+    t.line(format!("{:>width$} |         {name}.push(next);", line + 2));
+    t.line(format!(
+        "{pad} |         {} mutable borrow occurs here",
+        "^".repeat(name.len() + 11)
+    ));
+    t.line(format!(
+        "{:>width$} |         tracing::debug!(?first);",
+        line + 3
+    ));
+    t.line(format!(
+        "{pad} |                          ----- immutable borrow later used here"
+    ));
+    cargo_error_tail(&mut t, "E0502", krate, 1);
+    Out::plain(t)
+}
+
+fn cargo_test_assert(g: &mut Gen) -> Out {
+    let mut t = Text::default();
+    t.line(command_failed(
+        g.pick(&["cargo test", "cargo test --workspace"]),
+        101,
+    ));
+    g.cargo_progress(&mut t);
+    t.line(format!(
+        "     Running unittests src/lib.rs (target/debug/deps/{}-{})",
+        g.pick(WORKSPACE_CRATES).replace('-', "_"),
+        g.hex(16)
+    ));
+    t.line("");
+    let total = g.int(5, 200);
+    t.line(format!("running {total} tests"));
+    let failing: Vec<String> = (0..g.int(1, 2))
+        .map(|_| {
+            format!(
+                "{}::tests::{}",
+                g.pick(RUST_MODULES).replace('/', "::"),
+                g.snake()
+            )
+        })
+        .collect();
+    for _ in 0..g.int(0, 10) {
+        let line = format!(
+            "test {}::tests::{} ... {}",
+            g.pick(RUST_MODULES).replace('/', "::"),
+            g.snake(),
+            g.paint("32", "ok")
+        );
+        t.line(line);
+    }
+    for name in &failing {
+        t.line(format!("test {name} ... {}", g.paint("31", "FAILED")));
+    }
+    t.line("");
+    t.line("failures:");
+    t.line("");
+    for name in &failing {
+        t.line(format!("---- {name} stdout ----"));
+        t.line("");
+        t.line(format!(
+            "thread '{name}' panicked at {}:{}:{}:",
+            rust_file(g),
+            g.int(20, 900),
+            g.int(5, 9)
+        ));
+        if g.chance(60) {
+            t.line("assertion `left == right` failed");
+            if g.chance(5) {
+                // A large Vec compared whole: one long line.
+                let json = g.minified_json(2000);
+                t.line(format!("  left: {json:?}"));
+            } else {
+                t.line(format!("  left: {}", g.int(0, 50)));
+            }
+            t.line(format!(" right: {}", g.int(0, 50)));
+        } else {
+            t.line(format!(
+                "expected {} to be {}, got {:?}",
+                g.pick(FIELDS),
+                g.pick(&["Pending", "Retrying", "Done", "Failed"]),
+                g.pick(&["Pending", "Retrying", "Done", "Failed"])
+            ));
+        }
+        t.line("note: run with `RUST_BACKTRACE=1` environment variable to display a backtrace");
+        t.line("");
+    }
+    t.line("");
+    t.line("failures:");
+    for name in &failing {
+        t.line(format!("    {name}"));
+    }
+    t.line("");
+    let failed = failing.len() as u64;
+    t.line(format!(
+        "test result: {}. {} passed; {failed} failed; 0 ignored; 0 measured; 0 filtered out; finished in {}s",
+        g.paint("31", "FAILED"),
+        total - failed,
+        g.seconds(20)
+    ));
+    t.line("");
+    t.line("error: test failed, to rerun pass `--lib`");
+    Out::plain(t)
+}
+
+/// A Rust panic site: the panic location and the top application frame
+/// (fixed per family), the std frames that lead to it, and its callers.
+struct RustSite {
+    file: &'static str,
+    line: u32,
+    col: u32,
+    func: &'static str,
+    /// The std frames between the panic machinery and the application frame.
+    std_frames: &'static [(&'static str, &'static str)],
+    callers: &'static [(&'static str, &'static str, u32, u32)],
+    /// The panic message; `{}` is replaced by a variable part.
+    message: &'static str,
+}
+
+const UNWRAP_NONE: &str = "called `Option::unwrap()` on a `None` value";
+
+const UNWRAP_WORKER: RustSite = RustSite {
+    file: "src/queue/worker.rs",
+    line: 88,
+    col: 41,
+    func: "dlq_worker::queue::worker::claim_next",
+    std_frames: &[
+        ("core::panicking::panic", "core/src/panicking.rs:148:5"),
+        ("core::option::unwrap_failed", "core/src/option.rs:2015:5"),
+    ],
+    callers: &[
+        (
+            "dlq_worker::queue::worker::run",
+            "src/queue/worker.rs",
+            41,
+            13,
+        ),
+        ("dlq_worker::main", "src/main.rs", 22, 5),
+    ],
+    message: UNWRAP_NONE,
+};
+
+const UNWRAP_CONFIG: RustSite = RustSite {
+    file: "src/config/profile.rs",
+    line: 212,
+    col: 30,
+    func: "dlq_worker::config::profile::load_profile",
+    std_frames: UNWRAP_WORKER.std_frames,
+    callers: &[
+        ("dlq_worker::config::load", "src/config/mod.rs", 57, 19),
+        ("dlq_worker::main", "src/main.rs", 14, 18),
+    ],
+    message: UNWRAP_NONE,
+};
+
+const INDEX_TOKENS: RustSite = RustSite {
+    file: "src/parse/tokens.rs",
+    line: 57,
+    col: 18,
+    func: "dlq_worker::parse::tokens::Lexer::peek",
+    std_frames: &[(
+        "core::panicking::panic_bounds_check",
+        "core/src/panicking.rs:266:5",
+    )],
+    callers: &[
+        (
+            "dlq_worker::parse::expr::parse_filter",
+            "src/parse/expr.rs",
+            140,
+            23,
+        ),
+        ("dlq_worker::cli::list", "src/cli/list.rs", 33, 17),
+        ("dlq_worker::main", "src/main.rs", 31, 9),
+    ],
+    message: "index out of bounds: the len is {} but the index is {}",
+};
+
+const SERDE_MANIFEST: RustSite = RustSite {
+    file: "src/manifest.rs",
+    line: 48,
+    col: 63,
+    func: "dlq_worker::manifest::Manifest::read",
+    std_frames: &[("core::result::unwrap_failed", "core/src/result.rs:1679:5")],
+    callers: &[
+        ("dlq_worker::jobs::start", "src/jobs.rs", 77, 20),
+        ("dlq_worker::main", "src/main.rs", 40, 13),
+    ],
+    message: "called `Result::unwrap()` on an `Err` value: Error(\"missing field `{}`\", line: {}, column: {})",
+};
+
+/// Toolchains in the wild: the commit hash in std's paths differs.
+const RUSTC_HASHES: &[&str] = &[
+    "90b35a6239c3d8bdabc530a6a0816f7ff89a0aaf",
+    "4d91de4e48198da2e33413efdcd9cd2cc0c46688",
+    "17067e9ac6d7e98f18d4a3b4ae0ab3a5a2a2b1a0",
+];
+
+fn rust_panic(g: &mut Gen, site: &RustSite) -> Out {
+    let message = match site.message.matches("{}").count() {
+        0 => site.message.to_string(),
+        2 => {
+            let len = g.int(0, 8);
+            site.message.replacen("{}", &len.to_string(), 1).replacen(
+                "{}",
+                &g.int(len, len + 5).to_string(),
+                1,
+            )
+        }
+        _ => site
+            .message
+            .replacen("{}", g.pick(FIELDS), 1)
+            .replacen("{}", &g.int(1, 60).to_string(), 1)
+            .replacen("{}", &g.int(1, 40).to_string(), 1),
+    };
+    let thread = g.pick(&[
+        "main",
+        "main",
+        "tokio-runtime-worker",
+        "worker-1",
+        "worker-3",
+    ]);
+    let mut t = Text::default();
+    let command = format!(
+        "cargo run --release -- {} --queue {}",
+        g.pick(&["process", "drain", "list", "retry"]),
+        g.pick(QUEUES)
+    );
+    t.line(command_failed(&command, 101));
+    t.line(format!(
+        "    Finished `release` profile [optimized] target(s) in {}s",
+        g.seconds(90)
+    ));
+    g.app_logs(&mut t, 0, 8);
+    t.line(format!(
+        "thread '{thread}' panicked at {}:{}:{}:",
+        site.file, site.line, site.col
+    ));
+    t.line(&message);
+    t.line("note: run with `RUST_BACKTRACE=1` environment variable to display a backtrace");
+
+    let rustc = g.pick(RUSTC_HASHES);
+    let mut trace = Text::default();
+    trace.line("stack backtrace:");
+    let mut frames: Vec<(String, String)> = vec![
+        (
+            "rust_begin_unwind".into(),
+            format!("/rustc/{rustc}/library/std/src/panicking.rs:665:5"),
+        ),
+        (
+            "core::panicking::panic_fmt".into(),
+            format!("/rustc/{rustc}/library/core/src/panicking.rs:76:14"),
+        ),
+    ];
+    for (func, at) in site.std_frames {
+        frames.push((func.to_string(), format!("/rustc/{rustc}/library/{at}")));
+    }
+    frames.push((
+        site.func.into(),
+        format!("./{}:{}:{}", site.file, site.line, site.col),
+    ));
+    for (func, file, line, col) in site.callers {
+        // Async callers run inside tokio's machinery, sometimes inlined away.
+        if *func != "dlq_worker::main" && g.chance(30) {
+            frames.push((
+                "<core::pin::Pin<P> as core::future::future::Future>::poll".into(),
+                format!("/rustc/{rustc}/library/core/src/future/future.rs:123:9"),
+            ));
+        }
+        frames.push((func.to_string(), format!("./{file}:{line}:{col}")));
+    }
+    frames.push((
+        "core::ops::function::FnOnce::call_once".into(),
+        format!("/rustc/{rustc}/library/core/src/ops/function.rs:250:5"),
+    ));
+    for (i, (func, at)) in frames.iter().enumerate() {
+        trace.line(format!("{i:>4}: {func}"));
+        trace.line(format!("             at {at}"));
+    }
+    trace.line(
+        "note: Some details are omitted, run with `RUST_BACKTRACE=full` for a verbose backtrace.",
+    );
+    Out::traced(t, trace)
+}
+
+fn cargo_version_select(g: &mut Gen) -> Out {
+    let mut t = Text::default();
+    t.line(command_failed(
+        g.pick(&["cargo build", "cargo update", "cargo test"]),
+        101,
+    ));
+    t.line("    Updating crates.io index");
+    let (krate, minor) = g.pick(CRATES);
+    let major = minor.split('.').next().unwrap_or("1");
+    let wanted = format!("{major}.{}", g.int(90, 999));
+    t.line(format!(
+        "error: failed to select a version for the requirement `{krate} = \"^{wanted}\"`"
+    ));
+    let candidates: Vec<String> = (0..g.int(3, 12))
+        .map(|i| format!("{major}.{}.{}", 40 - i, g.int(0, 9)))
+        .collect();
+    t.line(format!(
+        "candidate versions found which didn't match: {}",
+        candidates.join(", ")
+    ));
+    t.line("location searched: crates.io index");
+    let member = g.pick(WORKSPACE_CRATES);
+    t.line(format!(
+        "required by package `{member} v{} (/app/crates/{member})`",
+        g.version()
+    ));
+    t.line("perhaps a crate was updated and forgotten to be re-vendored?");
+    Out::plain(t)
+}
+
+fn clippy_denied(g: &mut Gen) -> Out {
+    const LINTS: &[(&str, &str)] = &[
+        ("this `if` has identical blocks", "if_same_then_else"),
+        (
+            "the loop variable `i` is only used to index `{}`",
+            "needless_range_loop",
+        ),
+        ("redundant clone", "redundant_clone"),
+        (
+            "this expression creates a reference which is immediately dereferenced by the compiler",
+            "needless_borrow",
+        ),
+        ("called `map(..).flatten()` on `Option`", "map_flatten"),
+        ("length comparison to zero", "len_zero"),
+        (
+            "this function has too many arguments (9/7)",
+            "too_many_arguments",
+        ),
+    ];
+    let mut t = Text::default();
+    let krate = g.pick(WORKSPACE_CRATES);
+    t.line(command_failed(
+        "cargo clippy --all-targets -- -D warnings",
+        101,
+    ));
+    g.cargo_progress(&mut t);
+    t.line(format!(
+        "    Checking {krate} v{} (/app/crates/{krate})",
+        g.version()
+    ));
+    let errors = g.int(1, 4);
+    for _ in 0..errors {
+        let (message, lint) = g.pick(LINTS);
+        let message = message.replace("{}", &format!("{}s", g.pick(NOUNS)));
+        t.line(format!("{}: {message}", g.paint("1;31", "error")));
+        let line = format!(
+            "   --> {}:{}:{}",
+            rust_file(g),
+            g.int(10, 900),
+            g.int(5, 40)
+        );
+        t.line(line);
+        t.line(format!(
+            "    = help: for further information visit https://rust-lang.github.io/rust-clippy/master/index.html#{lint}"
+        ));
+        t.line(format!(
+            "    = note: `-D clippy::{}` implied by `-D warnings`",
+            lint.replace('_', "-")
+        ));
+        t.line("");
+    }
+    let plural = if errors == 1 { "error" } else { "errors" };
+    t.line(format!(
+        "error: could not compile `{krate}` (lib) due to {errors} previous {plural}"
+    ));
+    Out::plain(t)
+}
+
+fn rustfmt_check(g: &mut Gen) -> Out {
+    let mut t = Text::default();
+    t.line(command_failed("cargo fmt --all -- --check", 1));
+    for _ in 0..g.int(1, 3) {
+        t.line(format!("Diff in /app/{}:{}:", rust_file(g), g.int(1, 900)));
+        let (var, call) = (g.pick(FIELDS), g.snake());
+        let args = format!(
+            "&request.{}, &self.config.{}",
+            g.pick(FIELDS),
+            g.pick(FIELDS)
+        );
+        t.line(format!(
+            "     async fn {}(&self) -> Result<()> {{",
+            g.snake()
+        ));
+        let old = format!("-        let {var} = self.{call}({args}).await?;");
+        t.line(g.paint("31", &old));
+        t.line(g.paint("32", &format!("+        let {var} = self")));
+        t.line(g.paint("32", &format!("+            .{call}({args})")));
+        t.line(g.paint("32", "+            .await?;"));
+        t.line("");
+    }
+    Out::plain(t)
+}
+
+// ---------------------------------------------------------------------------
+// Python
+
+fn python_version(g: &mut Gen) -> &'static str {
+    g.pick(&["3.10", "3.11", "3.12"])
+}
+
+fn py_command(g: &mut Gen) -> String {
+    let prefix = g.pick(&["", "", "poetry run ", "uv run "]);
+    match g.below(3) {
+        0 => format!("{prefix}python -m app.worker --job {}", g.int(1, 99_999)),
+        1 => format!("{prefix}python -m app.worker --queue {}", g.pick(QUEUES)),
+        _ => format!("{prefix}python scripts/run_job.py {}", g.uuid()),
+    }
+}
+
+fn pytest_failed(g: &mut Gen) -> Out {
+    let mut t = Text::default();
+    t.line(command_failed(
+        g.pick(&["pytest -q", "pytest", "python -m pytest tests"]),
+        1,
+    ));
+    let rows = g.int(1, 5);
+    for row in 1..=rows {
+        let dots: String = (0..g.int(10, 70))
+            .map(|_| match g.below(100) {
+                0..3 => 'F',
+                3..8 => 's',
+                _ => '.',
+            })
+            .collect();
+        t.line(format!("{dots:<70} [{:>3}%]", row * 100 / rows));
+    }
+    t.line(g.paint("31", &banner('=', "FAILURES")));
+    let failures: Vec<(String, String, String)> = (0..g.int(1, 3))
+        .map(|_| {
+            let file = format!("tests/test_{}.py", g.pick(NOUNS));
+            let name = format!("test_{}", g.snake());
+            let want = g.pick(&[200, 201, 204]);
+            let got = g.pick(&[400, 401, 403, 404, 409, 422, 500]);
+            (file, name, format!("assert {got} == {want}"))
+        })
+        .collect();
+    for (file, name, assertion) in &failures {
+        t.line(g.paint("31", &banner('_', name)));
+        t.line("");
+        t.line(format!("    def {name}(client):"));
+        t.line(format!(
+            "        resp = client.post(\"/api/{}\", json={{\"{}\": {}}})",
+            g.pick(NOUNS),
+            g.pick(FIELDS),
+            g.int(0, 99)
+        ));
+        let want = assertion.rsplit(' ').next().unwrap_or("200");
+        t.line(format!(">       assert resp.status_code == {want}"));
+        t.line(format!("E       {assertion}"));
+        t.line("");
+        t.line(format!("{file}:{}: AssertionError", g.int(5, 300)));
+        for _ in 0..g.int(0, 3) {
+            // Captured log output from the test, different every run.
+            let line = g.app_log_line();
+            t.line(line);
+        }
+    }
+    t.line(banner('=', "short test summary info"));
+    for (file, name, assertion) in &failures {
+        t.line(format!(
+            "{} {file}::{name} - AssertionError: {assertion}",
+            g.paint("31", "FAILED")
+        ));
+    }
+    let skipped = if g.chance(50) {
+        format!(", {} skipped", g.int(1, 9))
+    } else {
+        String::new()
+    };
+    let summary = format!(
+        "{} failed, {} passed{skipped} in {}s",
+        failures.len(),
+        g.int(1, 600),
+        g.seconds(90)
+    );
+    t.line(g.paint("31", &banner('=', &summary)));
+    Out::plain(t)
+}
+
+fn pytest_collection(g: &mut Gen) -> Out {
+    let mut t = Text::default();
+    t.line(command_failed(g.pick(&["pytest -q", "pytest"]), 2));
+    let test_file = format!("tests/test_{}.py", g.pick(NOUNS));
+    let module = g.pick(PY_MODULES);
+    let py = python_version(g);
+    t.line(banner('=', "ERRORS"));
+    t.line(banner('_', &format!("ERROR collecting {test_file}")));
+    t.line(format!(
+        "ImportError while importing test module '/app/{test_file}'."
+    ));
+    t.line("Hint: make sure your test modules/packages have valid Python names.");
+    t.line("Traceback:");
+    t.line(format!(
+        "/usr/lib/python{py}/importlib/__init__.py:126: in import_module"
+    ));
+    t.line("    return _bootstrap._gcd_import(name[level:], package, level)");
+    t.line(format!("{test_file}:{}: in <module>", g.int(1, 12)));
+    t.line(format!("    import {module}"));
+    t.line(format!(
+        "E   ModuleNotFoundError: No module named '{module}'"
+    ));
+    t.line(banner('=', "short test summary info"));
+    t.line(format!("ERROR {test_file}"));
+    t.line(banner('!', "Interrupted: 1 error during collection"));
+    t.line(banner('=', &format!("1 error in {}s", g.seconds(3))));
+    Out::plain(t)
+}
+
+/// Where a Python exception is raised: the top application frame, fixed
+/// per family.
+struct PySite {
+    file: &'static str,
+    line: u32,
+    func: &'static str,
+    code: &'static str,
+    /// Python 3.11+ underlines the failing expression.
+    carets: &'static str,
+}
+
+const KEYERROR_ORDERS: PySite = PySite {
+    file: "app/handlers/orders.py",
+    line: 57,
+    func: "resolve_customer",
+    code: "customer = payload[key]",
+    carets: "           ~~~~~~~^^^^^",
+};
+
+const KEYERROR_CONFIG: PySite = PySite {
+    file: "app/config/loader.py",
+    line: 112,
+    func: "load_settings",
+    code: "value = section[name]",
+    carets: "        ~~~~~~~^^^^^^",
+};
+
+const TYPEERROR_INVOICE: PySite = PySite {
+    file: "app/billing/invoice.py",
+    line: 73,
+    func: "compute_total",
+    code: "total = subtotal + line.discount",
+    carets: "        ~~~~~~~~~^~~~~~~~~~~~~~~",
+};
+
+const FETCH_JOB: PySite = PySite {
+    file: "app/clients/api.py",
+    line: 41,
+    func: "fetch_job",
+    code: "resp = self.session.get(url, timeout=self.timeout)",
+    carets: "       ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^",
+};
+
+fn py_frame(t: &mut Text, file: &str, line: u64, func: &str, code: &str) {
+    t.line(format!("  File \"{file}\", line {line}, in {func}"));
+    t.line(format!("    {code}"));
+}
+
+/// The frames above the failing one: how the job was entered, which varies
+/// (a worker loop, a CLI, a celery task).
+fn py_entry_frames(g: &mut Gen, t: &mut Text, py: &str) {
+    match g.below(3) {
+        0 => {
+            py_frame(t, "/app/app/worker.py", 88, "<module>", "main()");
+            py_frame(t, "/app/app/worker.py", 80, "main", "process(job)");
+        }
+        1 => {
+            py_frame(
+                t,
+                "/app/scripts/run_job.py",
+                23,
+                "<module>",
+                "sys.exit(run(sys.argv[1:]))",
+            );
+            py_frame(t, "/app/app/cli.py", 61, "run", "return dispatch(args.job)");
+        }
+        _ => {
+            let site = format!("/usr/local/lib/python{py}/site-packages/celery");
+            let line = g.pick(&[451, 453, 477]);
+            py_frame(
+                t,
+                &format!("{site}/app/trace.py"),
+                line,
+                "trace_task",
+                "R = retval = fun(*args, **kwargs)",
+            );
+            py_frame(
+                t,
+                &format!("{site}/app/trace.py"),
+                736,
+                "__protected_call__",
+                "return self.run(*args, **kwargs)",
+            );
+            py_frame(
+                t,
+                "/app/app/tasks.py",
+                34,
+                "process_job",
+                "return process(job)",
+            );
+        }
+    }
+}
+
+/// A traceback ending at `site`, with `exception` as its last line.
+fn py_traceback(g: &mut Gen, site: &PySite, exception: &str) -> Text {
+    let py = python_version(g);
+    let mut trace = Text::default();
+    trace.line("Traceback (most recent call last):");
+    py_entry_frames(g, &mut trace, py);
+    let file = format!("/app/{}", site.file);
+    py_frame(
+        &mut trace,
+        &file,
+        u64::from(site.line),
+        site.func,
+        site.code,
+    );
+    if py != "3.10" {
+        trace.line(format!("    {}", site.carets));
+    }
+    trace.line(exception);
+    trace
+}
+
+fn py_key_error(g: &mut Gen, site: &PySite) -> Out {
+    let exception = format!("KeyError: '{}'", g.pick(FIELDS));
+    let mut t = Text::default();
+    t.line(command_failed(&py_command(g), 1));
+    g.app_logs(&mut t, 0, 8);
+    t.line(&exception);
+    let trace = py_traceback(g, site, &exception);
+    Out::traced(t, trace)
+}
+
+fn py_type_error(g: &mut Gen) -> Out {
+    let left = g.pick(&["int", "float", "Decimal"]);
+    let exception =
+        format!("TypeError: unsupported operand type(s) for +: '{left}' and 'NoneType'");
+    let mut t = Text::default();
+    t.line(command_failed(&py_command(g), 1));
+    g.app_logs(&mut t, 0, 8);
+    t.line(&exception);
+    let trace = py_traceback(g, &TYPEERROR_INVOICE, &exception);
+    Out::traced(t, trace)
+}
+
+/// requests failing at the same call site: the server refused the
+/// connection (nothing listening) or reset it (it crashed mid-request).
+fn py_connection(g: &mut Gen, reset: bool) -> Out {
+    let py = python_version(g);
+    let site_packages = format!("/usr/local/lib/python{py}/site-packages");
+    let (host, port) = g.pick(&[("api", 8000), ("localhost", 8080), ("jobs-service", 80)]);
+    let path = format!("/v1/jobs/{}", g.int(1, 99_999));
+    let object = format!("0x7f{}", g.hex(10));
+
+    let mut trace = Text::default();
+    trace.line("Traceback (most recent call last):");
+    let urllib3 = format!("{site_packages}/urllib3/connectionpool.py");
+    if reset {
+        py_frame(
+            &mut trace,
+            &urllib3,
+            793,
+            "urlopen",
+            "response = self._make_request(",
+        );
+        py_frame(
+            &mut trace,
+            &urllib3,
+            537,
+            "_make_request",
+            "response = conn.getresponse()",
+        );
+        py_frame(
+            &mut trace,
+            &format!("/usr/lib/python{py}/http/client.py"),
+            1428,
+            "getresponse",
+            "response.begin()",
+        );
+        py_frame(
+            &mut trace,
+            &format!("/usr/lib/python{py}/socket.py"),
+            720,
+            "readinto",
+            "return self._sock.recv_into(b)",
+        );
+        trace.line("ConnectionResetError: [Errno 104] Connection reset by peer");
+    } else {
+        let connection = format!("{site_packages}/urllib3/connection.py");
+        py_frame(
+            &mut trace,
+            &connection,
+            198,
+            "_new_conn",
+            "sock = connection.create_connection(",
+        );
+        py_frame(
+            &mut trace,
+            &format!("{site_packages}/urllib3/util/connection.py"),
+            73,
+            "create_connection",
+            "sock.connect(sa)",
+        );
+        trace.line("ConnectionRefusedError: [Errno 111] Connection refused");
+    }
+    trace.line("");
+    trace.line("During handling of the above exception, another exception occurred:");
+    trace.line("");
+    trace.line("Traceback (most recent call last):");
+    py_entry_frames(g, &mut trace, py);
+    let file = format!("/app/{}", FETCH_JOB.file);
+    py_frame(
+        &mut trace,
+        &file,
+        u64::from(FETCH_JOB.line),
+        FETCH_JOB.func,
+        FETCH_JOB.code,
+    );
+    if py != "3.10" {
+        trace.line(format!("    {}", FETCH_JOB.carets));
+    }
+    // requests' own frames: how many depends on the session's adapters.
+    let requests = format!("{site_packages}/requests");
+    if g.chance(70) {
+        py_frame(
+            &mut trace,
+            &format!("{requests}/sessions.py"),
+            602,
+            "get",
+            "return self.request(\"GET\", url, **kwargs)",
+        );
+    }
+    py_frame(
+        &mut trace,
+        &format!("{requests}/sessions.py"),
+        703,
+        "send",
+        "r = adapter.send(request, **kwargs)",
+    );
+    py_frame(
+        &mut trace,
+        &format!("{requests}/adapters.py"),
+        g.pick(&[519, 682, 700]),
+        "send",
+        "raise ConnectionError(e, request=request)",
+    );
+    let exception = if reset {
+        "requests.exceptions.ConnectionError: ('Connection aborted.', ConnectionResetError(104, 'Connection reset by peer'))".to_string()
+    } else {
+        format!(
+            "requests.exceptions.ConnectionError: HTTPConnectionPool(host='{host}', port={port}): Max retries exceeded with url: {path} (Caused by NewConnectionError('<urllib3.connection.HTTPConnection object at {object}>: Failed to establish a new connection: [Errno 111] Connection refused'))"
+        )
+    };
+    trace.line(&exception);
+
+    let mut t = Text::default();
+    t.line(command_failed(&py_command(g), 1));
+    g.app_logs(&mut t, 0, 6);
+    t.line(format!(
+        "{} ERROR app.clients.api: GET http://{host}:{port}{path} failed",
+        g.timestamp()
+    ));
+    t.line(exception);
+    Out::traced(t, trace)
+}
+
+fn py_module_not_found(g: &mut Gen) -> Out {
+    let module = g.pick(PY_MODULES);
+    let exception = format!("ModuleNotFoundError: No module named '{module}'");
+    let mut t = Text::default();
+    t.line(command_failed(&py_command(g), 1));
+    t.line(&exception);
+    let mut trace = Text::default();
+    trace.line("Traceback (most recent call last):");
+    py_frame(&mut trace, "<frozen runpy>", 198, "_run_module_as_main", "");
+    py_frame(
+        &mut trace,
+        "/app/app/worker.py",
+        9,
+        "<module>",
+        "from app.handlers import registry",
+    );
+    py_frame(
+        &mut trace,
+        "/app/app/handlers/__init__.py",
+        4,
+        "<module>",
+        &format!("import {module}"),
+    );
+    trace.line(exception);
+    Out::traced(t, trace)
+}
+
+fn mypy(g: &mut Gen) -> Out {
+    let mut t = Text::default();
+    t.line(command_failed(
+        g.pick(&["mypy app", "mypy --strict app tests"]),
+        1,
+    ));
+    let errors = g.int(1, 6);
+    for _ in 0..errors {
+        let file = format!(
+            "app/{}/{}.py",
+            g.pick(&["models", "api", "services", "utils"]),
+            g.pick(NOUNS)
+        );
+        let line = g.int(1, 400);
+        let message = match g.below(3) {
+            0 => "Incompatible types in assignment (expression has type \"str\", variable has type \"int\")  [assignment]".to_string(),
+            1 => format!(
+                "Argument 1 to \"{}\" has incompatible type \"str | None\"; expected \"str\"  [arg-type]",
+                g.snake()
+            ),
+            _ => format!(
+                "Item \"None\" of \"{} | None\" has no attribute \"{}\"  [union-attr]",
+                capitalise(g.pick(NOUNS)),
+                g.pick(FIELDS)
+            ),
+        };
+        t.line(format!(
+            "{file}:{line}: {} {message}",
+            g.paint("31", "error:")
+        ));
+    }
+    t.line(format!(
+        "Found {errors} errors in {} files (checked {} source files)",
+        g.int(1, errors),
+        g.int(20, 400)
+    ));
+    Out::plain(t)
+}
+
+fn pip_no_distribution(g: &mut Gen) -> Out {
+    let package = g.pick(&[
+        "torch", "numpy", "pandas", "pydantic", "fastapi", "boto3", "httpx",
+    ]);
+    let major = g.int(1, 3);
+    let wanted = format!("{major}.{}.{}", g.int(40, 99), g.int(0, 9));
+    let mut t = Text::default();
+    t.line(command_failed("pip install -r requirements.txt", 1));
+    for _ in 0..g.int(0, 6) {
+        let line = format!(
+            "Requirement already satisfied: {} in /usr/local/lib/python3.11/site-packages ({})",
+            g.pick(PY_MODULES),
+            g.version()
+        );
+        t.line(line);
+    }
+    let versions: Vec<String> = (0..g.int(3, 20))
+        .map(|i| format!("{major}.{i}.{}", g.int(0, 3)))
+        .collect();
+    t.line(format!(
+        "ERROR: Could not find a version that satisfies the requirement {package}=={wanted} (from versions: {})",
+        versions.join(", ")
+    ));
+    t.line(format!(
+        "ERROR: No matching distribution found for {package}=={wanted}"
+    ));
+    Out::plain(t)
+}
+
+// ---------------------------------------------------------------------------
+// Go
+
+fn go_module(g: &mut Gen) -> String {
+    format!("github.com/{}", g.pick(REPOS))
+}
+
+fn go_test_fail(g: &mut Gen) -> Out {
+    let module = go_module(g);
+    let mut t = Text::default();
+    t.line(command_failed(
+        g.pick(&["go test ./...", "go test -race ./..."]),
+        1,
+    ));
+    for _ in 0..g.int(0, 5) {
+        let line = format!("ok  \t{module}/{}\t{}s", g.pick(GO_PACKAGES), g.seconds(3));
+        t.line(line);
+    }
+    let package = g.pick(GO_PACKAGES);
+    let test = format!("Test{}", g.pascal());
+    t.line(format!("--- FAIL: {test} ({}s)", g.seconds(2)));
+    if g.chance(50) {
+        t.line(format!("    --- FAIL: {test}/{} (0.00s)", g.snake()));
+    }
+    let file = format!("{}_test.go", g.pick(NOUNS));
+    t.line(format!(
+        "        {file}:{}: got {:?}, want {:?}",
+        g.int(10, 400),
+        g.snake(),
+        g.snake()
+    ));
+    t.line("FAIL");
+    t.line(format!("FAIL\t{module}/{package}\t{}s", g.seconds(5)));
+    if g.chance(40) {
+        t.line(format!(
+            "?   \t{module}/cmd/{}\t[no test files]",
+            g.pick(NOUNS)
+        ));
+    }
+    t.line("FAIL");
+    Out::plain(t)
+}
+
+fn go_build_undefined(g: &mut Gen) -> Out {
+    let module = go_module(g);
+    let package = g.pick(GO_PACKAGES);
+    let mut t = Text::default();
+    t.line(command_failed(
+        g.pick(&["go build ./...", "go vet ./..."]),
+        1,
+    ));
+    t.line(format!("# {module}/{package}"));
+    for _ in 0..g.int(1, 3) {
+        let line = format!(
+            "{package}/{}.go:{}:{}: undefined: {}",
+            g.pick(NOUNS),
+            g.int(5, 600),
+            g.int(2, 40),
+            g.camel()
+        );
+        t.line(line);
+    }
+    Out::plain(t)
+}
+
+fn go_nil_pointer(g: &mut Gen) -> Out {
+    let module = "github.com/acme/api-server";
+    let mut t = Text::default();
+    t.line(command_failed(
+        g.pick(&["go run ./cmd/server", "./bin/server"]),
+        2,
+    ));
+    g.app_logs(&mut t, 0, 6);
+    t.line("panic: runtime error: invalid memory address or nil pointer dereference");
+    t.line(format!(
+        "[signal SIGSEGV: segmentation violation code=0x1 addr=0x{:x} pc=0x{}]",
+        g.pick(&[0x0, 0x8, 0x18, 0x28]),
+        g.hex(6)
+    ));
+    let mut trace = Text::default();
+    trace.line(format!("goroutine {} [running]:", g.int(1, 400)));
+    trace.line(format!(
+        "{module}/internal/store.(*Repo).FindUser(0x0, {{0x{}, 0x{:x}}})",
+        g.hex(10),
+        g.int(4, 64)
+    ));
+    trace.line(format!("\t/app/internal/store/repo.go:88 +0x{}", g.hex(2)));
+    trace.line(format!(
+        "{module}/internal/api.(*Server).handleUser(0x{}, {{0x{}, 0x{}}}, 0x{})",
+        g.hex(10),
+        g.hex(6),
+        g.hex(10),
+        g.hex(10)
+    ));
+    trace.line(format!("\t/app/internal/api/user.go:41 +0x{}", g.hex(3)));
+    // net/http's frames differ between Go releases.
+    let go = g.pick(&["1.22", "1.23"]);
+    if g.chance(80) {
+        trace.line("net/http.HandlerFunc.ServeHTTP(...)");
+        trace.line(format!(
+            "\t/usr/local/go/src/net/http/server.go:{} +0x29",
+            if go == "1.22" { 2166 } else { 2171 }
+        ));
+    }
+    trace.line(format!(
+        "net/http.(*conn).serve(0x{}, {{0x{}, 0x{}}})",
+        g.hex(10),
+        g.hex(6),
+        g.hex(10)
+    ));
+    trace.line(format!(
+        "\t/usr/local/go/src/net/http/server.go:{} +0x{}",
+        if go == "1.22" { 2009 } else { 2092 },
+        g.hex(3)
+    ));
+    trace.line("exit status 2");
+    Out::traced(t, trace)
+}
+
+fn go_missing_sum(g: &mut Gen) -> Out {
+    let module = go_module(g);
+    let dependency = g.pick(&[
+        "github.com/stretchr/testify/assert",
+        "github.com/google/uuid",
+        "github.com/jackc/pgx/v5",
+        "go.uber.org/zap",
+        "github.com/spf13/cobra",
+        "golang.org/x/sync/errgroup",
+    ]);
+    let mut t = Text::default();
+    t.line(command_failed(
+        g.pick(&["go build ./...", "go test ./..."]),
+        1,
+    ));
+    let importer = g.pick(GO_PACKAGES);
+    t.line(format!(
+        "{importer}/{}.go:{}:2: missing go.sum entry for module providing package {dependency} (imported by {module}/{importer}); to add:",
+        g.pick(NOUNS),
+        g.int(3, 20),
+    ));
+    t.line(format!("\tgo get {module}/{importer}"));
+    Out::plain(t)
+}
+
+// ---------------------------------------------------------------------------
+// Java
+
+fn java_framework_frames(g: &mut Gen, trace: &mut Text) {
+    const FRAMES: &[&str] = &[
+        "java.base/jdk.internal.reflect.DirectMethodHandleAccessor.invoke(DirectMethodHandleAccessor.java:103)",
+        "java.base/java.lang.reflect.Method.invoke(Method.java:580)",
+        "org.springframework.web.method.support.InvocableHandlerMethod.doInvoke(InvocableHandlerMethod.java:255)",
+        "org.springframework.web.method.support.InvocableHandlerMethod.invokeForRequest(InvocableHandlerMethod.java:188)",
+        "org.springframework.web.servlet.mvc.method.annotation.ServletInvocableHandlerMethod.invokeAndHandle(ServletInvocableHandlerMethod.java:118)",
+        "org.springframework.web.servlet.DispatcherServlet.doDispatch(DispatcherServlet.java:1089)",
+        "org.apache.catalina.core.ApplicationFilterChain.doFilter(ApplicationFilterChain.java:140)",
+    ];
+    let shown = g.int(2, FRAMES.len() as u64) as usize;
+    for frame in &FRAMES[..shown] {
+        trace.line(format!("\tat {frame}"));
+    }
+    trace.line(format!("\t... {} more", g.int(20, 90)));
+}
+
+fn java_npe(g: &mut Gen) -> Out {
+    let thread = format!("http-nio-8080-exec-{}", g.int(1, 10));
+    let exception = "java.lang.NullPointerException: Cannot invoke \"com.example.orders.model.Customer.getId()\" because \"customer\" is null";
+    let mut t = Text::default();
+    t.line(command_failed(
+        g.pick(&[
+            "./gradlew integrationTest",
+            "./mvnw verify",
+            "./gradlew bootRun",
+        ]),
+        1,
+    ));
+    g.app_logs(&mut t, 0, 4);
+    t.line(format!(
+        "{} ERROR 1 --- [{}] o.a.c.c.C.[.[.[/].[dispatcherServlet]    : Servlet.service() for servlet [dispatcherServlet] threw exception [Request processing failed: {exception}] with root cause",
+        g.timestamp(),
+        &thread[thread.len() - 15..]
+    ));
+    let mut trace = Text::default();
+    trace.line(format!("Exception in thread \"{thread}\" {exception}"));
+    trace
+        .line("\tat com.example.orders.service.OrderService.assignCustomer(OrderService.java:123)");
+    trace.line("\tat com.example.orders.service.OrderService.create(OrderService.java:88)");
+    trace.line("\tat com.example.orders.web.OrderController.create(OrderController.java:57)");
+    java_framework_frames(g, &mut trace);
+    Out::traced(t, trace)
+}
+
+fn java_context(g: &mut Gen) -> Out {
+    let test_class = format!("com.example.orders.{}IT", g.pascal());
+    let port = g.pick(&[5432, 5433, 15432]);
+    let mut t = Text::default();
+    t.line(command_failed(
+        g.pick(&["./gradlew integrationTest", "./mvnw verify"]),
+        1,
+    ));
+    t.line(format!("{test_class} > contextLoads() FAILED"));
+    t.line(
+        "    java.lang.IllegalStateException at DefaultCacheAwareContextLoaderDelegate.java:180",
+    );
+    t.line("        Caused by: org.springframework.beans.factory.BeanCreationException at AbstractAutowireCapableBeanFactory.java:1786");
+    t.line("            Caused by: org.postgresql.util.PSQLException at ConnectionFactoryImpl.java:346");
+    t.line(format!(
+        "{} tests completed, {} failed",
+        g.int(5, 300),
+        g.int(1, 12)
+    ));
+    let mut trace = Text::default();
+    trace.line(format!(
+        "java.lang.IllegalStateException: Failed to load ApplicationContext for [WebMergedContextConfiguration@{} testClass = {test_class}, locations = [], classes = [com.example.orders.OrdersApplication]]",
+        g.hex(8)
+    ));
+    trace.line("\tat org.springframework.test.context.cache.DefaultCacheAwareContextLoaderDelegate.loadContext(DefaultCacheAwareContextLoaderDelegate.java:180)");
+    trace.line("\tat org.springframework.test.context.support.DefaultTestContext.getApplicationContext(DefaultTestContext.java:130)");
+    trace.line(format!("\t... {} more", g.int(40, 80)));
+    trace.line("Caused by: org.springframework.beans.factory.BeanCreationException: Error creating bean with name 'entityManagerFactory' defined in class path resource [org/springframework/boot/autoconfigure/orm/jpa/HibernateJpaConfiguration.class]: Unable to open JDBC Connection for DDL execution");
+    trace.line("\tat org.springframework.beans.factory.support.AbstractAutowireCapableBeanFactory.initializeBean(AbstractAutowireCapableBeanFactory.java:1786)");
+    trace.line(format!("\t... {} more", g.int(40, 80)));
+    trace.line(format!(
+        "Caused by: org.postgresql.util.PSQLException: Connection to localhost:{port} refused. Check that the hostname and port are correct and that the postmaster is accepting TCP/IP connections."
+    ));
+    trace.line("\tat org.postgresql.core.v3.ConnectionFactoryImpl.openConnectionImpl(ConnectionFactoryImpl.java:346)");
+    trace.line(
+        "\tat org.postgresql.core.ConnectionFactory.openConnection(ConnectionFactory.java:54)",
+    );
+    trace.line(format!("\t... {} more", g.int(40, 80)));
+    trace.line("Caused by: java.net.ConnectException: Connection refused");
+    trace.line("\tat java.base/sun.nio.ch.Net.pollConnect(Native Method)");
+    trace.line("\tat java.base/sun.nio.ch.Net.pollConnectNow(Net.java:682)");
+    trace.line(format!("\t... {} more", g.int(20, 40)));
+    Out::traced(t, trace)
+}
+
+fn maven_surefire(g: &mut Gen) -> Out {
+    let mut t = Text::default();
+    t.line(command_failed("./mvnw -B verify", 1));
+    for _ in 0..g.int(0, 6) {
+        let line = format!(
+            "[INFO] Tests run: {}, Failures: 0, Errors: 0, Skipped: 0, Time elapsed: {} s -- in com.example.orders.{}Test",
+            g.int(1, 40),
+            g.seconds(9),
+            g.pascal()
+        );
+        t.line(line);
+    }
+    t.line("[INFO] ");
+    t.line("[INFO] Results:");
+    t.line("[INFO] ");
+    t.line(format!("[{}] Failures: ", g.paint("1;31", "ERROR")));
+    let failures = g.int(1, 3);
+    for _ in 0..failures {
+        let line = format!(
+            "[ERROR]   {}Test.should{}:{} expected: <{}> but was: <{}>",
+            capitalise(g.pick(NOUNS)),
+            g.pascal(),
+            g.int(20, 300),
+            g.pick(&["201", "200", "true", "ACTIVE"]),
+            g.pick(&["400", "500", "false", "null"])
+        );
+        t.line(line);
+    }
+    t.line("[INFO] ");
+    t.line(format!(
+        "[ERROR] Tests run: {}, Failures: {failures}, Errors: 0, Skipped: {}",
+        g.int(20, 900),
+        g.int(0, 5)
+    ));
+    t.line("[INFO] ------------------------------------------------------------------------");
+    t.line(format!("[INFO] {}", g.paint("1;31", "BUILD FAILURE")));
+    t.line("[INFO] ------------------------------------------------------------------------");
+    t.line(format!(
+        "[INFO] Total time:  {:02}:{:02} min",
+        g.int(0, 9),
+        g.int(0, 59)
+    ));
+    t.line(format!("[INFO] Finished at: {}", g.timestamp()));
+    t.line("[INFO] ------------------------------------------------------------------------");
+    t.line(format!(
+        "[ERROR] Failed to execute goal org.apache.maven.plugins:maven-surefire-plugin:3.{}.{}:test (default-test) on project {}-service: There are test failures.",
+        g.int(0, 5),
+        g.int(0, 5),
+        g.pick(NOUNS)
+    ));
+    Out::plain(t)
+}
+
+// ---------------------------------------------------------------------------
+// git
+
+fn git_changed_file(g: &mut Gen) -> String {
+    match g.below(4) {
+        0 => rust_file(g),
+        1 => ts_file(g),
+        2 => format!("app/{}/{}.py", g.pick(&["models", "api"]), g.pick(NOUNS)),
+        _ => g
+            .pick(&[
+                "package-lock.json",
+                "Cargo.lock",
+                "README.md",
+                "CHANGELOG.md",
+            ])
+            .to_string(),
+    }
+}
+
+fn git_pull_conflict(g: &mut Gen) -> Out {
+    let base = g.pick(BASE_BRANCHES);
+    let repo = g.pick(REPOS);
+    let mut t = Text::default();
+    if g.chance(60) {
+        t.line(command_failed(
+            &format!("git pull --no-rebase origin {base}"),
+            1,
+        ));
+        t.line(format!("From github.com:{repo}"));
+        t.line(format!(" * branch            {base:<10} -> FETCH_HEAD"));
+        t.line(format!(
+            "   {}..{}  {base:<10} -> origin/{base}",
+            g.hex(7),
+            g.hex(7)
+        ));
+    } else {
+        let branch = g.branch();
+        t.line(command_failed(&format!("git merge --no-ff {branch}"), 1));
+    }
+    // Some files merge cleanly; the last one always conflicts.
+    let files = g.int(1, 5);
+    for i in 1..=files {
+        let file = git_changed_file(g);
+        t.line(format!("Auto-merging {file}"));
+        if i == files || g.chance(60) {
+            t.line(format!("CONFLICT (content): Merge conflict in {file}"));
+        }
+    }
+    t.line("Automatic merge failed; fix conflicts and then commit the result.");
+    Out::plain(t)
+}
+
+fn git_push_non_ff(g: &mut Gen) -> Out {
+    let branch = g.branch();
+    let repo = g.pick(REPOS);
+    let mut t = Text::default();
+    t.line(command_failed(&format!("git push origin {branch}"), 1));
+    t.line(format!("To github.com:{repo}.git"));
+    t.line(format!(
+        " ! [rejected]        {branch} -> {branch} (non-fast-forward)"
+    ));
+    t.line(format!(
+        "error: failed to push some refs to 'github.com:{repo}.git'"
+    ));
+    t.line("hint: Updates were rejected because the tip of your current branch is behind");
+    t.line("hint: its remote counterpart. If you want to integrate the remote changes,");
+    t.line("hint: use 'git pull' before pushing again.");
+    t.line("hint: See the 'Note about fast-forwards' in 'git push --help' for details.");
+    Out::plain(t)
+}
+
+fn git_push_protected(g: &mut Gen) -> Out {
+    let base = g.pick(BASE_BRANCHES);
+    let repo = g.pick(REPOS);
+    let objects = g.int(3, 60);
+    let mut t = Text::default();
+    t.line(command_failed(&format!("git push origin {base}"), 1));
+    t.line(format!("Enumerating objects: {objects}, done."));
+    t.line(format!(
+        "Counting objects: 100% ({objects}/{objects}), done."
+    ));
+    t.line(format!(
+        "Delta compression using up to {} threads",
+        g.pick(&[2, 4, 8, 16])
+    ));
+    t.line(format!(
+        "Writing objects: 100% ({objects}/{objects}), {}.{:02} KiB | {}.{:02} MiB/s, done.",
+        g.int(1, 90),
+        g.int(0, 99),
+        g.int(1, 20),
+        g.int(0, 99)
+    ));
+    t.line(format!(
+        "remote: error: GH006: Protected branch update failed for refs/heads/{base}."
+    ));
+    t.line("remote: error: Changes must be made through a pull request.");
+    t.line(format!("To github.com:{repo}.git"));
+    t.line(format!(
+        " ! [remote rejected] {base} -> {base} (protected branch hook declined)"
+    ));
+    t.line(format!(
+        "error: failed to push some refs to 'github.com:{repo}.git'"
+    ));
+    Out::plain(t)
+}
+
+fn git_worktree(g: &mut Gen) -> Out {
+    let branch = g.branch();
+    let session = g.session();
+    let other = g.session();
+    let repo = g.pick(REPOS).trim_start_matches("acme/");
+    let mut t = Text::default();
+    t.line(format!(
+        "Failed to create worktree for {session}: `git worktree add /work/.prodigy/worktrees/{repo}/{session} {branch}` failed"
+    ));
+    t.line(format!(
+        "fatal: '{branch}' is already checked out at '/work/.prodigy/worktrees/{repo}/{other}'"
+    ));
+    Out::plain(t)
+}
+
+// ---------------------------------------------------------------------------
+// HTTP
+
+fn github_path(g: &mut Gen) -> String {
+    let repo = g.pick(REPOS);
+    match g.below(4) {
+        0 => format!("/repos/{repo}/pulls?state=open&per_page=100"),
+        1 => format!("/repos/{repo}/issues/{}/comments", g.int(1, 4000)),
+        2 => format!(
+            "/repos/{repo}/actions/runs/{}",
+            g.int(1_000_000_000, 9_999_999_999)
+        ),
+        _ => format!("/repos/{repo}/git/refs/heads/{}", g.branch()),
+    }
+}
+
+fn http_rate_limit(g: &mut Gen) -> Out {
+    let mut t = Text::default();
+    let method = g.pick(&["GET", "GET", "POST", "PATCH"]);
+    t.line(format!(
+        "GitHub API request failed: 429 Too Many Requests ({method} https://api.github.com{})",
+        github_path(g)
+    ));
+    t.line("x-ratelimit-limit: 5000");
+    t.line("x-ratelimit-remaining: 0");
+    t.line(format!(
+        "x-ratelimit-reset: {}",
+        g.clock / 1000 + g.int(1, 3600)
+    ));
+    t.line(format!(
+        "x-github-request-id: {}:{}:{}:{}:{}",
+        g.hex(4).to_uppercase(),
+        g.hex(4).to_uppercase(),
+        g.hex(6).to_uppercase(),
+        g.hex(6).to_uppercase(),
+        g.hex(8).to_uppercase()
+    ));
+    t.line(format!("retry-after: {}", g.int(1, 3600)));
+    t.line(format!(
+        "{{\"message\":\"API rate limit exceeded for installation ID {}.\",\"documentation_url\":\"https://docs.github.com/rest/overview/resources-in-the-rest-api#rate-limiting\"}}",
+        g.int(10_000_000, 99_999_999)
+    ));
+    Out::plain(t)
+}
+
+/// A gateway error from one of the same few hosts: 502 (the upstream
+/// answered badly) or 503 (no upstream available), nginx's page either way.
+fn http_gateway(g: &mut Gen, status: u16) -> Out {
+    let reason = if status == 502 {
+        "Bad Gateway"
+    } else {
+        "Service Unavailable"
+    };
+    let host = g.pick(&[
+        "artifacts.acme.dev",
+        "api.acme.dev",
+        "registry.internal.acme.dev",
+    ]);
+    let (method, path) = match g.below(3) {
+        0 => ("POST", format!("/api/v2/uploads/{}", g.uuid())),
+        1 => (
+            "GET",
+            format!("/v1/{}s/{}", g.pick(NOUNS), g.int(1, 99_999)),
+        ),
+        _ => (
+            "PUT",
+            format!("/artifacts/{}/{}.tar.gz", g.branch(), g.hex(12)),
+        ),
+    };
+    let mut t = Text::default();
+    t.line(format!(
+        "HTTP request failed: {status} {reason} ({method} https://{host}{path})"
+    ));
+    t.line(format!("x-request-id: {}", g.uuid()));
+    if status == 503 && g.chance(50) {
+        t.line(format!("retry-after: {}", g.int(5, 120)));
+    }
+    t.line("<html>");
+    t.line(format!("<head><title>{status} {reason}</title></head>"));
+    t.line("<body>");
+    t.line(format!("<center><h1>{status} {reason}</h1></center>"));
+    t.line(format!(
+        "<hr><center>nginx/1.{}.{}</center>",
+        g.int(22, 27),
+        g.int(0, 3)
+    ));
+    t.line("</body>");
+    t.line("</html>");
+    Out::plain(t)
+}
+
+fn http_unauthorized(g: &mut Gen) -> Out {
+    let mut t = Text::default();
+    t.line(format!(
+        "GitHub API request failed: 401 Unauthorized ({} https://api.github.com{})",
+        g.pick(&["GET", "POST"]),
+        github_path(g)
+    ));
+    t.line(format!(
+        "x-github-request-id: {}:{}",
+        g.hex(4).to_uppercase(),
+        g.hex(8).to_uppercase()
+    ));
+    t.line("{\"message\":\"Bad credentials\",\"documentation_url\":\"https://docs.github.com/rest\",\"status\":\"401\"}");
+    Out::plain(t)
+}
+
+// ---------------------------------------------------------------------------
+// LLM and agent
+
+fn request_id(g: &mut Gen) -> String {
+    const ALPHABET: &[u8] = b"ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz123456789";
+    let tail: String = (0..22).map(|_| char::from(g.pick(ALPHABET))).collect();
+    format!("req_011C{tail}")
+}
+
+/// The agent's own log lines before an API failure: its turns and tools.
+/// The agent's own log lines before a failure: its last few turns (up to
+/// `last`) and the tools they used.
+fn agent_turns(g: &mut Gen, t: &mut Text, last: u64) {
+    let shown = g.int(0, 6).min(last);
+    for turn in last + 1 - shown..=last {
+        let tool = match g.below(4) {
+            0 => format!("Read({})", git_changed_file(g)),
+            1 => format!("Bash({})", g.pick(COMMANDS)),
+            2 => format!("Edit({})", git_changed_file(g)),
+            _ => format!("Grep(\"{}\")", g.snake()),
+        };
+        t.line(format!("[agent] turn {turn}: tool_use {tool}"));
+    }
+}
+
+fn llm_context_length(g: &mut Gen) -> Out {
+    let limit = g.pick(&[200_000, 200_000, 1_000_000]);
+    let tokens = limit + g.int(1, limit / 4);
+    let mut t = Text::default();
+    let last = g.int(20, 200);
+    agent_turns(g, &mut t, last);
+    t.line(format!(
+        "API Error: 400 {{\"type\":\"error\",\"error\":{{\"type\":\"invalid_request_error\",\"message\":\"prompt is too long: {tokens} tokens > {limit} maximum\"}},\"request_id\":\"{}\"}}",
+        request_id(g)
+    ));
+    Out::plain(t)
+}
+
+/// The API's own errors: overloaded (529) or an internal error (500), the
+/// same JSON shape with a different type.
+fn llm_api_error(g: &mut Gen, overloaded: bool) -> Out {
+    let (status, kind, text) = if overloaded {
+        (529, "overloaded_error", "Overloaded")
+    } else {
+        (500, "api_error", "Internal server error")
+    };
+    let mut t = Text::default();
+    let last = g.int(1, 80);
+    agent_turns(g, &mut t, last);
+    let attempts = g.int(1, 10);
+    for attempt in 1..attempts {
+        let line = format!(
+            "Retrying in {}.{} seconds… (attempt {attempt}/{attempts})",
+            g.int(0, 30),
+            g.int(0, 9)
+        );
+        t.line(line);
+    }
+    t.line(format!(
+        "API Error: {status} {{\"type\":\"error\",\"error\":{{\"type\":\"{kind}\",\"message\":\"{text}\"}},\"request_id\":\"{}\"}}",
+        request_id(g)
+    ));
+    Out::plain(t)
+}
+
+fn llm_invalid_tool_json(g: &mut Gen) -> Out {
+    let tool = g.pick(&["Edit", "Write", "MultiEdit", "Bash", "TodoWrite"]);
+    let reason = g.pick(&[
+        "expected `,` or `}`",
+        "EOF while parsing a string",
+        "invalid escape",
+        "control character (\\u0000-\\u001F) found while parsing a string",
+    ]);
+    let mut t = Text::default();
+    let last = g.int(1, 80);
+    agent_turns(g, &mut t, last);
+    let raw = tool_input(g, tool);
+    let column = g.int(10, raw.len() as u64 - 1);
+    t.line(format!(
+        "Agent error: invalid tool call from model: failed to parse input for tool `{tool}` as JSON: {reason} at line 1 column {column}"
+    ));
+    // The raw input is echoed, cut off where the parser stopped.
+    t.line(format!("raw input: {}", &raw[..column as usize]));
+    Out::plain(t)
+}
+
+/// A tool call's JSON input as a model writes it; now and then one that
+/// carries a whole file (a line of several kilobytes).
+fn tool_input(g: &mut Gen, tool: &str) -> String {
+    let path = format!("/work/{}", git_changed_file(g));
+    let body = if g.chance(6) {
+        g.minified_json(3000).replace('"', "\\\"")
+    } else {
+        format!(
+            "let {} = {}({});",
+            g.pick(FIELDS),
+            g.camel(),
+            g.pick(FIELDS)
+        )
+    };
+    match tool {
+        "Bash" => format!(
+            "{{\"command\":\"{} && echo \\\"{body}\\\"\",\"timeout\":{}}}",
+            g.pick(COMMANDS),
+            g.int(1, 10) * 60_000
+        ),
+        "TodoWrite" => format!(
+            "{{\"todos\":[{{\"content\":\"{} {}\",\"status\":\"in_progress\"}},{{\"content\":\"{body}\",\"status\":\"pending\"}}]}}",
+            capitalise(g.pick(VERBS)),
+            g.pick(NOUNS)
+        ),
+        _ => format!(
+            "{{\"file_path\":\"{path}\",\"old_string\":\"{}\",\"new_string\":\"{body}\"}}",
+            g.snake()
+        ),
+    }
+}
+
+fn agent_max_turns(g: &mut Gen) -> Out {
+    let max = g.pick(&[30, 50, 100]);
+    let mut t = Text::default();
+    t.line(format!(
+        "Agent stopped before completing the task: reached the maximum number of turns ({max})"
+    ));
+    t.line(format!("Last tool call: Bash({})", g.pick(COMMANDS)));
+    t.line(format!(
+        "Session {} used {} input tokens, {} output tokens",
+        g.session(),
+        g.int(100_000, 9_000_000),
+        g.int(5_000, 400_000)
+    ));
+    Out::plain(t)
+}
+
+// ---------------------------------------------------------------------------
+// Timeouts
+
+fn command_timeout(g: &mut Gen) -> Out {
+    let limit = g.pick(&[120, 300, 600, 900]);
+    let mut t = Text::default();
+    t.line(format!(
+        "command timed out after {limit}s: {}",
+        g.pick(COMMANDS)
+    ));
+    if g.chance(70) {
+        t.line("last output:");
+        g.app_logs(&mut t, 1, 12);
+    }
+    Out::plain(t)
+}
+
+fn agent_timeout(g: &mut Gen) -> Out {
+    let limit = g.pick(&[900, 1800, 3600]);
+    let turns = g.int(1, 120);
+    let mut t = Text::default();
+    t.line(format!(
+        "agent timed out after {limit} seconds ({}, {turns} turns, last activity {})",
+        g.session(),
+        g.timestamp()
+    ));
+    if g.chance(50) {
+        agent_turns(g, &mut t, turns);
+    }
+    Out::plain(t)
+}
+
+// ---------------------------------------------------------------------------
+// Resources
+
+fn oom_killed(g: &mut Gen) -> Out {
+    let (command, process) = g.pick(&[
+        ("cargo build --release", "rustc"),
+        ("npm run build", "node"),
+        ("pytest -n 8", "python3"),
+        ("./gradlew test", "java"),
+        ("go test ./...", "go"),
+    ]);
+    let mut t = Text::default();
+    t.line(command_failed(command, 137));
+    g.app_logs(&mut t, 0, 6);
+    t.line("Killed");
+    if g.chance(50) {
+        t.line(format!(
+            "[{}.{:06}] Memory cgroup out of memory: Killed process {} ({process}) total-vm:{}kB, anon-rss:{}kB, file-rss:0kB, shmem-rss:0kB, UID:1000 pgtables:{}kB oom_score_adj:0",
+            g.int(100, 999_999),
+            g.int(0, 999_999),
+            g.int(100, 99_999),
+            g.int(1_000_000, 16_000_000),
+            g.int(500_000, 8_000_000),
+            g.int(1000, 30_000)
+        ));
+    }
+    Out::plain(t)
+}
+
+fn node_heap_oom(g: &mut Gen) -> Out {
+    let pid = g.int(100, 99_999);
+    let mut t = Text::default();
+    t.line(command_failed(
+        g.pick(&["npm run build", "npx tsc --noEmit", "npm test"]),
+        134,
+    ));
+    t.line("");
+    t.line("<--- Last few GCs --->");
+    t.line("");
+    for _ in 0..g.int(1, 3) {
+        let heap = g.int(2000, 4090);
+        let line = format!(
+            "[{pid}:0x{}] {:>8} ms: Mark-Compact {heap}.{} ({}.{}) -> {}.{} ({}.{}) MB, {}.{:02} / 0.00 ms  (average mu = 0.{:03}, current mu = 0.{:03}) allocation failure; scavenge might not succeed",
+            g.hex(7),
+            g.int(10_000, 300_000),
+            g.int(0, 9),
+            heap + 90,
+            g.int(0, 9),
+            heap - 10,
+            g.int(0, 9),
+            heap + 92,
+            g.int(0, 9),
+            g.int(500, 3000),
+            g.int(0, 99),
+            g.int(0, 300),
+            g.int(0, 300)
+        );
+        t.line(line);
+    }
+    t.line("");
+    t.line("<--- JS stacktrace --->");
+    t.line("");
+    t.line("FATAL ERROR: Reached heap limit Allocation failed - JavaScript heap out of memory");
+    let mut trace = Text::default();
+    let frames = [
+        "node::OOMErrorHandler(char const*, v8::OOMDetails const&) [node]",
+        "v8::Utils::ReportOOMFailure(v8::internal::Isolate*, char const*, v8::OOMDetails const&) [node]",
+        "v8::internal::V8::FatalProcessOutOfMemory(v8::internal::Isolate*, char const*, v8::OOMDetails const&) [node]",
+        "v8::internal::Heap::CollectGarbage(v8::internal::AllocationSpace, v8::internal::GarbageCollectionReason, v8::GCCallbackFlags) [node]",
+        "v8::internal::Runtime_AllocateInYoungGeneration(int, unsigned long*, v8::internal::Isolate*) [node]",
+    ];
+    for (i, frame) in frames.iter().enumerate() {
+        trace.line(format!("{:>2}: 0x{} {frame}", i + 1, g.hex(6)));
+    }
+    trace.line(format!(" 6: 0x{} ", g.hex(12)));
+    Out::traced(t, trace)
+}
+
+fn disk_full(g: &mut Gen) -> Out {
+    let mut t = Text::default();
+    // The same root cause surfaces through whichever tool was writing.
+    match g.below(4) {
+        0 => {
+            t.line(command_failed("cargo build", 101));
+            g.cargo_progress(&mut t);
+            t.line(format!(
+                "error: failed to write /app/target/debug/deps/lib{}-{}.rlib: No space left on device (os error 28)",
+                g.pick(CRATES).0,
+                g.hex(16)
+            ));
+        }
+        1 => {
+            t.line(command_failed("npm ci", 1));
+            t.line("npm ERR! code ENOSPC");
+            t.line("npm ERR! syscall write");
+            t.line("npm ERR! errno -28");
+            t.line(format!(
+                "npm ERR! nospc ENOSPC: no space left on device, write '/app/node_modules/.staging/{}-{}/package.json'",
+                g.pick(NPM_PACKAGES).replace('/', "-"),
+                g.hex(8)
+            ));
+            t.line(
+                "npm ERR! nospc There appears to be insufficient space on your system to finish.",
+            );
+        }
+        2 => {
+            t.line(command_failed("docker build -t app .", 1));
+            t.line(format!(
+                "ERROR: failed to solve: failed to copy files: write /var/lib/docker/overlay2/{}/diff/app/{}: no space left on device",
+                g.hex(64),
+                git_changed_file(g)
+            ));
+        }
+        _ => {
+            t.line(command_failed(
+                &format!("git checkout -b {}", g.branch()),
+                128,
+            ));
+            t.line(format!(
+                "fatal: sha1 file '.git/objects/{}/{}' write error: No space left on device",
+                g.hex(2),
+                g.hex(38)
+            ));
+        }
+    }
+    Out::plain(t)
+}
+
+// ---------------------------------------------------------------------------
+// Permissions
+
+fn permission_path(g: &mut Gen) -> Out {
+    let path = match g.below(3) {
+        0 => format!(
+            "/var/cache/{}/{}.db",
+            g.pick(WORKSPACE_CRATES),
+            g.pick(NOUNS)
+        ),
+        1 => format!("/work/.prodigy/state/{}/{}.json", g.session(), g.snake()),
+        _ => format!("/app/{}", git_changed_file(g)),
+    };
+    let mut t = Text::default();
+    t.line(format!(
+        "Failed to {} {path}: Permission denied (os error 13)",
+        g.pick(&["write", "open", "create", "rename"])
+    ));
+    Out::plain(t)
+}
+
+fn docker_socket(g: &mut Gen) -> Out {
+    let (command, endpoint) = g.pick(&[
+        ("docker ps", "/v1.47/containers/json"),
+        ("docker build -t app .", "/_ping"),
+        ("docker compose up -d", "/v1.45/containers/json?all=1"),
+    ]);
+    let mut t = Text::default();
+    t.line(command_failed(command, 1));
+    t.line(format!(
+        "permission denied while trying to connect to the Docker daemon socket at unix:///var/run/docker.sock: Get \"http://%2Fvar%2Frun%2Fdocker.sock{endpoint}\": dial unix /var/run/docker.sock: connect: permission denied"
+    ));
+    Out::plain(t)
+}
+
+// ---------------------------------------------------------------------------
+// Network
+
+fn dns_failure(g: &mut Gen) -> Out {
+    let host = g.pick(&[
+        "github.com",
+        "registry.npmjs.org",
+        "index.crates.io",
+        "pypi.org",
+        "proxy.golang.org",
+        "api.acme.dev",
+    ]);
+    let mut t = Text::default();
+    if g.chance(50) {
+        let repo = g.pick(REPOS);
+        t.line(command_failed("git fetch origin", 128));
+        t.line(format!(
+            "fatal: unable to access 'https://{host}/{repo}.git/': Could not resolve host: {host}"
+        ));
+    } else {
+        t.line(command_failed(
+            &format!("curl -fsSL https://{host}/{}", g.snake()),
+            6,
+        ));
+        t.line(format!("curl: (6) Could not resolve host: {host}"));
+    }
+    Out::plain(t)
+}
+
+fn tls_expired(g: &mut Gen) -> Out {
+    let host = g.pick(&["registry.acme.dev", "git.acme.dev", "vault.acme.dev"]);
+    let mut t = Text::default();
+    t.line(command_failed(
+        &format!("docker pull {host}/{}:{}", g.pick(NOUNS), g.version()),
+        1,
+    ));
+    t.line(format!(
+        "Error response from daemon: Get \"https://{host}/v2/\": tls: failed to verify certificate: x509: certificate has expired or is not yet valid: current time {}Z is after 2025-08-31T23:59:59Z",
+        &g.timestamp()[..19]
+    ));
+    Out::plain(t)
+}
+
+fn dial_timeout(g: &mut Gen) -> Out {
+    let ip = g.private_ip();
+    let port = g.pick(&[5432, 6379, 9092, 443]);
+    let mut t = Text::default();
+    t.line(command_failed(
+        g.pick(&["go run ./cmd/server", "./bin/server migrate"]),
+        1,
+    ));
+    for attempt in 1..=g.int(1, 5) {
+        let line = format!(
+            "{} WARN  connect attempt {attempt} to {ip}:{port} failed, retrying in {}s",
+            g.timestamp(),
+            attempt * 2
+        );
+        t.line(line);
+    }
+    t.line(format!(
+        "failed to connect to database: dial tcp {ip}:{port}: i/o timeout"
+    ));
+    Out::plain(t)
+}
+
+// ---------------------------------------------------------------------------
+// Docker
+
+/// A line of a build step's output, as the tool in that step prints it.
+fn build_output_line(g: &mut Gen, tool: &str) -> String {
+    match tool {
+        "npm" => format!(
+            "npm WARN deprecated {}@{}",
+            g.pick(NPM_PACKAGES),
+            g.version()
+        ),
+        "cargo" => {
+            let (name, minor) = g.pick(CRATES);
+            format!("   Compiling {name} v{minor}.{}", g.int(0, 40))
+        }
+        "pip" => format!("Collecting {}>={}", g.pick(PY_MODULES), g.version()),
+        "go" => format!(
+            "go: downloading github.com/{}/{} v{}",
+            g.pick(NOUNS),
+            g.pick(VERBS),
+            g.version()
+        ),
+        _ => format!(
+            "Get:{} http://deb.debian.org/debian bookworm/main amd64 lib{}{} [{} kB]",
+            g.int(1, 90),
+            g.pick(NOUNS),
+            g.int(1, 9),
+            g.int(10, 900)
+        ),
+    }
+}
+
+fn docker_build_step(g: &mut Gen) -> Out {
+    let (run, tool, code) = g.pick(&[
+        ("npm ci --omit=dev", "npm", 1),
+        ("cargo build --release --locked", "cargo", 101),
+        ("pip install --no-cache-dir -r requirements.txt", "pip", 1),
+        ("go build -o /out/server ./cmd/server", "go", 1),
+        ("apt-get update && apt-get install -y libpq-dev", "apt", 100),
+    ]);
+    let steps = g.int(5, 12);
+    let step = g.int(2, steps);
+    let mut t = Text::default();
+    t.line(command_failed(
+        g.pick(&["docker build -t app .", "docker compose build"]),
+        1,
+    ));
+    t.line("#0 building with \"default\" instance using docker driver");
+    let cached = g.int(1, 5);
+    for n in 1..=cached {
+        t.line(format!(
+            "#{n} [internal] load build definition from Dockerfile"
+        ));
+        t.line(format!("#{n} DONE 0.{}s", g.int(0, 9)));
+    }
+    let id = cached + g.int(1, 8);
+    t.line(format!("#{id} [build {step}/{steps}] RUN {run}"));
+    let mut elapsed = 0;
+    for _ in 0..g.int(1, 12) {
+        elapsed += g.int(1, 3000);
+        let line = build_output_line(g, tool);
+        t.line(format!(
+            "#{id} {}.{:03} {line}",
+            elapsed / 1000,
+            elapsed % 1000
+        ));
+    }
+    let failed =
+        format!("process \"/bin/sh -c {run}\" did not complete successfully: exit code: {code}");
+    t.line(format!("#{id} ERROR: {failed}"));
+    let line = g.int(5, 40);
+    t.line("------");
+    t.line(format!("Dockerfile:{line}"));
+    t.line("--------------------");
+    t.line(format!("  {line:>3} | >>> RUN {run}"));
+    t.line("--------------------");
+    t.line(format!("ERROR: failed to solve: {failed}"));
+    Out::plain(t)
+}
+
+fn docker_manifest(g: &mut Gen) -> Out {
+    let image = format!(
+        "{}/acme/{}:{}",
+        g.pick(&["ghcr.io", "docker.io", "registry.acme.dev"]),
+        g.pick(NOUNS),
+        if g.chance(50) { g.version() } else { g.hex(7) }
+    );
+    let mut t = Text::default();
+    t.line(command_failed(&format!("docker pull {image}"), 1));
+    t.line(format!(
+        "Error response from daemon: manifest for {image} not found: manifest unknown: manifest unknown"
+    ));
+    Out::plain(t)
+}
+
+// ---------------------------------------------------------------------------
+// Configuration, validation and the agent's own checks
+
+fn missing_env_var(g: &mut Gen) -> Out {
+    let var = g.pick(ENV_VARS);
+    let mut t = Text::default();
+    g.app_logs(&mut t, 0, 3);
+    t.line(format!("Error: environment variable {var} is not set"));
+    if g.chance(40) {
+        t.line(format!(
+            "hint: add {var} to .env or export it before running {}",
+            g.pick(COMMANDS)
+        ));
+    }
+    Out::plain(t)
+}
+
+fn json_parse_error(g: &mut Gen) -> Out {
+    let file = g.pick(&[
+        ".prodigy/work-items.json",
+        "config/settings.json",
+        "fixtures/orders.json",
+        "package.json",
+        "tsconfig.json",
+    ]);
+    let reason = g.pick(&[
+        "expected value",
+        "trailing comma",
+        "EOF while parsing an object",
+        "key must be a string",
+        "expected `:`",
+    ]);
+    let mut t = Text::default();
+    t.line(format!(
+        "Failed to parse {file}: {reason} at line {} column {}",
+        g.int(1, 400),
+        g.int(1, 80)
+    ));
+    Out::plain(t)
+}
+
+fn validation_fields(g: &mut Gen) -> Out {
+    let mut t = Text::default();
+    let errors = g.int(1, 4);
+    t.line(format!(
+        "Validation failed for work item item_{}: {errors} error{}",
+        g.int(1, 9999),
+        if errors == 1 { "" } else { "s" }
+    ));
+    for _ in 0..errors {
+        let field = match g.below(3) {
+            0 => g.pick(FIELDS).to_string(),
+            1 => format!("spec.{}", g.pick(FIELDS)),
+            _ => format!("items[{}].{}", g.int(0, 20), g.pick(FIELDS)),
+        };
+        let line = match g.below(4) {
+            0 => format!("  - {field}: is required"),
+            1 => format!(
+                "  - {field}: must be greater than or equal to 1 (got {})",
+                g.int(0, 0)
+            ),
+            2 => format!(
+                "  - {field}: must match ^[a-z0-9-]+$ (got \"{}\")",
+                g.pascal()
+            ),
+            _ => format!(
+                "  - {field}: expected string, got {}",
+                g.pick(&["null", "number", "array"])
+            ),
+        };
+        t.line(line);
+    }
+    if g.chance(20) {
+        let len = if g.chance(25) { 4000 } else { 200 };
+        t.line(format!("input: {}", g.minified_json(len)));
+    }
+    Out::plain(t)
+}
+
+fn no_commits(g: &mut Gen) -> Out {
+    let mut t = Text::default();
+    t.line(format!(
+        "No commits created by agent on branch {} (expected at least 1 new commit since {})",
+        g.branch(),
+        g.hex(7)
+    ));
+    if g.chance(50) {
+        t.line(format!(
+            "git status: {} files modified, 0 staged",
+            g.int(0, 12)
+        ));
+    }
+    Out::plain(t)
+}
+
+/// One CI script, two exit codes: 1 when a check failed, 2 when the script
+/// itself was misused or misconfigured. Only the code tells them apart.
+fn script_exit(g: &mut Gen, code: i32) -> Out {
+    let mut t = Text::default();
+    t.line(command_failed("./scripts/ci-check.sh", code));
+    for _ in 0..g.int(0, 4) {
+        let step = g.pick(&["lint", "format", "unit tests", "schema check", "licenses"]);
+        t.line(format!("==> {step}"));
+        g.app_logs(&mut t, 0, 4);
+    }
+    Out::plain(t)
+}
+
+fn postgres_unique(g: &mut Gen) -> Out {
+    let user = format!("{}.{}{}", g.pick(VERBS), g.pick(NOUNS), g.int(1, 999));
+    let mut t = Text::default();
+    t.line(format!(
+        "psql:db/seeds/{}.sql:{}: ERROR:  duplicate key value violates unique constraint \"users_email_key\"",
+        g.pick(&["users", "fixtures", "demo"]),
+        g.int(1, 400)
+    ));
+    t.line(format!(
+        "DETAIL:  Key (email)=({user}@example.com) already exists."
+    ));
+    Out::plain(t)
+}
+
+fn sqlite_locked(g: &mut Gen) -> Out {
+    let mut t = Text::default();
+    for _ in 0..g.int(0, 4) {
+        let line = format!(
+            "{} WARN  store: busy, retrying in {}ms",
+            g.timestamp(),
+            g.int(10, 500)
+        );
+        t.line(line);
+    }
+    t.line(format!(
+        "Error: SqliteFailure(Error {{ code: DatabaseBusy, extended_code: 5 }}, Some(\"database is locked\")) while {} {}",
+        g.pick(&["inserting", "updating", "deleting"]),
+        g.pick(NOUNS)
+    ));
+    Out::plain(t)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn family(name: &str) -> u32 {
+        (0..family_count())
+            .find(|&f| family_name(f) == name)
+            .unwrap_or_else(|| panic!("no family {name}"))
+    }
+
+    #[test]
+    fn same_seed_same_corpus_other_seed_other_values() {
+        let a = agent_failures(7, 2000);
+        let b = agent_failures(7, 2000);
+        let c = agent_failures(8, 2000);
+        let text = |v: &[Labelled]| {
+            v.iter()
+                .map(|l| {
+                    format!(
+                        "{}|{:?}|{}|{:?}",
+                        l.family, l.error_type, l.message, l.stack_trace
+                    )
+                })
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(text(&a), text(&b));
+        assert_ne!(text(&a), text(&c));
+    }
+
+    #[test]
+    fn every_family_appears_with_skewed_sizes() {
+        let n = 20_000;
+        let corpus = agent_failures(1, n);
+        assert_eq!(corpus.len(), n);
+        let mut sizes = vec![0usize; family_count() as usize];
+        for item in &corpus {
+            sizes[item.family as usize] += 1;
+        }
+        assert!(sizes.iter().all(|&s| s >= 10), "{sizes:?}");
+        assert!(*sizes.iter().max().unwrap() >= 2000, "{sizes:?}");
+        assert_eq!(sizes, family_sizes(n));
+        assert!(agent_failures(1, 0).is_empty());
+        assert_eq!(agent_failures(1, 1).len(), 1);
+    }
+
+    #[test]
+    fn enough_families_and_a_third_held_out() {
+        assert!(family_count() >= 60);
+        let held = (0..family_count()).filter(|&f| held_out(f)).count() as u32;
+        assert!(held * 3 >= family_count() - 2 && held * 3 <= family_count() + 2);
+    }
+
+    #[test]
+    fn names_are_unique() {
+        for name in LARGEST {
+            family(name);
+        }
+        let mut names: Vec<_> = (0..family_count()).map(family_name).collect();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), family_count() as usize);
+    }
+
+    #[test]
+    fn near_misses_are_different_families() {
+        let corpus = agent_failures(3, 20_000);
+        // (family, text it alone has among the near misses, its partner)
+        let pairs = [
+            ("npm-test", "`npm test` failed", "npm-install-404"),
+            ("npm-install-404", "`npm install` failed", "npm-test"),
+            ("http-502", "502 Bad Gateway", "http-503"),
+            ("http-503", "503 Service Unavailable", "http-502"),
+            (
+                "script-exit-1",
+                "ci-check.sh` failed: process exited with exit code 1",
+                "script-exit-2",
+            ),
+            (
+                "script-exit-2",
+                "ci-check.sh` failed: process exited with exit code 2",
+                "script-exit-1",
+            ),
+            (
+                "py-conn-refused",
+                "[Errno 111] Connection refused",
+                "py-conn-reset",
+            ),
+            (
+                "py-conn-reset",
+                "Connection reset by peer",
+                "py-conn-refused",
+            ),
+            ("eslint", "problems (", "tsc-ts2322"),
+            ("tsc-ts2322", "error TS2322", "eslint"),
+            ("git-push-non-ff", "(non-fast-forward)", "git-pull-conflict"),
+            (
+                "git-pull-conflict",
+                "Automatic merge failed",
+                "git-push-non-ff",
+            ),
+        ];
+        for (name, marker, partner) in pairs {
+            let (f, p) = (family(name), family(partner));
+            assert_ne!(f, p);
+            let with_marker: Vec<_> = corpus
+                .iter()
+                .filter(|l| l.family == f || l.family == p)
+                .filter(|l| l.message.contains(marker))
+                .collect();
+            assert!(!with_marker.is_empty(), "{name}: no {marker:?}");
+            assert!(
+                with_marker.iter().all(|l| l.family == f),
+                "{name}: {marker:?}"
+            );
+        }
+        // The same panic message, told apart only by where it happened.
+        for (name, site) in [
+            ("rust-unwrap-none-worker", "src/queue/worker.rs:88:41"),
+            ("rust-unwrap-none-config", "src/config/profile.rs:212:30"),
+        ] {
+            let items: Vec<_> = corpus.iter().filter(|l| l.family == family(name)).collect();
+            assert!(!items.is_empty());
+            for item in items {
+                assert!(item.message.contains(UNWRAP_NONE));
+                assert!(item.message.contains(site));
+                assert!(item.stack_trace.as_deref().unwrap().contains(site));
+            }
+        }
+        // KeyError in two functions.
+        for (name, func) in [
+            ("py-keyerror-orders", "in resolve_customer"),
+            ("py-keyerror-config", "in load_settings"),
+        ] {
+            for item in corpus.iter().filter(|l| l.family == family(name)) {
+                assert!(item.message.contains("KeyError: '"));
+                assert!(item.stack_trace.as_deref().unwrap().contains(func));
+            }
+        }
+    }
+
+    #[test]
+    fn has_the_hard_parts() {
+        let corpus = agent_failures(5, 20_000);
+        let count = |pred: &dyn Fn(&Labelled) -> bool| corpus.iter().filter(|l| pred(l)).count();
+        assert!(
+            count(&|l| l.message.contains("\x1b[")) > 100,
+            "ANSI colours"
+        );
+        assert!(count(&|l| l.message.contains("\r\n")) > 100, "CRLF");
+        assert!(
+            count(&|l| l.message.lines().any(|line| line.len() > 2000)) > 10,
+            "long lines"
+        );
+        assert!(count(&|l| l.stack_trace.is_some()) > 500, "stack traces");
+        assert!(count(&|l| l.error_type.is_none()) > 50, "no error type");
+    }
+
+    #[test]
+    fn fast_enough() {
+        let start = std::time::Instant::now();
+        let corpus = agent_failures(11, 20_000);
+        assert_eq!(corpus.len(), 20_000);
+        // Generous: debug builds on a loaded machine.
+        assert!(start.elapsed() < std::time::Duration::from_secs(10));
+    }
+}

@@ -1,0 +1,731 @@
+//! What a failure's family is decided by, taken out of its raw text: the
+//! words of its error line(s), each reduced to the part that names the
+//! cause, and the crash site, when a stack trace locates one.
+//!
+//! A failure message is often a headline followed by output: a test
+//! runner's report, a compiler's notes, a stack trace. The output varies
+//! from one occurrence to the next and says little about the cause, so the
+//! key reads only the headline (and the line it introduces, when it ends
+//! with a colon), the exception line of a trace, and the top application
+//! frame: the function and file that failed, without the line number,
+//! which moves with every edit (Sentry groups crash sites the same way).
+
+use std::borrow::Cow;
+
+/// At most this many words of a message take part in its key: the words
+/// past it are output, not the cause, and a 10 KB line must not cost a
+/// 10 KB template.
+pub const MAX_WORDS: usize = 48;
+
+/// Lines of output searched for an error line: past them, output is
+/// output.
+const MAX_LINES_SEARCHED: usize = 400;
+
+/// Lines of a message read at all.
+const MAX_LINES_READ: usize = 2_000;
+
+/// Lines between an error line and its trace, or between two frames of
+/// one trace (a Go trace's function and file lines, a signal line).
+const FRAME_GAP: usize = 4;
+
+/// Longest word kept as it is; a longer one (minified JSON, base64) is a
+/// variable whatever it holds.
+const MAX_WORD_BYTES: usize = 64;
+
+/// The key of one failure.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Key {
+    /// The words, each with the text a template shows for it.
+    pub words: Vec<Word>,
+    /// The top application frame (`file:function`), when a trace names one.
+    pub site: Option<String>,
+}
+
+/// One word of a key.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Word {
+    /// What is compared: the word itself, the word with its variable part
+    /// replaced by `<*>` (`uid=<*>`, `blk_<*>`), or `None` when the whole
+    /// word is a variable.
+    pub key: Option<Box<str>>,
+    /// The word as written (cut at [`MAX_WORD_BYTES`]).
+    pub raw: Box<str>,
+    /// A status (`2` in `exit code 2`, `E404` in `code E404`): failures
+    /// that differ here are never one family.
+    pub pinned: bool,
+}
+
+/// The key of a failure from its message and stack trace.
+pub fn key_of(message: &str, stack_trace: Option<&str>) -> Key {
+    let message = clean(message);
+    let lines: Vec<&str> = message
+        .split('\n')
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .take(MAX_LINES_READ)
+        .collect();
+    let mut words = Vec::new();
+    let mut site = None;
+    let mut frames = Vec::new();
+    let mut headline = None;
+    let mut after_trace = None;
+    let mut skip_source = false;
+    let mut in_python_trace = false;
+    for (index, line) in lines.iter().enumerate() {
+        if let Some(frame) = frame_of(line) {
+            skip_source = frame.python;
+            in_python_trace = frame.python;
+            frames.push((index, frame));
+            continue;
+        }
+        if std::mem::take(&mut skip_source) {
+            // The source line Python prints under each frame.
+            continue;
+        }
+        if is_trace_header(line) {
+            continue;
+        }
+        if std::mem::take(&mut in_python_trace) {
+            // The line after a Python trace: its exception.
+            after_trace = Some(index);
+        }
+        if headline.is_none() {
+            headline = Some(index);
+        }
+    }
+    // The error line: a Python trace's exception, else the first line
+    // that says it is an error, else the headline.
+    let error = after_trace.or_else(|| {
+        lines
+            .iter()
+            .enumerate()
+            .skip(headline.unwrap_or(0))
+            .take(MAX_LINES_SEARCHED)
+            .find(|(_, l)| is_error_line(l) && frame_of(l).is_none())
+            .map(|(i, _)| i)
+    });
+    if let (Some(h), Some(e)) = (headline, error) {
+        if h != e {
+            // A headline that only wraps the error ("command X failed:
+            // exit code 2") adds its statuses, not its variable words.
+            push_statuses(&mut words, lines[h]);
+        }
+    }
+    if let Some(e) = error.or(headline) {
+        push_words(&mut words, lines[e]);
+        // A line that ends with a colon introduces its cause ("thread
+        // 'main' panicked at src/lib.rs:4:5:" then the panic message).
+        if lines[e].ends_with(':') {
+            if let Some(next) = lines[e + 1..]
+                .iter()
+                .find(|l| frame_of(l).is_none() && !is_trace_header(l))
+            {
+                push_words(&mut words, next);
+            }
+        }
+        site = panic_site(lines[e]).or_else(|| headline.and_then(|h| panic_site(lines[h])));
+    }
+    if site.is_none() {
+        site = top_frame(&trace_of(
+            &frames,
+            error.or(headline),
+            after_trace.is_some(),
+        ));
+    }
+    if site.is_none() {
+        if let Some(trace) = stack_trace.map(clean) {
+            let frames: Vec<Frame> = trace
+                .split('\n')
+                .take(MAX_LINES_READ)
+                .map(str::trim)
+                .filter_map(frame_of)
+                .collect();
+            site = top_frame(&frames);
+        }
+    }
+    words.truncate(MAX_WORDS);
+    Key { words, site }
+}
+
+/// The frames of the error line's own trace: a Python trace's frames
+/// before its exception line; for the others, the block of frames that
+/// follows the error line (a test runner's output holds the traces of
+/// many failures, and only the error's own locates it).
+fn trace_of(frames: &[(usize, Frame)], error: Option<usize>, python: bool) -> Vec<Frame> {
+    let Some(error) = error else {
+        return Vec::new();
+    };
+    if python {
+        return frames
+            .iter()
+            .filter(|(at, f)| f.python && *at < error)
+            .map(|(_, f)| f.clone())
+            .collect();
+    }
+    let mut block = Vec::new();
+    let mut last = error;
+    for (at, frame) in frames.iter().filter(|(at, _)| *at > error) {
+        if *at > last + FRAME_GAP {
+            break;
+        }
+        block.push(frame.clone());
+        last = *at;
+    }
+    block
+}
+
+/// The message without terminal escapes and with `\n` line ends.
+fn clean(text: &str) -> Cow<'_, str> {
+    if !text.contains(['\x1b', '\r']) {
+        return Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '\x1b' => match chars.next() {
+                // CSI: parameters, then one final byte in @..~.
+                Some('[') => {
+                    for c in chars.by_ref() {
+                        if ('@'..='~').contains(&c) {
+                            break;
+                        }
+                    }
+                }
+                // OSC: up to BEL or ESC \.
+                Some(']') => {
+                    while let Some(c) = chars.next() {
+                        if c == '\x07' || (c == '\x1b' && chars.next_if_eq(&'\\').is_some()) {
+                            break;
+                        }
+                    }
+                }
+                _ => {}
+            },
+            '\r' => {
+                chars.next_if_eq(&'\n');
+                out.push('\n');
+            }
+            c => out.push(c),
+        }
+    }
+    Cow::Owned(out)
+}
+
+/// Whether a line says it reports an error: one of its first words is an
+/// error marker (`error:`, `ERROR`, `FAILED`, `npm ERR!`, `panic:`,
+/// `KeyError:`, `Caused by:` ...), the way compilers, test runners,
+/// package managers, runtimes and loggers start the lines that matter.
+fn is_error_line(line: &str) -> bool {
+    starts_with_location(line)
+        || line.split_whitespace().take(4).any(|w| {
+            let w = w.trim_matches(is_wrapper);
+            let head = w.split(['[', '(']).next().unwrap_or(w);
+            matches!(
+                head,
+                "error"
+                    | "Error"
+                    | "ERROR"
+                    | "ERR!"
+                    | "fatal"
+                    | "Fatal"
+                    | "FATAL"
+                    | "panic"
+                    | "FAIL"
+                    | "FAILED"
+                    | "CONFLICT"
+                    | "Killed"
+                    | "Exception"
+                    | "rejected"
+            ) || ((head.ends_with("Error") || head.ends_with("Exception"))
+                && head.len() > 5
+                && head.starts_with(|c: char| c.is_ascii_uppercase()))
+        })
+}
+
+/// Whether a line starts the way compilers and checkers report an error
+/// (`file.go:12:5: message`, the GNU format): a file name with an
+/// extension, a line number, an optional column, a colon, then text.
+fn starts_with_location(line: &str) -> bool {
+    let Some((place, message)) = line.split_once(": ") else {
+        return false;
+    };
+    let mut parts = place.rsplitn(3, ':');
+    let (Some(last), Some(middle)) = (parts.next(), parts.next()) else {
+        return false;
+    };
+    let numeric = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    let file = match parts.next() {
+        Some(file) if numeric(last) && numeric(middle) => file,
+        _ if numeric(last) => middle,
+        _ => return false,
+    };
+    !message.trim().is_empty()
+        && !file.contains(char::is_whitespace)
+        && file
+            .rsplit_once('.')
+            .is_some_and(|(stem, ext)| !stem.is_empty() && (1..=5).contains(&ext.len()))
+}
+
+/// The statuses a line names (`exit code 2`, `HTTP 503`): the status
+/// word and the word after it.
+fn push_statuses(words: &mut Vec<Word>, line: &str) {
+    let mut previous: Option<&str> = None;
+    for raw in line.split_whitespace() {
+        if is_status(previous, raw) && words.len() + 2 <= MAX_WORDS {
+            words.push(word(previous.unwrap_or_default(), None));
+            words.push(word(raw, previous));
+        }
+        previous = Some(raw);
+    }
+}
+
+fn push_words(words: &mut Vec<Word>, line: &str) {
+    let mut previous: Option<&str> = None;
+    for raw in split_words(line) {
+        if words.len() >= MAX_WORDS {
+            return;
+        }
+        let next = word(raw, previous);
+        previous = Some(raw);
+        // A list of variables is one variable: lists of versions or ids
+        // vary in length as well as in value.
+        if next.key.is_none()
+            && words
+                .last()
+                .is_some_and(|w| w.key.is_none() && w.raw.ends_with(','))
+        {
+            continue;
+        }
+        words.push(next);
+    }
+}
+
+/// The words of a line: split at white space, except that a quoted span
+/// (`` `npm run build` ``, `"a b"`, `'x y'`) is one word.
+fn split_words(line: &str) -> impl Iterator<Item = &str> {
+    let mut rest = line.trim_start();
+    std::iter::from_fn(move || {
+        if rest.is_empty() {
+            return None;
+        }
+        let mut end = rest.find(char::is_whitespace).unwrap_or(rest.len());
+        if let Some(quote) = rest
+            .chars()
+            .next()
+            .filter(|c| matches!(c, '`' | '"' | '\''))
+        {
+            let first = &rest[..end];
+            if first.len() == 1 || !first[1..].contains(quote) {
+                if let Some(close) = rest[1..].find(quote) {
+                    let close = 1 + close + 1;
+                    end = rest[close..]
+                        .find(char::is_whitespace)
+                        .map_or(rest.len(), |i| close + i);
+                }
+            }
+        }
+        let word = &rest[..end];
+        rest = rest[end..].trim_start();
+        Some(word)
+    })
+}
+
+/// Whether a word is quoted text: a name, a value, a command, which
+/// varies between occurrences of one failure.
+fn is_quoted(raw: &str) -> bool {
+    let raw = raw.trim_end_matches([',', ';', ':', '.', ')', ']']);
+    let mut chars = raw.chars();
+    match (chars.next(), chars.next_back()) {
+        (Some(open), Some(close)) => open == close && matches!(open, '`' | '"' | '\''),
+        _ => false,
+    }
+}
+
+/// Characters that wrap a word without being part of it.
+pub(super) fn is_wrapper(c: char) -> bool {
+    matches!(
+        c,
+        ',' | ';' | ':' | '(' | ')' | '[' | ']' | '{' | '}' | '<' | '>' | '\'' | '"' | '`' | '.'
+    )
+}
+
+/// One word: kept, or reduced to its constant part.
+fn word(raw: &str, previous: Option<&str>) -> Word {
+    let shown: Box<str> = cut(raw).into();
+    let core = raw.trim_matches(is_wrapper);
+    let key = if core.is_empty() {
+        Some(shown.clone())
+    } else if raw.len() > MAX_WORD_BYTES || is_quoted(raw) {
+        None
+    } else if is_status(previous, raw) {
+        // `exit code 2`, `HTTP 503`, `code E404`: it names the failure.
+        return Word {
+            key: Some(shown.clone()),
+            raw: shown,
+            pinned: true,
+        };
+    } else if is_variable(core) {
+        let start = raw.find(core).unwrap_or(0);
+        let lead = &raw[..start];
+        let label = label_of(core);
+        let tail = &raw[start + core.len()..];
+        // A labelled value (`uid=<*>`) is compared by its label; a bare
+        // one, wrapped or not (`(<*>)`, `<*>:`), by nothing.
+        (!label.is_empty()).then(|| format!("{lead}{label}<*>{tail}").into())
+    } else {
+        Some(shown.clone())
+    };
+    Word {
+        key,
+        raw: shown,
+        pinned: false,
+    }
+}
+
+fn cut(raw: &str) -> &str {
+    if raw.len() <= MAX_WORD_BYTES {
+        return raw;
+    }
+    let mut end = MAX_WORD_BYTES;
+    while !raw.is_char_boundary(end) {
+        end -= 1;
+    }
+    &raw[..end]
+}
+
+/// Whether `raw` is a status: a number, an error code or an errno name
+/// (`ENOENT`, `ERESOLVE`) after a word that names statuses.
+fn is_status(previous: Option<&str>, raw: &str) -> bool {
+    let core = raw.trim_matches(is_wrapper);
+    names_a_status(previous)
+        && !core.is_empty()
+        && (core.bytes().all(|b| b.is_ascii_digit())
+            || is_error_code(core)
+            || (core.len() > 2
+                && core.starts_with('E')
+                && core
+                    .bytes()
+                    .all(|b| b.is_ascii_uppercase() || b.is_ascii_digit())))
+}
+
+/// Whether the word before a number says the number is a status: exit
+/// codes, HTTP statuses, signals and errnos tell failures apart.
+fn names_a_status(previous: Option<&str>) -> bool {
+    let Some(previous) = previous else {
+        return false;
+    };
+    let word = previous
+        .trim_matches(is_wrapper)
+        .trim_end_matches('=')
+        .to_ascii_lowercase();
+    matches!(
+        word.as_str(),
+        "code"
+            | "status"
+            | "exit"
+            | "exitcode"
+            | "exit_code"
+            | "status_code"
+            | "http"
+            | "signal"
+            | "errno"
+            | "rc"
+    ) || word.starts_with("http/")
+}
+
+/// Whether a word varies between occurrences of one failure: it holds a
+/// digit (numbers, ids, times, addresses, versions), a path, or is a hex
+/// string.
+fn is_variable(core: &str) -> bool {
+    (core.len() > 1 && (core.contains('/') || core.contains('\\')))
+        || core
+            .split(|c: char| !c.is_ascii_alphanumeric())
+            .any(|part| part.bytes().any(|b| b.is_ascii_digit()) && !is_error_code(part))
+}
+
+/// An error code: one to three capitals and three to five digits (`E0308`,
+/// `TS2322`, `E404`). It names a kind of failure, not an occurrence.
+fn is_error_code(part: &str) -> bool {
+    let letters = part.bytes().take_while(u8::is_ascii_uppercase).count();
+    let digits = part.len() - letters;
+    (1..=3).contains(&letters)
+        && (3..=5).contains(&digits)
+        && part.bytes().skip(letters).all(|b| b.is_ascii_digit())
+}
+
+/// The label before a variable's value: `uid=` in `uid=0`, `blk_` in
+/// `blk_-42`, `user:` in `user:1234`. Letters then a separator; empty when
+/// the word does not start that way.
+fn label_of(core: &str) -> &str {
+    let mut end = 0;
+    for (i, c) in core.char_indices() {
+        if c.is_ascii_alphabetic() {
+            continue;
+        }
+        if matches!(c, '_' | '=' | ':' | '#') {
+            end = i + 1;
+            continue;
+        }
+        break;
+    }
+    let label = &core[..end];
+    if label.bytes().any(|b| b.is_ascii_alphabetic()) {
+        label
+    } else {
+        ""
+    }
+}
+
+/// A stack frame: the file and function it names, and whether it is
+/// application code (not the runtime's or a dependency's).
+#[derive(Clone, Debug)]
+struct Frame {
+    file: String,
+    function: String,
+    app: bool,
+    /// Python lists frames outermost first, and prints a source line
+    /// under each; the others list the innermost first.
+    python: bool,
+}
+
+fn is_trace_header(line: &str) -> bool {
+    line.starts_with("Traceback (most recent call last)")
+        || line.eq_ignore_ascii_case("stack backtrace:")
+        || line.eq_ignore_ascii_case("stack trace:")
+        || line.eq_ignore_ascii_case("backtrace:")
+        || line.starts_with("note: run with `RUST_BACKTRACE")
+        || (line.starts_with("goroutine ") && line.ends_with(':'))
+}
+
+/// The frame a trace line names, in the shapes of Python, Java, JavaScript,
+/// Rust and Go traces.
+fn frame_of(line: &str) -> Option<Frame> {
+    // Python: File "app/db.py", line 12, in connect
+    if let Some(rest) = line.strip_prefix("File \"") {
+        let (file, rest) = rest.split_once('"')?;
+        let function = rest.rsplit_once(" in ").map_or("", |(_, f)| f.trim());
+        return Some(frame(file, function, true));
+    }
+    // Java / JavaScript: at com.x.Y.m(Y.java:12) / at fn (file.js:1:2)
+    if let Some(rest) = line.strip_prefix("at ") {
+        let rest = rest.trim_start_matches("async ");
+        return Some(match rest.split_once('(') {
+            Some((function, place)) => {
+                let place = place.split(')').next().unwrap_or(place);
+                frame(strip_position(place), function.trim(), false)
+            }
+            None => frame(strip_position(rest), "", false),
+        });
+    }
+    // Rust backtraces: "12: my_crate::module::function" then
+    // "at ./src/lib.rs:10:5"; the numbered line names the function.
+    if let Some((number, function)) = line.split_once(": ") {
+        if !number.is_empty() && number.bytes().all(|b| b.is_ascii_digit()) {
+            // Native frames start with their address: `0x1c231f node::f`.
+            let function = match function.trim().split_once(' ') {
+                Some((address, rest)) if address.starts_with("0x") => rest,
+                _ => function.trim(),
+            };
+            let app = !is_library(function);
+            return Some(Frame {
+                file: String::new(),
+                function: strip_hash(function).to_string(),
+                app,
+                python: false,
+            });
+        }
+    }
+    // Go: main.handler(0x1, ...) then "/app/main.go:42 +0x1d"
+    if line.contains(".go:") && line.starts_with('/') {
+        return Some(frame(strip_position(line.split(' ').next()?), "", false));
+    }
+    None
+}
+
+fn frame(file: &str, function: &str, python: bool) -> Frame {
+    Frame {
+        app: !is_library(file) && !is_library(function),
+        file: file.to_string(),
+        function: function.to_string(),
+        python,
+    }
+}
+
+/// `file.js:1:2` → `file.js`; `Y.java:12` → `Y.java`.
+fn strip_position(place: &str) -> &str {
+    let mut place = place.trim();
+    while let Some((head, tail)) = place.rsplit_once(':') {
+        if tail.is_empty() || tail.bytes().all(|b| b.is_ascii_digit()) {
+            place = head;
+        } else {
+            break;
+        }
+    }
+    place
+}
+
+/// A Rust symbol without its `::h0123abcd` hash.
+fn strip_hash(function: &str) -> &str {
+    match function.rsplit_once("::h") {
+        Some((head, hash)) if hash.len() == 16 && hash.bytes().all(|b| b.is_ascii_hexdigit()) => {
+            head
+        }
+        _ => function,
+    }
+}
+
+/// Code that is not the application's: runtimes, standard libraries and
+/// installed dependencies.
+fn is_library(place: &str) -> bool {
+    const MARKS: &[&str] = &[
+        "site-packages",
+        "dist-packages",
+        "node_modules",
+        "node:",
+        "internal/",
+        "<frozen",
+        "/rustc/",
+        "/.cargo/registry",
+        "std::",
+        "core::",
+        "alloc::",
+        "<std",
+        "<core",
+        "java.",
+        "javax.",
+        "sun.",
+        "jdk.",
+        "kotlin.",
+        "scala.",
+        "/usr/lib/",
+        "/usr/local/lib/",
+        "runtime.",
+        "runtime/",
+        "testing.",
+        "__rust_",
+        "rust_begin_unwind",
+        "tokio::",
+    ];
+    MARKS.iter().any(|mark| place.contains(mark))
+}
+
+/// The innermost application frame, as `file:function`.
+fn top_frame(frames: &[Frame]) -> Option<String> {
+    let python = frames.first()?.python;
+    let mut app = frames.iter().filter(|f| f.app);
+    let top = if python { app.next_back() } else { app.next() }?;
+    Some(format!("{}:{}", top.file, top.function))
+}
+
+/// The place a Rust panic names in its headline ("thread 'x' panicked at
+/// src/lib.rs:12:5:"), without its line and column.
+fn panic_site(headline: &str) -> Option<String> {
+    let (_, place) = headline.split_once(" panicked at ")?;
+    let place = place.trim_end_matches(':').trim_end_matches(',');
+    let place = place.split_whitespace().next()?;
+    Some(strip_position(place.trim_matches(is_wrapper)).to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn keys(message: &str) -> Vec<Option<String>> {
+        key_of(message, None)
+            .words
+            .into_iter()
+            .map(|w| w.key.map(String::from))
+            .collect()
+    }
+
+    #[test]
+    fn variables_keep_their_labels_and_wrappers() {
+        let k = keys("block blk_-42 uid=0 (10.0.0.1) user=root");
+        assert_eq!(
+            k,
+            [
+                Some("block".into()),
+                Some("blk_<*>".into()),
+                Some("uid=<*>".into()),
+                None,
+                Some("user=root".into()),
+            ]
+        );
+    }
+
+    #[test]
+    fn statuses_stay_numbers() {
+        assert_ne!(
+            keys("exited with exit code 1"),
+            keys("exited with exit code 2")
+        );
+        assert_ne!(keys("HTTP 502 from api"), keys("HTTP 503 from api"));
+        assert_eq!(keys("took 12 ms"), keys("took 900 ms"));
+    }
+
+    #[test]
+    fn colour_and_crlf_do_not_count() {
+        assert_eq!(
+            key_of("\x1b[31merror\x1b[0m: build failed\r\nmore", None),
+            key_of("error: build failed\nother", None)
+        );
+    }
+
+    #[test]
+    fn the_output_after_the_headline_does_not_count() {
+        assert_eq!(
+            keys("npm test failed: 3 failed\n  at foo\n  random 1\nline"),
+            keys("npm test failed: 9 failed\nsomething else entirely")
+        );
+    }
+
+    #[test]
+    fn a_rust_panic_is_keyed_by_message_and_site() {
+        let a = key_of(
+            "thread 'main' panicked at src/a.rs:10:5:\ncalled `Option::unwrap()` on a `None` value",
+            None,
+        );
+        let b = key_of(
+            "thread 'w' panicked at src/b.rs:10:5:\ncalled `Option::unwrap()` on a `None` value",
+            None,
+        );
+        let a2 = key_of(
+            "thread 'x' panicked at src/a.rs:99:1:\ncalled `Option::unwrap()` on a `None` value",
+            None,
+        );
+        assert_eq!(a.site.as_deref(), Some("src/a.rs"));
+        assert_ne!(a.site, b.site);
+        assert_eq!(a.site, a2.site);
+        assert!(a.words.iter().any(|w| w.raw.as_ref() == "`None`"));
+    }
+
+    #[test]
+    fn a_python_trace_gives_its_exception_line_and_innermost_app_frame() {
+        let trace = "Traceback (most recent call last):\n  File \"/app/main.py\", line 3, in run\n    handle()\n  File \"/app/db.py\", line 9, in fetch\n    return rows[key]\n  File \"/usr/lib/python3/site-packages/x.py\", line 1, in get\n    pass\nKeyError: 'user_id'";
+        let key = key_of(trace, None);
+        assert_eq!(key.site.as_deref(), Some("/app/db.py:fetch"));
+        assert_eq!(key.words[0].raw.as_ref(), "KeyError:");
+    }
+
+    #[test]
+    fn a_separate_stack_trace_names_the_site() {
+        let key = key_of(
+            "NullPointerException: x is null",
+            Some("at java.util.Objects.requireNonNull(Objects.java:209)\nat com.acme.Orders.place(Orders.java:42)\nat com.acme.Main.main(Main.java:7)"),
+        );
+        assert_eq!(
+            key.site.as_deref(),
+            Some("Orders.java:com.acme.Orders.place")
+        );
+    }
+
+    #[test]
+    fn long_lines_and_words_are_bounded() {
+        let long = "x".repeat(10_000);
+        let key = key_of(&format!("failed {long} {}", "word ".repeat(5_000)), None);
+        assert!(key.words.len() <= MAX_WORDS);
+        assert!(key.words.iter().all(|w| w.raw.len() <= MAX_WORD_BYTES));
+        assert_eq!(key.words[1].key, None);
+    }
+}

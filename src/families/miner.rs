@@ -1,0 +1,567 @@
+//! Online template mining: every failure joins the family whose template
+//! it matches best, and a family's template generalises, keeping its id,
+//! when a failure that differs in a few words joins it.
+//!
+//! The search follows Drain (He et al., ICWS 2017): failures are first
+//! split by what must be equal for two failures to be one cause (error
+//! type, crash site, number of words), then by their first words in a
+//! tree of fixed depth; only the families in one leaf are compared, word
+//! by word. A failure joins the most similar family when at least
+//! [`SIMILARITY`] of that family's constant words are equal to its own;
+//! otherwise it starts a family. Words already variable in the template do
+//! not count either way, so a family that has learned where its variables
+//! are is not pushed away by them.
+//!
+//! Memory: a family holds at most [`key::MAX_WORDS`] words of at most
+//! 64 bytes each (twice: what is compared and what is shown), so under
+//! 7 KiB; a leaf keeps at most [`LEAF_CANDIDATES`] families as candidates,
+//! the most recently joined, which bounds the work per failure whatever
+//! the number of families.
+
+use super::key::{key_of, Key, Word};
+use std::collections::HashMap;
+
+/// The share of a template's constant words a failure must have to join
+/// its family. One value for all data: it is not tuned per data set.
+pub const SIMILARITY: f64 = 0.6;
+
+/// How many leading words route a failure through the tree.
+const ROUTING_WORDS: usize = 1;
+
+/// Children of one tree node before further words share a `<*>` branch.
+const MAX_CHILDREN: usize = 100;
+
+/// Families compared in one leaf: the most recently joined.
+pub const LEAF_CANDIDATES: usize = 64;
+
+const WILDCARD: &str = "<*>";
+
+/// One family as the miner knows it.
+#[derive(Clone, Debug)]
+pub struct Family {
+    pub error_type: Option<Box<str>>,
+    pub site: Option<Box<str>>,
+    slots: Vec<Slot>,
+    /// Failures that joined it.
+    pub count: u64,
+}
+
+/// One word position of a template.
+#[derive(Clone, Debug)]
+struct Slot {
+    /// What a failure's word must equal; `None` once the position varies.
+    key: Option<Box<str>>,
+    /// What the template shows: the word itself (`exact`), or what every
+    /// value seen there began and ended with around `<*>`.
+    prefix: Box<str>,
+    suffix: Box<str>,
+    exact: bool,
+    /// A status: a failure whose word differs here never joins.
+    pinned: bool,
+}
+
+impl Slot {
+    fn new(word: &Word) -> Self {
+        match word.key.as_deref() {
+            Some(key) if key == &*word.raw => Slot {
+                key: Some(word.raw.clone()),
+                prefix: word.raw.clone(),
+                suffix: "".into(),
+                exact: true,
+                pinned: word.pinned,
+            },
+            key => {
+                // The wrappers around a bare variable still show: `(<*>)`.
+                let raw: &str = &word.raw;
+                let core = raw.trim_matches(super::key::is_wrapper);
+                let start = raw.find(core).unwrap_or(0);
+                let (prefix, suffix) = key
+                    .and_then(|k| k.split_once(WILDCARD))
+                    .unwrap_or((&raw[..start], &raw[start + core.len()..]));
+                Slot {
+                    key: word.key.clone(),
+                    prefix: prefix.into(),
+                    suffix: suffix.into(),
+                    exact: false,
+                    pinned: word.pinned,
+                }
+            }
+        }
+    }
+
+    /// Takes in a word of a failure that joined; true when the template
+    /// changed.
+    fn absorb(&mut self, word: &Word) -> bool {
+        let mut changed = false;
+        if self.key.is_some() && self.key != word.key {
+            self.key = None;
+            changed = true;
+        }
+        let raw: &str = &word.raw;
+        if self.exact && &*self.prefix == raw {
+            return changed;
+        }
+        let prefix = common_prefix(&self.prefix, raw);
+        let rest = &raw[prefix.len()..];
+        let old_suffix: &str = if self.exact {
+            &self.prefix[prefix.len()..]
+        } else {
+            &self.suffix
+        };
+        let suffix = common_suffix(old_suffix, rest);
+        let (prefix, suffix) = (prefix.to_string(), suffix.to_string());
+        changed |= self.exact || *self.prefix != *prefix || *self.suffix != *suffix;
+        self.prefix = prefix.into();
+        self.suffix = suffix.into();
+        self.exact = false;
+        changed
+    }
+
+    fn shown(&self, out: &mut String) {
+        out.push_str(&self.prefix);
+        if !self.exact {
+            out.push_str(WILDCARD);
+            out.push_str(&self.suffix);
+        }
+    }
+}
+
+/// The longest common prefix, ending where a word part ends (a variable
+/// shows as `test_<*>`, not `test_user_lo<*>`).
+fn common_prefix<'a>(a: &'a str, b: &str) -> &'a str {
+    let mut end = 0;
+    for ((i, x), y) in a.char_indices().zip(b.chars()) {
+        if x != y {
+            break;
+        }
+        end = i + x.len_utf8();
+    }
+    if end < a.len().min(b.len()) || end < a.len() {
+        // Cut back to the last separator, so no part of a value shows.
+        let cut = a[..end]
+            .rfind(|c: char| !c.is_alphanumeric())
+            .map_or(0, |i| i + 1);
+        end = cut;
+    }
+    &a[..end]
+}
+
+fn common_suffix<'a>(a: &'a str, b: &str) -> &'a str {
+    let mut start = a.len();
+    for ((i, x), y) in a.char_indices().rev().zip(b.chars().rev()) {
+        if x != y {
+            break;
+        }
+        start = i;
+    }
+    if start > 0 {
+        let cut = a[start..]
+            .find(|c: char| !c.is_alphanumeric())
+            .map_or(a.len(), |i| start + i);
+        start = cut;
+    }
+    &a[start..]
+}
+
+impl Family {
+    /// The template: the words, with `<*>` where failures differ.
+    pub fn template(&self) -> String {
+        let mut out = String::new();
+        for (i, slot) in self.slots.iter().enumerate() {
+            if i > 0 {
+                out.push(' ');
+            }
+            slot.shown(&mut out);
+        }
+        out
+    }
+
+    /// The share of this family's constant words that `words` has.
+    fn similarity(&self, words: &[Word]) -> f64 {
+        let mut constant = 0usize;
+        let mut equal = 0usize;
+        for (slot, word) in self.slots.iter().zip(words) {
+            if let Some(key) = &slot.key {
+                constant += 1;
+                if word.key.as_ref() == Some(key) {
+                    equal += 1;
+                } else if slot.pinned || word.pinned {
+                    return 0.0;
+                }
+            }
+        }
+        if constant == 0 {
+            1.0
+        } else {
+            equal as f64 / constant as f64
+        }
+    }
+
+    fn variables(&self) -> usize {
+        self.slots.iter().filter(|s| s.key.is_none()).count()
+    }
+}
+
+/// What must be equal for two failures to share a family.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct Partition {
+    error_type: Option<Box<str>>,
+    site: Option<Box<str>>,
+    words: usize,
+}
+
+#[derive(Default, Debug)]
+struct Node {
+    children: HashMap<Box<str>, Node>,
+    /// At the leaves: candidate families, most recently joined last.
+    families: Vec<usize>,
+}
+
+/// Where a failure went.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Assigned {
+    /// The family's index in this miner ([`Miner::family`]).
+    pub family: usize,
+    /// The failure started the family.
+    pub new: bool,
+    /// The family's template changed (it generalised).
+    pub generalised: bool,
+}
+
+/// The miner: families and the tree that finds them.
+#[derive(Default, Debug)]
+pub struct Miner {
+    roots: HashMap<Partition, Node>,
+    families: Vec<Family>,
+}
+
+impl Miner {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Assigns a failure to a family, starting one when none matches.
+    pub fn assign(
+        &mut self,
+        error_type: Option<&str>,
+        message: &str,
+        stack_trace: Option<&str>,
+    ) -> Assigned {
+        let key = key_of(message, stack_trace);
+        self.assign_key(error_type, key)
+    }
+
+    fn assign_key(&mut self, error_type: Option<&str>, key: Key) -> Assigned {
+        let Key { words, site } = key;
+        let partition = Partition {
+            error_type: error_type.map(Into::into),
+            site: site.map(Into::into),
+            words: words.len(),
+        };
+        let mut node = self.roots.entry(partition.clone()).or_default();
+        for word in words.iter().take(ROUTING_WORDS) {
+            let branch: &str = match word.key.as_deref() {
+                Some(key) if !key.contains(WILDCARD) => key,
+                _ => WILDCARD,
+            };
+            let branch = if node.children.contains_key(branch) || node.children.len() < MAX_CHILDREN
+            {
+                branch
+            } else {
+                WILDCARD
+            };
+            node = node.children.entry(branch.into()).or_default();
+        }
+        let families = &mut self.families;
+        let best = node
+            .families
+            .iter()
+            .enumerate()
+            .map(|(at, &f)| (at, f, families[f].similarity(&words)))
+            .filter(|(_, _, similarity)| *similarity >= SIMILARITY)
+            .max_by(|a, b| {
+                a.2.total_cmp(&b.2)
+                    .then(families[a.1].variables().cmp(&families[b.1].variables()))
+            });
+        match best {
+            Some((at, family, _)) => {
+                let joined = &mut families[family];
+                joined.count += 1;
+                let mut generalised = false;
+                for (slot, word) in joined.slots.iter_mut().zip(&words) {
+                    generalised |= slot.absorb(word);
+                }
+                // Most recently joined last: the first to stay a candidate.
+                node.families.remove(at);
+                node.families.push(family);
+                Assigned {
+                    family,
+                    new: false,
+                    generalised,
+                }
+            }
+            None => {
+                let family = families.len();
+                families.push(Family {
+                    error_type: partition.error_type,
+                    site: partition.site,
+                    slots: words.iter().map(Slot::new).collect(),
+                    count: 1,
+                });
+                if node.families.len() >= LEAF_CANDIDATES {
+                    node.families.remove(0);
+                }
+                node.families.push(family);
+                Assigned {
+                    family,
+                    new: true,
+                    generalised: false,
+                }
+            }
+        }
+    }
+
+    /// The family at `index` (from [`Assigned::family`]).
+    pub fn family(&self, index: usize) -> &Family {
+        &self.families[index]
+    }
+
+    /// Every family, in the order they started.
+    pub fn families(&self) -> &[Family] {
+        &self.families
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn family(miner: &mut Miner, message: &str) -> usize {
+        miner.assign(None, message, None).family
+    }
+
+    #[test]
+    fn identical_failures_share_a_family() {
+        let mut miner = Miner::new();
+        let a = family(&mut miner, "connection refused");
+        assert_eq!(family(&mut miner, "connection refused"), a);
+    }
+
+    #[test]
+    fn variables_generalise_in_place() {
+        let mut miner = Miner::new();
+        let a = family(
+            &mut miner,
+            "tests failed: test_login after 12 ms on branch feature/x",
+        );
+        let b = miner.assign(
+            None,
+            "tests failed: test_logout after 99 ms on branch main",
+            None,
+        );
+        assert_eq!(b.family, a);
+        assert!(b.generalised);
+        assert_eq!(
+            miner.family(a).template(),
+            "tests failed: test_<*> after <*> ms on branch <*>"
+        );
+    }
+
+    #[test]
+    fn error_types_and_sites_keep_families_apart() {
+        let mut miner = Miner::new();
+        let a = miner.assign(Some("Timeout"), "gave up", None).family;
+        let b = miner.assign(Some("Network"), "gave up", None).family;
+        assert_ne!(a, b);
+        let at = |file: &str| format!("boom\n  at run ({file}:1:2)");
+        let c = family(&mut miner, &at("a.js"));
+        let d = family(&mut miner, &at("b.js"));
+        assert_ne!(c, d);
+        assert_eq!(family(&mut miner, &at("a.js")), c);
+    }
+
+    #[test]
+    fn templates_keep_labels_and_show_no_values() {
+        let mut miner = Miner::new();
+        let a = family(
+            &mut miner,
+            "PacketResponder 1 for block blk_-42 terminating",
+        );
+        family(&mut miner, "PacketResponder 2 for block blk_77 terminating");
+        assert_eq!(
+            miner.family(a).template(),
+            "PacketResponder <*> for block blk_<*> terminating"
+        );
+    }
+
+    #[test]
+    fn a_full_leaf_still_assigns_every_failure() {
+        let mut miner = Miner::new();
+        for n in 0..1_000 {
+            // Three different words each: no two of these are one family.
+            let message = format!("same start w{} x{} y{} z", n * 7 % 13, n, n * 3);
+            family(&mut miner, &message);
+        }
+        assert!(miner.families().len() <= 1_000);
+        assert_eq!(miner.families().iter().map(|f| f.count).sum::<u64>(), 1_000);
+    }
+}
+
+/// The near-misses a DLQ must keep apart, and the variables it must not
+/// split on, each seen many times over (a family that has generalised is
+/// where a near-miss would slip in).
+#[cfg(test)]
+mod grouping {
+    use super::*;
+
+    fn assign(miner: &mut Miner, error_type: &str, message: &str) -> usize {
+        miner.assign(Some(error_type), message, None).family
+    }
+
+    /// Each of `a` and `b` over many variable values: every `a` in one
+    /// family, every `b` in one other.
+    fn stay_apart(error_type: &str, a: impl Fn(usize) -> String, b: impl Fn(usize) -> String) {
+        let mut miner = Miner::new();
+        let (mut fa, mut fb) = (Vec::new(), Vec::new());
+        for n in 0..40 {
+            fa.push(assign(&mut miner, error_type, &a(n)));
+            fb.push(assign(&mut miner, error_type, &b(n)));
+        }
+        fa.dedup();
+        fb.dedup();
+        assert_eq!(fa.len(), 1, "{} split: {:?}", a(0), fa);
+        assert_eq!(fb.len(), 1, "{} split: {:?}", b(0), fb);
+        assert_ne!(fa, fb, "{} and {} merged", a(0), b(0));
+    }
+
+    const PACKAGES: &[&str] = &["left-pad", "@types/node", "react", "zod", "lodash.merge"];
+    const TESTS: &[&str] = &[
+        "test_login",
+        "should render header",
+        "parses_empty",
+        "TestRetry",
+    ];
+    const BRANCHES: &[&str] = &["main", "feature/add-auth", "fix/issue-12", "release-2.1"];
+
+    #[test]
+    fn npm_test_and_npm_install_stay_apart() {
+        stay_apart(
+            "CommandFailed",
+            |n| {
+                format!(
+                    "npm test failed: {} failed, {} passed\n  ✕ {}",
+                    n % 7 + 1,
+                    n * 3,
+                    TESTS[n % 4]
+                )
+            },
+            |n| {
+                format!(
+                    "npm install failed: {} failed, {} passed\nnpm ERR! 404 {}",
+                    n % 7 + 1,
+                    n * 3,
+                    PACKAGES[n % 5]
+                )
+            },
+        );
+    }
+
+    #[test]
+    fn one_panic_message_at_two_call_sites_stays_two() {
+        let panic = |file: &'static str| {
+            move |n: usize| {
+                format!(
+                    "thread 'worker-{n}' panicked at {file}:{}:5:\ncalled `Option::unwrap()` on a `None` value\nnote: run with `RUST_BACKTRACE=1`",
+                    40 + n % 3
+                )
+            }
+        };
+        stay_apart("Panic", panic("src/queue.rs"), panic("src/config.rs"));
+    }
+
+    #[test]
+    fn http_502_and_503_from_one_host_stay_apart() {
+        stay_apart(
+            "NetworkError",
+            |n| format!("POST https://api.example.com/v1/jobs/{n} returned HTTP 502 after {n}ms"),
+            |n| format!("POST https://api.example.com/v1/jobs/{n} returned HTTP 503 after {n}ms"),
+        );
+    }
+
+    #[test]
+    fn exit_codes_1_and_2_stay_apart() {
+        let command = |code: u32| {
+            move |n: usize| {
+                format!(
+                    "Command `./scripts/check.sh --branch {}` failed: process exited with exit code {code}\nchecked {n} files",
+                    BRANCHES[n % 4]
+                )
+            }
+        };
+        stay_apart("CommandFailed", command(1), command(2));
+    }
+
+    #[test]
+    fn variables_never_change_a_family() {
+        // Numbers, paths, ids, hosts, test names, branches, package names,
+        // durations, colour and line ends vary; the cause does not.
+        let mut miner = Miner::new();
+        let mut families = Vec::new();
+        for n in 0..200usize {
+            let message = format!(
+                "{}Test {} failed on branch {} after {}.{}s{}\r\nassertion failed at /tmp/run-{n}/src/lib.rs:{}\nrequest id 7f3a{n:08x} package {}",
+                if n % 3 == 0 { "\x1b[31m" } else { "" },
+                TESTS[n % 4].replace(' ', "_"),
+                BRANCHES[n % 4],
+                n,
+                n % 10,
+                if n % 3 == 0 { "\x1b[0m" } else { "" },
+                n * 7,
+                PACKAGES[n % 5],
+            );
+            families.push(assign(&mut miner, "TestFailed", &message));
+        }
+        families.dedup();
+        assert_eq!(
+            families.len(),
+            1,
+            "{:?}",
+            miner
+                .families()
+                .iter()
+                .map(Family::template)
+                .collect::<Vec<_>>()
+        );
+    }
+
+    #[test]
+    fn a_crash_site_from_the_stack_trace_field_counts() {
+        let mut miner = Miner::new();
+        let trace = |file: &str, n: usize| {
+            format!("Traceback (most recent call last):\n  File \"/app/{file}\", line {n}, in handle\n    x = d[k]\nKeyError: 'k{n}'")
+        };
+        let a = miner
+            .assign(
+                Some("KeyError"),
+                "KeyError: 'user_id'",
+                Some(&trace("orders.py", 3)),
+            )
+            .family;
+        let b = miner
+            .assign(
+                Some("KeyError"),
+                "KeyError: 'tenant'",
+                Some(&trace("config.py", 3)),
+            )
+            .family;
+        let a2 = miner
+            .assign(
+                Some("KeyError"),
+                "KeyError: 'sku'",
+                Some(&trace("orders.py", 9)),
+            )
+            .family;
+        assert_ne!(a, b);
+        assert_eq!(a, a2);
+    }
+}
