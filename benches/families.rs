@@ -16,6 +16,7 @@
 //!   its development families and its held-out families reported apart.
 //! - Throughput: messages per second of the miner alone, one thread.
 
+use dlqlite::corpus::Labelled;
 use dlqlite::families::Miner;
 use std::collections::HashMap;
 use std::path::Path;
@@ -136,6 +137,15 @@ fn mine(messages: &[(Option<&str>, &str, Option<&str>)]) -> Vec<usize> {
         .collect()
 }
 
+/// What the miner is given of one labelled failure.
+fn as_input(f: &Labelled) -> (Option<&str>, &str, Option<&str>) {
+    (
+        f.error_type.as_deref(),
+        f.message.as_str(),
+        f.stack_trace.as_deref(),
+    )
+}
+
 fn throughput(name: &str, messages: &[(Option<&str>, &str, Option<&str>)]) {
     let rounds = (200_000 / messages.len().max(1)).max(1);
     let started = Instant::now();
@@ -189,29 +199,11 @@ fn main() {
             .iter()
             .filter(|f| dlqlite::corpus::held_out(f.family) == held)
             .collect();
-        let input: Vec<_> = part
-            .iter()
-            .map(|f| {
-                (
-                    f.error_type.as_deref(),
-                    f.message.as_str(),
-                    f.stack_trace.as_deref(),
-                )
-            })
-            .collect();
+        let input: Vec<_> = part.iter().map(|f| as_input(f)).collect();
         let truth: Vec<u32> = part.iter().map(|f| f.family).collect();
         print_row(name, &score(&mine(&input), &truth), None);
     }
-    let input: Vec<_> = corpus
-        .iter()
-        .map(|f| {
-            (
-                f.error_type.as_deref(),
-                f.message.as_str(),
-                f.stack_trace.as_deref(),
-            )
-        })
-        .collect();
+    let input: Vec<_> = corpus.iter().map(as_input).collect();
     let truth: Vec<u32> = corpus.iter().map(|f| f.family).collect();
     print_row("agent failures (all)", &score(&mine(&input), &truth), None);
     if !loghub_all.is_empty() {

@@ -151,7 +151,11 @@ pub fn key_of(message: &str, stack_trace: Option<&str>) -> Key {
 /// before its exception line; for the others, the block of frames that
 /// follows the error line (a test runner's output holds the traces of
 /// many failures, and only the error's own locates it).
-fn trace_of(frames: &[(usize, Frame)], error: Option<usize>, python: bool) -> Vec<Frame> {
+fn trace_of<'a>(
+    frames: &[(usize, Frame<'a>)],
+    error: Option<usize>,
+    python: bool,
+) -> Vec<Frame<'a>> {
     let Some(error) = error else {
         return Vec::new();
     };
@@ -159,7 +163,7 @@ fn trace_of(frames: &[(usize, Frame)], error: Option<usize>, python: bool) -> Ve
         return frames
             .iter()
             .filter(|(at, f)| f.python && *at < error)
-            .map(|(_, f)| f.clone())
+            .map(|(_, f)| *f)
             .collect();
     }
     let mut block = Vec::new();
@@ -168,7 +172,7 @@ fn trace_of(frames: &[(usize, Frame)], error: Option<usize>, python: bool) -> Ve
         if *at > last + FRAME_GAP {
             break;
         }
-        block.push(frame.clone());
+        block.push(*frame);
         last = *at;
     }
     block
@@ -479,10 +483,10 @@ fn label_of(core: &str) -> &str {
 
 /// A stack frame: the file and function it names, and whether it is
 /// application code (not the runtime's or a dependency's).
-#[derive(Clone, Debug)]
-struct Frame {
-    file: String,
-    function: String,
+#[derive(Clone, Copy, Debug)]
+struct Frame<'a> {
+    file: &'a str,
+    function: &'a str,
     app: bool,
     /// Python lists frames outermost first, and prints a source line
     /// under each; the others list the innermost first.
@@ -500,7 +504,7 @@ fn is_trace_header(line: &str) -> bool {
 
 /// The frame a trace line names, in the shapes of Python, Java, JavaScript,
 /// Rust and Go traces.
-fn frame_of(line: &str) -> Option<Frame> {
+fn frame_of(line: &str) -> Option<Frame<'_>> {
     // Python: File "app/db.py", line 12, in connect
     if let Some(rest) = line.strip_prefix("File \"") {
         let (file, rest) = rest.split_once('"')?;
@@ -529,8 +533,8 @@ fn frame_of(line: &str) -> Option<Frame> {
             };
             let app = !is_library(function);
             return Some(Frame {
-                file: String::new(),
-                function: strip_hash(function).to_string(),
+                file: "",
+                function: strip_hash(function),
                 app,
                 python: false,
             });
@@ -543,11 +547,11 @@ fn frame_of(line: &str) -> Option<Frame> {
     None
 }
 
-fn frame(file: &str, function: &str, python: bool) -> Frame {
+fn frame<'a>(file: &'a str, function: &'a str, python: bool) -> Frame<'a> {
     Frame {
         app: !is_library(file) && !is_library(function),
-        file: file.to_string(),
-        function: function.to_string(),
+        file,
+        function,
         python,
     }
 }
@@ -611,7 +615,7 @@ fn is_library(place: &str) -> bool {
 }
 
 /// The innermost application frame, as `file:function`.
-fn top_frame(frames: &[Frame]) -> Option<String> {
+fn top_frame(frames: &[Frame<'_>]) -> Option<String> {
     let python = frames.first()?.python;
     let mut app = frames.iter().filter(|f| f.app);
     let top = if python { app.next_back() } else { app.next() }?;
