@@ -1,5 +1,5 @@
 -- The schema of a dlqlite database, as the migrations in migrations/sqlite/ leave
--- it (V1 to V8), in one file: what you can query with `sqlite3 dlq.db`.
+-- it (V1 to V9), in one file: what you can query with `sqlite3 dlq.db`.
 -- tests/tests/schema.rs checks that it matches a freshly migrated database,
 -- so it cannot drift. Comments outside the statements are this file's own;
 -- comments inside them are the migrations' (SQLite keeps them), except
@@ -75,9 +75,28 @@ CREATE TABLE items (
     -- Retry leases: a worker owns the item until lease_expires.
     lease_owner            TEXT,
     lease_expires          TEXT,
+    -- A change counter (V9): bumped by every change to the item (a merge,
+    -- a mark, a hand edit; not a lease). What acts on an item it counted or
+    -- claimed earlier checks it is unchanged.
+    version                INTEGER NOT NULL DEFAULT 0,
     -- job_id first: a job's items are inserted next to each other.
     UNIQUE (job_id, item_id)
 );
+
+-- Bumps the version for an update that changes the item and did not bump
+-- it itself (dlq's writers do; the sqlite3 shell does not).
+CREATE TRIGGER items_version AFTER UPDATE ON items
+WHEN NEW.version = OLD.version AND (
+    NEW.job_id IS NOT OLD.job_id OR NEW.item_id IS NOT OLD.item_id
+    OR NEW.item_data IS NOT OLD.item_data
+    OR NEW.first_attempt IS NOT OLD.first_attempt OR NEW.last_attempt IS NOT OLD.last_attempt
+    OR NEW.failure_count IS NOT OLD.failure_count OR NEW.error_signature IS NOT OLD.error_signature
+    OR NEW.reprocess_eligible IS NOT OLD.reprocess_eligible
+    OR NEW.manual_review_required IS NOT OLD.manual_review_required
+    OR NEW.extra IS NOT OLD.extra OR NEW.omitted_fields IS NOT OLD.omitted_fields)
+BEGIN
+    UPDATE items SET version = OLD.version + 1 WHERE id = NEW.id;
+END;
 
 CREATE INDEX items_job_last_attempt ON items (job_id, last_attempt);
 

@@ -54,15 +54,23 @@ pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
     if args.json {
         print_json(&report)?;
     }
+    let taken = if !args.take {
+        String::new()
+    } else if report.taken == report.items {
+        " and took them out of the DLQ".to_string()
+    } else {
+        format!(
+            " and took {} out of the DLQ; {} changed after {} written (a failure was merged in) and {} still in the DLQ",
+            report.taken,
+            report.items - report.taken,
+            if report.items - report.taken == 1 { "it was" } else { "they were" },
+            if report.items - report.taken == 1 { "is" } else { "are" },
+        )
+    };
     note(&format!(
-        "wrote {} to {}{}",
+        "wrote {} to {}{taken}",
         plural(report.items, "item"),
         args.output.display(),
-        if args.take {
-            " and took them out of the DLQ"
-        } else {
-            ""
-        }
     ));
     Ok(ExitCode::SUCCESS)
 }

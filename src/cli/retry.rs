@@ -247,11 +247,19 @@ fn print_summary(summary: &dlqlite::retry::RetrySummary) -> Result<()> {
     let mut out = std::io::stderr().lock();
     writeln!(
         out,
-        "{}: {} item(s) tried ({} attempt(s)): {} succeeded and removed, {} failed again{}, {} skipped as not eligible{}; {} remaining{}",
+        "{}: {} item(s) tried ({} attempt(s)): {} succeeded and removed{}, {} failed again{}, {} skipped as not eligible{}; {} remaining{}",
         for_terminal(&summary.job_id),
         c.attempted,
         c.attempts,
-        c.succeeded,
+        c.succeeded - summary.kept_changed,
+        if summary.kept_changed > 0 {
+            format!(
+                ", {} succeeded but kept (a failure was merged into them while they ran)",
+                summary.kept_changed
+            )
+        } else {
+            String::new()
+        },
         c.failed,
         if summary.lost > 0 {
             format!(", {} removed or taken over by others while tried", summary.lost)

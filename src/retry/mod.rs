@@ -16,7 +16,7 @@ pub mod requeue;
 use crate::error::{Error, Result};
 use crate::filter::Expr;
 use crate::model::{ErrorType, FailureDetail, Omitted};
-use crate::store::{Dlq, JobItem, ListFilter, RunCounts, RunStatus};
+use crate::store::{Dlq, JobItem, ListFilter, RunCounts, RunStatus, Succeeded};
 use serde::Serialize;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{mpsc, Arc, Condvar, Mutex};
@@ -327,6 +327,10 @@ pub struct RetrySummary {
     /// their lease expired, taken by another run. `attempted` is always
     /// `succeeded + failed + lost`.
     pub lost: u64,
+    /// Items whose command succeeded (counted in `succeeded`) but that
+    /// changed since the retry read them, a failure merged in meanwhile:
+    /// kept in the DLQ, since the success was for an older state of them.
+    pub kept_changed: u64,
     /// Items of the selection still in the DLQ after the run.
     pub remaining: u64,
     pub interrupted: bool,
@@ -338,6 +342,7 @@ struct Shared {
     /// The items to try, counted at the start (for progress only).
     total: u64,
     lost: AtomicU64,
+    kept: AtomicU64,
     attempted: AtomicU64,
     succeeded: AtomicU64,
     failed: AtomicU64,
@@ -711,6 +716,7 @@ fn end_run(
         job_id: options.job_id.clone(),
         counts,
         lost: shared.lost.load(Ordering::SeqCst),
+        kept_changed: shared.kept.load(Ordering::SeqCst),
         remaining: dlq.count_matching(take)?,
         interrupted,
         duration_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
@@ -738,7 +744,7 @@ fn work_item(run: Run<'_>, key: i64) -> Result<()> {
         shared,
         rate,
     } = run;
-    let Some(item) = dlq.leased_item(&options.run_id, key)? else {
+    let Some((item, mut version)) = dlq.leased_item(&options.run_id, key)? else {
         // Removed or taken over since the claim: nothing to do.
         return Ok(());
     };
@@ -772,10 +778,17 @@ fn work_item(run: Run<'_>, key: i64) -> Result<()> {
         let duration_ms = u64::try_from(clock.elapsed().as_millis()).unwrap_or(u64::MAX);
         match outcome {
             Outcome::Success => {
-                if dlq.retry_succeeded(&options.run_id, key, number, duration_ms)? {
-                    shared.succeeded.fetch_add(1, Ordering::SeqCst);
-                } else {
-                    shared.lost.fetch_add(1, Ordering::SeqCst);
+                match dlq.retry_succeeded(&options.run_id, key, version, number, duration_ms)? {
+                    Succeeded::Removed => {
+                        shared.succeeded.fetch_add(1, Ordering::SeqCst);
+                    }
+                    Succeeded::KeptChanged => {
+                        shared.succeeded.fetch_add(1, Ordering::SeqCst);
+                        shared.kept.fetch_add(1, Ordering::SeqCst);
+                    }
+                    Succeeded::LeaseLost => {
+                        shared.lost.fetch_add(1, Ordering::SeqCst);
+                    }
                 }
                 return Ok(());
             }
@@ -796,11 +809,15 @@ fn work_item(run: Run<'_>, key: i64) -> Result<()> {
                 };
                 // Written back in the current legacy writer's shape.
                 detail.omitted = detail.writer_omitted();
-                if dlq.retry_failed(&options.run_id, key, detail)?.is_none() {
-                    // The lease was lost (the item was removed or expired and
-                    // taken): stop working on it.
-                    shared.lost.fetch_add(1, Ordering::SeqCst);
-                    return Ok(());
+                match dlq.retry_failed(&options.run_id, key, detail)? {
+                    // Its own write: the next attempt's success may remove it.
+                    Some((_, now)) => version = now,
+                    None => {
+                        // The lease was lost (the item was removed or expired
+                        // and taken): stop working on it.
+                        shared.lost.fetch_add(1, Ordering::SeqCst);
+                        return Ok(());
+                    }
                 }
             }
         }

@@ -19,19 +19,22 @@ pub struct RequeueReport {
 
 /// Writes the items matching `filter` to `path` (atomically, mode 0600: see
 /// [`crate::outfile`]) and, with `take`, removes them in one transaction
-/// with a `requeued` event each, once the file is complete and synced.
+/// with a `requeued` event each, once the file is complete and synced. An
+/// item that changed after it was written (a failure merged into it) is
+/// not taken: it stays, with what the file does not hold, and `taken` is
+/// less than `items` by as many.
 pub fn requeue(dlq: &Dlq, filter: ListFilter, path: &Path, take: bool) -> Result<RequeueReport> {
     let io = |e: std::io::Error| Error::io(path, e);
     let mut output = crate::outfile::OutputFile::create(path)?;
     let mut out = std::io::BufWriter::new(output.file());
-    let mut taken_ids: Vec<(String, String)> = Vec::new();
+    let mut taken_ids: Vec<(String, String, i64)> = Vec::new();
     let written = (|| -> Result<usize> {
         let mut file = ItemsFileWriter::new(&mut out).map_err(io)?;
         for entry in dlq.items(filter) {
             let entry = entry?;
             file.push(&entry.item.item_data).map_err(io)?;
             if take {
-                taken_ids.push((entry.job_id, entry.item.item_id));
+                taken_ids.push((entry.job_id, entry.item.item_id, entry.version));
             }
         }
         file.finish().map_err(io)
@@ -41,7 +44,7 @@ pub fn requeue(dlq: &Dlq, filter: ListFilter, path: &Path, take: bool) -> Result
     // Synced and renamed (durably) before anything is taken.
     output.commit()?;
     let taken = if take {
-        dlq.take_items(&taken_ids, &path.display().to_string())?
+        dlq.take_unchanged(&taken_ids, &path.display().to_string())?
     } else {
         0
     };

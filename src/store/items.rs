@@ -454,11 +454,18 @@ impl Dlq {
             let mut items = Vec::with_capacity(keys.len());
             for (key, _, job_id) in keys {
                 // An item deleted between the two queries is simply skipped.
-                if let Some(StoredItem { item, marked, .. }) = rows::load_item_by_key(read, key)? {
+                if let Some(StoredItem {
+                    item,
+                    marked,
+                    version,
+                    ..
+                }) = rows::load_item_by_key(read, key)?
+                {
                     items.push(JobItem {
                         job_id,
                         item,
                         marked,
+                        version,
                     });
                 }
             }
@@ -651,6 +658,9 @@ pub struct JobItem {
     /// The flags a person set with `dlq mark` (a merge keeps them; a copy
     /// carries them).
     pub marked: crate::model::MarkedFlags,
+    /// Its change counter as read (`items.version`, bumped by every change
+    /// to the item): what takes it later checks it still has.
+    pub version: i64,
 }
 
 /// Streams whole items; see [`Dlq::items`].

@@ -3,7 +3,7 @@
 //! claim is one UPDATE under the write lock that takes only items nobody
 //! holds or whose lease has expired, so two runs never hold one item.
 
-use super::rows::{self, StoredItem};
+use super::rows;
 use super::sql::{vals, Val};
 use super::{Dlq, EventKind, JobItem, ListFilter};
 use crate::error::Result;
@@ -25,6 +25,18 @@ pub struct RunCounts {
     pub skipped: u64,
     /// Commands run (attempts), successful or not.
     pub attempts: u64,
+}
+
+/// What recording a successful attempt did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[doc(hidden)] // The retry engine's.
+pub enum Succeeded {
+    /// The item was removed.
+    Removed,
+    /// The item changed since the retry read it: kept, lease given back.
+    KeptChanged,
+    /// The run no longer held the item (removed or taken over).
+    LeaseLost,
 }
 
 /// Where a retry run is: [`RunStatus::Running`] until it ends, then
@@ -235,7 +247,10 @@ impl Dlq {
     }
 
     /// The item leased to `run_id` with this row key, whole.
-    pub(crate) fn leased_item(&self, run_id: &str, key: i64) -> Result<Option<JobItem>> {
+    /// The item `run_id` holds, and its version (schema V9) as read: what
+    /// the retry's command is given, so what its success may remove.
+    #[doc(hidden)] // The retry engine's; the counter tests drive it directly.
+    pub fn leased_item(&self, run_id: &str, key: i64) -> Result<Option<(JobItem, i64)>> {
         self.read(|conn| {
             let job = conn.row(
                 "SELECT job_id FROM items WHERE id = ?1 AND lease_owner = ?2",
@@ -245,63 +260,91 @@ impl Dlq {
             let Some(job_id) = job else {
                 return Ok(None);
             };
-            Ok(
-                rows::load_item_by_key(conn, key)?.map(|StoredItem { item, marked, .. }| JobItem {
+            // The version comes with the item, in this one read.
+            Ok(rows::load_item_by_key(conn, key)?.map(|stored| {
+                let version = stored.version;
+                let item = JobItem {
                     job_id,
-                    item,
-                    marked,
-                }),
-            )
+                    item: stored.item,
+                    marked: stored.marked,
+                    version,
+                };
+                (item, version)
+            }))
         })
     }
 
-    /// The attempt succeeded: removes the item (if `run_id` still holds it)
-    /// with a `retried_ok` event. False when the lease was lost.
+    /// The attempt succeeded: removes the item with a `retried_ok` event,
+    /// if `run_id` still holds it and it is still at `version` (what the
+    /// command was given). An item that changed since (a failure merged
+    /// into it, a mark, a hand edit) stays, its lease given back, and the
+    /// success is recorded as a `retried_ok` event with `"kept": true`: the
+    /// command succeeded on an older state of it.
     #[doc(hidden)] // The retry engine's; the counter tests drive it directly.
     pub fn retry_succeeded(
         &self,
         run_id: &str,
         key: i64,
+        version: i64,
         attempt: u32,
         duration_ms: u64,
-    ) -> Result<bool> {
+    ) -> Result<Succeeded> {
         self.write(|tx| {
             // The job's row first, as adds and purges lock them (the
             // delete's counter trigger needs it): without it a retry and a
             // purge of one job deadlocked on PostgreSQL.
             if !lock_holders_job(tx, run_id, key)? {
-                return Ok(false);
+                return Ok(Succeeded::LeaseLost);
             }
             let removed = tx.sql().row(
-                "DELETE FROM items WHERE id = ?1 AND lease_owner = ?2 RETURNING job_id, item_id",
+                "DELETE FROM items WHERE id = ?1 AND lease_owner = ?2 AND version = ?3
+                 RETURNING job_id, item_id",
+                vals![key, run_id, version],
+                |row| Ok((row.text(0)?, row.text(1)?)),
+            )?;
+            if let Some((job_id, item_id)) = removed {
+                tx.event(
+                    EventKind::RetriedOk,
+                    Some(&job_id),
+                    Some(&item_id),
+                    serde_json::json!({"run_id": run_id, "attempt": attempt, "duration_ms": duration_ms}),
+                )?;
+                return Ok(Succeeded::Removed);
+            }
+            let kept = tx.sql().row(
+                "UPDATE items SET lease_owner = NULL, lease_expires = NULL
+                 WHERE id = ?1 AND lease_owner = ?2 RETURNING job_id, item_id",
                 vals![key, run_id],
                 |row| Ok((row.text(0)?, row.text(1)?)),
             )?;
-            let Some((job_id, item_id)) = removed else {
-                return Ok(false);
+            let Some((job_id, item_id)) = kept else {
+                return Ok(Succeeded::LeaseLost);
             };
             tx.event(
                 EventKind::RetriedOk,
                 Some(&job_id),
                 Some(&item_id),
-                serde_json::json!({"run_id": run_id, "attempt": attempt, "duration_ms": duration_ms}),
+                serde_json::json!({
+                    "run_id": run_id, "attempt": attempt, "duration_ms": duration_ms,
+                    "kept": true, "why": "changed since the retry read it",
+                }),
             )?;
-            Ok(true)
+            Ok(Succeeded::KeptChanged)
         })
     }
 
     /// The attempt failed: appends it to the item's history (its
     /// attempt_number is one past the highest stored), bumps failure_count,
     /// last_attempt, the signature and last error type, with a
-    /// `retried_failed` event. Returns the attempt number, or None when the
-    /// lease was lost.
+    /// `retried_failed` event. Returns the attempt number and the item's
+    /// version after it, or None when the lease was lost.
     #[doc(hidden)] // The retry engine's; the counter tests drive it directly.
     pub fn retry_failed(
         &self,
         run_id: &str,
         key: i64,
         mut failure: FailureDetail,
-    ) -> Result<Option<u32>> {
+    ) -> Result<Option<(u32, i64)>> {
         self.write(|tx| {
             // The job's row first (see retry_succeeded); the lease is
             // checked again below, under it.
@@ -332,7 +375,7 @@ impl Dlq {
             let (later, update) = match conn.backend() {
                 super::Backend::Sqlite => (
                     "SELECT 1 FROM failure_history WHERE item_key = ?1 AND timestamp > ?2 LIMIT 1",
-                    "UPDATE items SET failure_count = failure_count + 1,
+                    "UPDATE items SET failure_count = failure_count + 1, version = version + 1,
                          last_attempt = MAX(last_attempt, ?2),
                          error_signature = CASE WHEN ?5 THEN error_signature ELSE ?3 END,
                          last_error_type = CASE WHEN ?5 THEN last_error_type ELSE ?4 END
@@ -341,7 +384,7 @@ impl Dlq {
                 super::Backend::Postgres => (
                     "SELECT 1 FROM failure_history WHERE item_key = ?1
                          AND (timestamp, timestamp_ns) > (dlq_ts(?2::text), dlq_ns(?2::text)) LIMIT 1",
-                    "UPDATE items SET failure_count = failure_count + 1,
+                    "UPDATE items SET failure_count = failure_count + 1, version = version + 1,
                          last_attempt = CASE WHEN (last_attempt, last_attempt_ns) < (dlq_ts(?2::text), dlq_ns(?2::text))
                              THEN dlq_ts(?2::text) ELSE last_attempt END,
                          last_attempt_ns = CASE WHEN (last_attempt, last_attempt_ns) < (dlq_ts(?2::text), dlq_ns(?2::text))
@@ -375,7 +418,12 @@ impl Dlq {
                     "exit_code": failure.error_type.exit_code,
                 }),
             )?;
-            Ok(Some(failure.attempt_number))
+            let version = conn
+                .row("SELECT version FROM items WHERE id = ?1", vals![key], |row| {
+                    row.i64(0)
+                })?
+                .unwrap_or(0);
+            Ok(Some((failure.attempt_number, version)))
         })
     }
 }

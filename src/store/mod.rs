@@ -76,7 +76,7 @@ pub use filter_sql::Condition;
 pub use items::{ItemIter, ItemSummary, JobItem, ListFilter, Page, PageCursor, SummaryIter};
 pub use items::{MarkRequest, Marked, SortBy};
 pub use jobs::{CapacityInfo, JobInfo, JobOptions, JobSpan, RemovedJob};
-pub use leases::{RunCounts, RunInfo, RunStatus};
+pub use leases::{RunCounts, RunInfo, RunStatus, Succeeded};
 pub use load::{LoadOptions, Loader};
 pub use metrics::{ErrorTypeCount, JobCounts, MetricsSnapshot, RunStatusCount};
 pub use open::OpenOptions;

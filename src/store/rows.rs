@@ -16,6 +16,8 @@ pub struct StoredItem {
     pub key: i64,
     pub item: DeadLetteredItem,
     pub marked: MarkedFlags,
+    /// The item's change counter (schema V9) as read.
+    pub version: i64,
 }
 
 const WORKTREE_ARTIFACTS: &str = "worktree_artifacts";
@@ -107,13 +109,16 @@ pub fn insert_item_row(
     }
 }
 
-/// Rewrites the item row's own columns (not its history or artifacts).
+/// Rewrites the item row's own columns (not its history or artifacts),
+/// and bumps its version (schema V9): a merge that only adds an attempt
+/// leaves the row's values as they were, and is a change all the same.
 pub fn update_item_row(conn: Conn<'_>, key: i64, item: &DeadLetteredItem) -> Result<()> {
     let sql = match conn.backend() {
         Backend::Sqlite => {
             "UPDATE items SET item_data = ?2, first_attempt = ?3, last_attempt = ?4, failure_count = ?5,
                  error_signature = ?6, reprocess_eligible = ?7, manual_review_required = ?8,
-                 extra = ?9, omitted_fields = ?10, last_error_type = ?11
+                 extra = ?9, omitted_fields = ?10, last_error_type = ?11,
+                 version = version + 1
              WHERE id = ?1"
         }
         Backend::Postgres => {
@@ -121,7 +126,8 @@ pub fn update_item_row(conn: Conn<'_>, key: i64, item: &DeadLetteredItem) -> Res
                  first_attempt_ns = dlq_ns(?3::text), last_attempt = dlq_ts(?4::text),
                  last_attempt_ns = dlq_ns(?4::text), failure_count = ?5,
                  error_signature = ?6, reprocess_eligible = ?7, manual_review_required = ?8,
-                 extra = ?9, omitted_fields = ?10, last_error_type = ?11
+                 extra = ?9, omitted_fields = ?10, last_error_type = ?11,
+                 version = version + 1
              WHERE id = ?1"
         }
     };
@@ -286,6 +292,7 @@ columns! {
         MANUAL_REVIEW_REQUIRED_MARKED = "manual_review_required_marked",
         EXTRA = "extra",
         OMITTED_FIELDS = "omitted_fields",
+        VERSION = "version",
     }
 }
 
@@ -302,6 +309,7 @@ struct ItemRow {
     marked: MarkedFlags,
     extra: Option<String>,
     omitted: Option<String>,
+    version: i64,
 }
 
 fn item_row(row: &Row<'_>) -> Result<ItemRow> {
@@ -322,6 +330,7 @@ fn item_row(row: &Row<'_>) -> Result<ItemRow> {
         },
         extra: row.opt_text(c::EXTRA)?,
         omitted: row.opt_text(c::OMITTED_FIELDS)?,
+        version: row.i64(c::VERSION)?,
     })
 }
 
@@ -389,6 +398,7 @@ fn assemble(conn: Conn<'_>, row: ItemRow) -> Result<StoredItem> {
         key: row.key,
         item,
         marked: row.marked,
+        version: row.version,
     })
 }
 

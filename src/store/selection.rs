@@ -89,8 +89,9 @@ impl Target {
 /// term takes in its identity and state (`dlq_key_hash` of job_id,
 /// item_id, first and last attempt and signature, see db.rs: a row key
 /// alone can be given again to a new item once the last row is deleted),
-/// its row key, and its failure_count: an item that failed again after it
-/// was counted (a merge moves last_attempt or failure_count), or was
+/// its row key, its failure_count and its version (schema V9, bumped by
+/// every change to the item, a merged attempt that moves none of the other
+/// fields included): an item that changed after it was counted, or was
 /// removed and stored again under its name, is not the item that was
 /// confirmed. Swapping one matching row for another changes the sum.
 fn fingerprint(conn: Conn<'_>, condition: &str, values: &[Value]) -> Result<(u64, i64, i64)> {
@@ -108,7 +109,7 @@ fn fingerprint(conn: Conn<'_>, condition: &str, values: &[Value]) -> Result<(u64
     let sql = format!(
         "SELECT COUNT(*),
              CAST(COALESCE(SUM(({hash} + i.id * 2654435761
-                           + i.failure_count * 40503) % 4294967291), 0) AS BIGINT),
+                           + i.failure_count * 40503 + i.version * 374761393) % 4294967291), 0) AS BIGINT),
              COALESCE(MAX(i.id), 0)
          FROM items i WHERE 1 = 1{condition}"
     );

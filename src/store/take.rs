@@ -130,31 +130,61 @@ impl Dlq {
     /// Removes exactly these (job_id, item_id) items in one transaction, a
     /// `requeued` event each naming where they went. Returns how many.
     pub fn take_items(&self, items: &[(String, String)], destination: &str) -> Result<usize> {
-        if items.is_empty() {
+        self.take(
+            items.iter().map(|(job, item)| (job, item, None)),
+            destination,
+        )
+    }
+
+    /// [`Dlq::take_items`] for items read earlier: each is taken only if it
+    /// still has the version it was read at ([`super::JobItem::version`]);
+    /// one that changed since (a failure merged into it) stays. Returns how
+    /// many were taken.
+    pub fn take_unchanged(
+        &self,
+        items: &[(String, String, i64)],
+        destination: &str,
+    ) -> Result<usize> {
+        self.take(
+            items
+                .iter()
+                .map(|(job, item, version)| (job, item, Some(*version))),
+            destination,
+        )
+    }
+
+    fn take<'a>(
+        &self,
+        items: impl ExactSizeIterator<Item = (&'a String, &'a String, Option<i64>)> + Clone,
+        destination: &str,
+    ) -> Result<usize> {
+        if items.len() == 0 {
             return Ok(0);
         }
         self.write_bulk(|tx| {
             let conn = tx.sql();
             conn.exec(
-                "CREATE TEMP TABLE IF NOT EXISTS taken_items (job_id TEXT NOT NULL, item_id TEXT NOT NULL,
-                     PRIMARY KEY (job_id, item_id))",
+                "CREATE TEMP TABLE IF NOT EXISTS taken_versions (job_id TEXT NOT NULL, item_id TEXT NOT NULL,
+                     version BIGINT, PRIMARY KEY (job_id, item_id))",
                 &[],
             )?;
-            conn.exec("DELETE FROM taken_items", &[])?;
-            for (job_id, item_id) in items {
+            conn.exec("DELETE FROM taken_versions", &[])?;
+            for (job_id, item_id, version) in items.clone() {
                 conn.exec(
-                    "INSERT INTO taken_items (job_id, item_id) VALUES (?1, ?2) ON CONFLICT DO NOTHING",
-                    vals![job_id, item_id],
+                    "INSERT INTO taken_versions (job_id, item_id, version) VALUES (?1, ?2, ?3)
+                     ON CONFLICT DO NOTHING",
+                    vals![job_id, item_id, version],
                 )?;
             }
             let taken = super::bulk::delete_items(
                 tx,
-                " AND EXISTS (SELECT 1 FROM taken_items t WHERE t.job_id = i.job_id AND t.item_id = i.item_id)",
+                " AND EXISTS (SELECT 1 FROM taken_versions t WHERE t.job_id = i.job_id AND t.item_id = i.item_id
+                     AND (t.version IS NULL OR t.version = i.version))",
                 &[],
                 EventKind::Requeued,
                 serde_json::json!({"destination": destination}),
             )?;
-            tx.sql().exec("DELETE FROM taken_items", &[])?;
+            tx.sql().exec("DELETE FROM taken_versions", &[])?;
             Ok(taken)
         })
     }

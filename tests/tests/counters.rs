@@ -487,7 +487,8 @@ fn retry_one(dlq: &Dlq, job: &str, id: u8, op: &Op) -> dlqlite::Result<()> {
     };
     for key in dlq.claim(&run, &filter, 0, 1, until)? {
         if matches!(op, Op::RetryOk(..)) {
-            dlq.retry_succeeded(&run, key, 1, 5)?;
+            let version = dlq.leased_item(&run, key)?.map_or(0, |(_, v)| v);
+            dlq.retry_succeeded(&run, key, version, 1, 5)?;
         } else {
             let failure = lib_item(id, 9, 27, 2).failure_history.remove(0);
             dlq.retry_failed(&run, key, failure)?;

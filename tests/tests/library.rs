@@ -1023,3 +1023,88 @@ fn a_load_never_commits_a_job_over_its_capacity() {
     );
     assert_eq!(dlq.job_stats("k").unwrap().total_items, 23);
 }
+
+/// A confirmed delete never removes an item that changed after it was
+/// counted, even by a merge that moves none of the fields a person sees in
+/// a listing: an attempt between the first and the last, into an item whose
+/// failure_count already counts more attempts than are stored (the normal
+/// shape of legacy data).
+#[test]
+fn a_confirmed_delete_refuses_an_item_a_merge_changed_after_the_count() {
+    let dir = TempDir::new("selection-merge");
+    let db = dir.join("dlq.db");
+    let dlq = Dlq::open(super::common::target(&db)).unwrap();
+    let attempt = |n: u32, day: u32| {
+        item("a", n, &format!("2025-01-{day:02}T00:00:00Z"), "boom")["failure_history"][0].clone()
+    };
+    let mut legacy = item("a", 5, "2025-01-05T00:00:00Z", "boom");
+    legacy["first_attempt"] = "2025-01-01T00:00:00Z".into();
+    legacy["failure_count"] = 5.into();
+    legacy["failure_history"] = serde_json::json!([attempt(1, 1), attempt(5, 5)]);
+    let parse =
+        |v: &serde_json::Value| dlqlite::DeadLetteredItem::from_json_str(&v.to_string()).unwrap();
+    dlq.add("j", &parse(&legacy)).unwrap();
+    let target = dlqlite::store::Target::Filter(dlqlite::ListFilter {
+        job_id: Some("j".into()),
+        ..Default::default()
+    });
+    let counted = dlq.select(&target).unwrap();
+    assert_eq!(counted.count, 1);
+    // Attempt 3 arrives: first, last, count and signature stay as they were.
+    let mut middle = legacy.clone();
+    middle["failure_history"] = serde_json::json!([attempt(3, 3)]);
+    let report = dlq.add("j", &parse(&middle)).unwrap();
+    assert_eq!(report.outcome, dlqlite::store::AddOutcome::Merged);
+    let err = dlq
+        .remove_selection(&target, Some(&counted.token))
+        .unwrap_err();
+    assert!(
+        matches!(err, Error::SelectionChanged { counted: 1, now: 1 }),
+        "{err}"
+    );
+    assert_eq!(err.kind(), ErrorKind::Conflict);
+    assert_eq!(count(&db, "SELECT COUNT(*) FROM failure_history"), 3);
+    // Counted again, it goes.
+    let again = dlq.select(&target).unwrap();
+    dlq.remove_selection(&target, Some(&again.token)).unwrap();
+    assert_eq!(count(&db, "SELECT COUNT(*) FROM items"), 0);
+}
+
+/// What `dlq requeue --take` does between writing its file and taking the
+/// items: an item that a merge changed after it was read is not taken.
+#[test]
+fn a_take_of_items_read_earlier_leaves_the_ones_that_changed() {
+    let dir = TempDir::new("take-unchanged");
+    let db = dir.join("dlq.db");
+    let dlq = Dlq::open(super::common::target(&db)).unwrap();
+    for id in ["a", "b"] {
+        dlq.add("j", &one_item(id)).unwrap();
+    }
+    let read: Vec<(String, String, i64)> = dlq
+        .items(dlqlite::ListFilter {
+            job_id: Some("j".into()),
+            ..Default::default()
+        })
+        .map(|entry| {
+            let entry = entry.unwrap();
+            (entry.job_id, entry.item.item_id, entry.version)
+        })
+        .collect();
+    assert_eq!(read.len(), 2);
+    // "a" fails again after it was read.
+    let again = dlqlite::DeadLetteredItem::from_json_str(
+        &item("a", 2, "2025-01-02T00:00:00Z", "boom again").to_string(),
+    )
+    .unwrap();
+    dlq.add("j", &again).unwrap();
+    assert_eq!(dlq.take_unchanged(&read, "file.json").unwrap(), 1);
+    assert_eq!(strings(&db, "SELECT item_id FROM items"), ["a"]);
+    assert_eq!(count(&db, "SELECT failure_count FROM items"), 2);
+    // By name alone (no version), it is taken.
+    assert_eq!(
+        dlq.take_items(&[("j".into(), "a".into())], "file.json")
+            .unwrap(),
+        1
+    );
+    assert_eq!(count(&db, "SELECT COUNT(*) FROM items"), 0);
+}

@@ -966,3 +966,63 @@ fn a_retry_failure_before_a_future_dated_attempt_is_not_the_last() {
     ok(dlq(&db).args(["db", "--recount"]));
     assert_eq!(dump(&db), counted, "counters differ from a recount");
 }
+
+/// A failure merged into an item while its retry's command runs is never
+/// deleted by that retry's success: the success was for the item as the
+/// command was given it. The item stays, with the new failure, and the
+/// success is an event.
+#[test]
+fn a_success_keeps_an_item_that_changed_while_its_command_ran() {
+    let (dir, db) = job_j("retry-changed", 2, |_| true);
+    // The same item, failing again elsewhere with other data.
+    let mut newer = item("i000", 2, "2025-01-02T00:00:00Z", "boom again");
+    newer["item_data"]["priority"] = 99.into();
+    let file = write_json(dir.path(), "newer.json", &newer);
+    let output = run(dlq(&db)
+        .args([
+            "retry",
+            "j",
+            "--json",
+            "--max-retries",
+            "1",
+            "--exec",
+            // Only for i000: a neighbour merges a failure into it, then
+            // the command succeeds.
+            "if [ \"$DLQ_ITEM_ID\" = i000 ]; then \"$DLQ_BIN\" --db \"$TARGET\" add --job-id j \"$NEWER\" >/dev/null || exit 9; fi; exit 0",
+        ])
+        .env("DLQ_BIN", env!("CARGO_BIN_EXE_dlq"))
+        .env("TARGET", target(&db))
+        .env("NEWER", &file));
+    let code = output.status.code().unwrap_or(-1);
+    let summary = json(&String::from_utf8(output.stdout).unwrap());
+    assert_eq!(code, 0, "{summary}");
+    assert_eq!(summary["succeeded"], 2, "{summary}");
+    assert_eq!(summary["kept_changed"], 1, "{summary}");
+    assert_eq!(summary["lost"], 0, "{summary}");
+    // i001 is gone, i000 stays with both attempts and the newer data.
+    assert_eq!(
+        strings(&db, "SELECT item_id FROM items ORDER BY item_id"),
+        ["i000"]
+    );
+    assert_eq!(count(&db, "SELECT failure_count FROM items"), 2);
+    assert_eq!(
+        count(&db, "SELECT COUNT(*) FROM failure_history"),
+        2,
+        "the merged failure was lost"
+    );
+    assert_eq!(
+        count(
+            &db,
+            "SELECT COUNT(*) FROM events WHERE kind = 'retried_ok' AND item_id = 'i000'"
+        ),
+        1
+    );
+    // Nothing holds it: a later run can take it.
+    assert_eq!(
+        count(
+            &db,
+            "SELECT COUNT(*) FROM items WHERE lease_owner IS NOT NULL"
+        ),
+        0
+    );
+}
