@@ -40,15 +40,23 @@ fn new_file_options() -> OpenOptions {
 }
 
 impl OutputFile {
-    /// Starts writing `path`. A link there is replaced, unless it leads to
-    /// a device, a fifo or this process's own standard output (as
-    /// `/dev/stdout` does), which are written as streams.
+    /// Starts writing `path`. `-` is standard output. A link there is
+    /// replaced, unless it leads to a device, a fifo or this process's own
+    /// standard output (as `/dev/stdout` does), which are written as
+    /// streams.
     pub fn create(path: &Path) -> Result<Self> {
         let stream = |file: File| OutputFile {
             file,
             rename: None,
             path: path.to_path_buf(),
         };
+        if path.as_os_str() == "-" {
+            // `-` is standard output for every file dlq writes.
+            let fd = std::os::fd::AsFd::as_fd(&std::io::stdout())
+                .try_clone_to_owned()
+                .map_err(|e| Error::io(path, e))?;
+            return Ok(stream(File::from(fd)));
+        }
         if let Some(stdout) = stdout_if_same(path) {
             return Ok(stream(stdout));
         }

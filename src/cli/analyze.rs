@@ -48,6 +48,10 @@ pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
     if let Some(path) = &args.export {
         let text = serde_json::to_string_pretty(&analysis)?;
         dlqlite::outfile::write_file(path, (text + "\n").as_bytes())?;
+        if path.as_os_str() == "-" {
+            // The export is stdout's: the tables would break its JSON.
+            return Ok(ExitCode::SUCCESS);
+        }
     }
     if args.json {
         print_json(&analysis)?;

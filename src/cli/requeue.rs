@@ -3,7 +3,7 @@
 use super::output::{note, parse_filter, plural, print_json};
 use super::Context;
 use anyhow::Result;
-use dlqlite::retry::requeue::requeue;
+use dlqlite::retry::requeue::{write, RequeueReport};
 use dlqlite::ListFilter;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -50,7 +50,25 @@ pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
         expression: parse_filter(args.filter.as_deref())?,
         ..ListFilter::default()
     };
-    let report = requeue(&dlq, filter, &args.output, args.take)?;
+    let written = write(&dlq, filter, &args.output)?;
+    let taken = if args.take {
+        // The file is in place: a failed take must say so, and that
+        // nothing left the DLQ (the transaction took none of them).
+        written.take(&dlq).map_err(|e| {
+            anyhow::anyhow!(
+                "wrote {} to {}, but took none out of the DLQ ({e}); all are still there: run it again, or remove the file",
+                plural(written.items(), "item"),
+                args.output.display()
+            )
+        })?
+    } else {
+        0
+    };
+    let report = RequeueReport {
+        items: written.items(),
+        taken,
+        path: args.output.display().to_string(),
+    };
     if args.json {
         print_json(&report)?;
     }

@@ -367,6 +367,23 @@ impl DeadLetteredItem {
                 format!("item_data: {reason}"),
             )
         })?;
+        // Both databases keep a signed 64-bit integer: a larger duration
+        // would come back changed, which an import must not do silently.
+        if let Some((at, attempt)) = self
+            .failure_history
+            .iter()
+            .enumerate()
+            .find(|(_, a)| i64::try_from(a.duration_ms).is_err())
+        {
+            return Err(Error::invalid_item(
+                format!("item {:?}", self.item_id),
+                format!(
+                    "failure_history[{at}]: duration_ms {} is more than the database keeps ({})",
+                    attempt.duration_ms,
+                    i64::MAX
+                ),
+            ));
+        }
         if let Some(at) = self
             .failure_history
             .iter()

@@ -23,34 +23,62 @@ pub struct RequeueReport {
 /// item that changed after it was written (a failure merged into it) is
 /// not taken: it stays, with what the file does not hold, and `taken` is
 /// less than `items` by as many.
+///
+/// When the take fails (the database busy past its timeout, ...) the file
+/// is written and every item is still in the DLQ: [`write`] and
+/// [`Written::take`] are the two steps, for a caller that must say so.
 pub fn requeue(dlq: &Dlq, filter: ListFilter, path: &Path, take: bool) -> Result<RequeueReport> {
+    let written = write(dlq, filter, path)?;
+    let taken = if take { written.take(dlq)? } else { 0 };
+    Ok(RequeueReport {
+        items: written.items(),
+        taken,
+        path: path.display().to_string(),
+    })
+}
+
+/// An items file written, and what taking its items means.
+pub struct Written {
+    path: String,
+    /// (job_id, item_id, version as written) of each item in the file.
+    items: Vec<(String, String, i64)>,
+}
+
+impl Written {
+    /// How many items the file holds.
+    pub fn items(&self) -> usize {
+        self.items.len()
+    }
+
+    /// Removes the written items that are unchanged since they were
+    /// written, in one transaction; returns how many.
+    pub fn take(&self, dlq: &Dlq) -> Result<usize> {
+        dlq.take_unchanged(&self.items, &self.path)
+    }
+}
+
+/// The first step of [`requeue`]: the file, complete, synced and in
+/// place, and nothing taken.
+pub fn write(dlq: &Dlq, filter: ListFilter, path: &Path) -> Result<Written> {
     let io = |e: std::io::Error| Error::io(path, e);
     let mut output = crate::outfile::OutputFile::create(path)?;
     let mut out = std::io::BufWriter::new(output.file());
-    let mut taken_ids: Vec<(String, String, i64)> = Vec::new();
-    let written = (|| -> Result<usize> {
+    let mut items: Vec<(String, String, i64)> = Vec::new();
+    let written = (|| -> Result<()> {
         let mut file = ItemsFileWriter::new(&mut out).map_err(io)?;
         for entry in dlq.items(filter) {
             let entry = entry?;
             file.push(&entry.item.item_data).map_err(io)?;
-            if take {
-                taken_ids.push((entry.job_id, entry.item.item_id, entry.version));
-            }
+            items.push((entry.job_id, entry.item.item_id, entry.version));
         }
-        file.finish().map_err(io)
+        file.finish().map_err(io).map(drop)
     })();
     drop(out);
-    let count = written?;
+    written?;
     // Synced and renamed (durably) before anything is taken.
     output.commit()?;
-    let taken = if take {
-        dlq.take_unchanged(&taken_ids, &path.display().to_string())?
-    } else {
-        0
-    };
-    Ok(RequeueReport {
-        items: count,
-        taken,
+    Ok(Written {
         path: path.display().to_string(),
+        items,
     })
 }

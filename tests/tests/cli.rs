@@ -972,3 +972,32 @@ fn dlq_cmd_stats(db: &Path, job: Option<&str>) -> std::process::Command {
     }
     command
 }
+
+/// `-` is standard output for every file dlq writes, never a file named
+/// `-` (export and report did so already; metrics, analyze and requeue did
+/// not).
+#[test]
+fn a_dash_is_stdout_for_every_output() {
+    let dir = TempDir::new("dash-stdout");
+    let db = dir.join("dlq.db");
+    add_lines(
+        &db,
+        "j",
+        (0..3).map(|i| item(&format!("i{i}"), 1, "2025-01-01T00:00:00Z", "boom")),
+    );
+    let in_dir = |args: &[&str]| {
+        let output = run(dlq(&db).current_dir(dir.path()).args(args));
+        assert!(
+            output.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        assert!(!dir.join("-").exists(), "{args:?} wrote a file named -");
+        String::from_utf8(output.stdout).unwrap()
+    };
+    assert!(in_dir(&["metrics", "--output", "-"]).contains("dlq_items"));
+    assert!(json(&in_dir(&["analyze", "--export", "-"])).is_object());
+    let taken = in_dir(&["requeue", "j", "-o", "-", "--take"]);
+    assert!(taken.contains("src/i0.rs"), "{taken}");
+    assert_eq!(count(&db, "SELECT COUNT(*) FROM items"), 0);
+}

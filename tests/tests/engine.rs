@@ -316,10 +316,12 @@ fn the_v4_upgrade_recomputes_the_last_attempt_of_stored_items() {
     );
     // Put the database back as V3 left it: the old rule's last error type
     // (the trigger moves the counts), the old view, no new index, and none
-    // of V5's and V6's tables nor V7's and V8's indexes.
+    // of V5's and V6's tables nor V7's and V8's indexes, nor V9's version.
     let conn = sql(&db);
     conn.execute_batch(
         "UPDATE items SET last_error_type = 'Timeout' WHERE item_id = 'a';
+         DROP TRIGGER items_version;
+         ALTER TABLE items DROP COLUMN version;
          DROP INDEX failure_history_last;
          DROP VIEW item_summary;
          CREATE VIEW item_summary AS SELECT i.job_id, i.item_id, f.error_type, f.exit_code, f.error_message

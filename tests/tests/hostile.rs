@@ -1108,3 +1108,61 @@ fn a_missing_database_is_one_line_for_every_reader() {
     }
     assert!(!db.exists());
 }
+
+/// A duration no database column keeps exactly (a valid u64 above i64's
+/// range) is refused with one line, never stored changed.
+#[test]
+fn a_duration_beyond_what_is_kept_is_refused_not_changed() {
+    let dir = TempDir::new("huge-duration");
+    let db = dir.join("dlq.db");
+    add_lines(&db, "j", [item("ok", 1, "2025-01-01T00:00:00Z", "boom")]);
+    let before = dump(&db);
+    let mut huge = item("huge", 1, "2025-01-01T00:00:00Z", "boom");
+    huge["failure_history"][0]["duration_ms"] = serde_json::json!(u64::MAX);
+    let output = with_stdin(dlq(&db).args(["add", "--job-id", "j"]), &huge.to_string());
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("duration_ms 18446744073709551615 is more than the database keeps"),
+        "{stderr}"
+    );
+    assert_eq!(dump(&db), before);
+    // Exactly i64::MAX is kept exactly.
+    let mut largest = item("largest", 1, "2025-01-01T00:00:00Z", "boom");
+    largest["failure_history"][0]["duration_ms"] = serde_json::json!(i64::MAX);
+    add_lines(&db, "j", [largest]);
+    let out = ok(dlq(&db).args(["export", "-", "--format", "jsonl", "--job-id", "j"]));
+    assert!(out.contains("\"duration_ms\":9223372036854775807"), "{out}");
+}
+
+/// A requeue --take that writes its file and then cannot take (another
+/// writer holds the database past the busy timeout) says exactly that:
+/// the file is there, and every item is still in the DLQ.
+#[test]
+fn a_requeue_take_that_cannot_take_says_the_file_is_written_and_nothing_taken() {
+    let dir = TempDir::new("requeue-busy");
+    let db = dir.join("dlq.db");
+    add_lines(
+        &db,
+        "j",
+        (0..3).map(|i| item(&format!("i{i}"), 1, "2025-01-01T00:00:00Z", "boom")),
+    );
+    let out = dir.join("out.json");
+    let lock = hold_write_lock(&db);
+    let err = fails(
+        dlq(&db)
+            .args(["--busy-timeout-ms", "300", "requeue", "j", "--take", "-o"])
+            .arg(&out),
+    );
+    drop(lock);
+    assert!(
+        err.contains(&format!(
+            "wrote 3 items to {}, but took none out of the DLQ",
+            out.display()
+        )) && err.contains("all are still there"),
+        "{err}"
+    );
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(out.exists());
+    assert_eq!(count(&db, "SELECT COUNT(*) FROM items"), 3);
+}
