@@ -1,5 +1,5 @@
 -- The schema of a dlqlite database, as the migrations in migrations/sqlite/ leave
--- it (V1 to V9), in one file: what you can query with `sqlite3 dlq.db`.
+-- it (V1 to V10), in one file: what you can query with `sqlite3 dlq.db`.
 -- tests/tests/schema.rs checks that it matches a freshly migrated database,
 -- so it cannot drift. Comments outside the statements are this file's own;
 -- comments inside them are the migrations' (SQLite keeps them), except
@@ -79,13 +79,18 @@ CREATE TABLE items (
     -- a mark, a hand edit; not a lease). What acts on an item it counted or
     -- claimed earlier checks it is unchanged.
     version                INTEGER NOT NULL DEFAULT 0,
+    -- The failure family of the last attempt (V10; NULL: not mined yet,
+    -- see `dlq families rebuild`).
+    family_id              INTEGER,
     -- job_id first: a job's items are inserted next to each other.
     UNIQUE (job_id, item_id)
 );
 
 -- Bumps the version for an update that changes the item and did not bump
 -- it itself (dlq's writers do; the sqlite3 shell does not).
-CREATE TRIGGER items_version AFTER UPDATE ON items
+CREATE TRIGGER items_version
+AFTER UPDATE OF job_id, item_id, item_data, first_attempt, last_attempt, failure_count,
+    error_signature, reprocess_eligible, manual_review_required, extra, omitted_fields ON items
 WHEN NEW.version = OLD.version AND (
     NEW.job_id IS NOT OLD.job_id OR NEW.item_id IS NOT OLD.item_id
     OR NEW.item_data IS NOT OLD.item_data
@@ -386,7 +391,8 @@ SELECT
     f.error_type,
     f.exit_code,
     f.error_message,
-    COALESCE(c.category, 'unclassified') AS category
+    COALESCE(c.category, 'unclassified') AS category,
+    i.family_id
 FROM items AS i
 LEFT JOIN worktree_artifacts AS w ON w.item_key = i.id
 LEFT JOIN failure_history AS f ON f.id = (
@@ -396,3 +402,28 @@ LEFT JOIN failure_history AS f ON f.id = (
     LIMIT 1
 )
 LEFT JOIN error_categories AS c ON c.error_type = f.error_type;
+
+-- ----------------------------------------------------------------------
+-- Failure families (V10, docs/families.md): one row per cause, mined from
+-- each item's last attempt when it is written. An item's family is
+-- items.family_id; a family's count is counted from items when asked.
+
+CREATE TABLE families (
+    id          INTEGER PRIMARY KEY,
+    -- The words with <*> where the family's failures differ.
+    template    TEXT NOT NULL,
+    -- What must be equal for two failures to share the family: the last
+    -- attempt's error type and crash site (top application frame).
+    error_type  TEXT,
+    site        TEXT,
+    -- The miner's own state of the family (JSON), so that a later process
+    -- goes on mining where this one stopped.
+    state       TEXT NOT NULL CHECK (json_valid(state)),
+    first_seen  TEXT NOT NULL,
+    last_seen   TEXT NOT NULL,
+    -- Bumped by every change to the row: a process that mined before
+    -- reads the families changed since (families_rev > the one it saw).
+    rev         INTEGER NOT NULL
+);
+CREATE INDEX families_rev ON families (rev);
+CREATE INDEX items_family ON items (family_id);

@@ -93,6 +93,9 @@ pub enum Column {
     /// The failure category of the last attempt's error type (a lookup in
     /// `error_categories`, not a stored column).
     Category,
+    /// The failure family of the last attempt (`items.family_id`; `dlq
+    /// families`).
+    Family,
 }
 
 /// The `failure_history` columns a filter can name.
@@ -160,6 +163,7 @@ fn column_named(name: &str) -> Option<Column> {
         "first_attempt" => Column::FirstAttempt,
         "last_attempt" => Column::LastAttempt,
         "category" => Column::Category,
+        "family" | "family_id" => Column::Family,
         _ => return None,
     })
 }
@@ -566,7 +570,7 @@ impl Parser {
 fn type_mismatch(name: &str, field: &Field, op: Op, value: &Literal) -> Option<String> {
     let numeric = matches!(
         field,
-        Field::Column(Column::FailureCount)
+        Field::Column(Column::FailureCount | Column::Family)
             | Field::Attempt {
                 column: AttemptColumn::ExitCode,
                 ..

@@ -29,6 +29,8 @@ mod counters;
 mod engine;
 #[path = "tests/examples.rs"]
 mod examples;
+#[path = "tests/families.rs"]
+mod families;
 #[path = "tests/hostile.rs"]
 mod hostile;
 #[cfg(feature = "serve")]

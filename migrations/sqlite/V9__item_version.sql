@@ -10,7 +10,9 @@
 -- and stays out of the way of leases, which are not changes to the item.
 ALTER TABLE items ADD COLUMN version INTEGER NOT NULL DEFAULT 0;
 
-CREATE TRIGGER items_version AFTER UPDATE ON items
+CREATE TRIGGER items_version
+AFTER UPDATE OF job_id, item_id, item_data, first_attempt, last_attempt, failure_count,
+    error_signature, reprocess_eligible, manual_review_required, extra, omitted_fields ON items
 WHEN NEW.version = OLD.version AND (
     NEW.job_id IS NOT OLD.job_id OR NEW.item_id IS NOT OLD.item_id
     OR NEW.item_data IS NOT OLD.item_data

@@ -13,6 +13,7 @@ use std::process::ExitCode;
 ///   fields      job_id item_id failure_count error_signature reprocess_eligible
 ///               manual_review_required first_attempt last_attempt
 ///               category (of the last attempt's error type: see `dlq categories`)
+///               family (of the last attempt: see `dlq families`)
 ///               error_type exit_code error_message agent_id step_failed
 ///                 (true when any attempt matches; last.error_type etc. for the last)
 ///               item.<path> (a path into item_data; item.failure_count,
@@ -49,7 +50,7 @@ pub struct Args {
 
 /// The listing's columns (those of the item_summary view); a table shows
 /// the first [`TABLE_COLUMNS`].
-const COLUMNS: [Column; 13] = [
+const COLUMNS: [Column; 14] = [
     column("job_id", "JOB", Kind::Id),
     column("item_id", "ITEM", Kind::Id),
     column("failure_count", "FAILS", Kind::Count),
@@ -63,6 +64,7 @@ const COLUMNS: [Column; 13] = [
     column("error_signature", "SIGNATURE", Kind::Text),
     column("first_attempt", "FIRST ATTEMPT", Kind::Time),
     column("worktree_path", "WORKTREE", Kind::Text),
+    column("family_id", "FAMILY", Kind::Count),
 ];
 const TABLE_COLUMNS: usize = 10;
 
@@ -113,6 +115,7 @@ pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
             json!(s.error_signature),
             json!(s.first_attempt),
             json!(s.worktree_path),
+            json!(s.family_id),
         ])?;
     }
     let shown = out.finish("no items match")?;

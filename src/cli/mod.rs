@@ -13,6 +13,7 @@ mod copy;
 mod db;
 mod events;
 mod export;
+mod families;
 mod import;
 mod inspect;
 mod jobs;
@@ -114,6 +115,7 @@ enum Command {
     Mark(mark::Args),
     Capacity(capacity::Args),
     Categories(categories::Args),
+    Families(families::Args),
     Check(check::Args),
     Retention(retention::Args),
     Metrics(metrics::Args),
@@ -347,6 +349,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Command::Mark(args) => mark::run(args, &ctx),
         Command::Capacity(args) => capacity::run(args, &ctx),
         Command::Categories(args) => categories::run(args, &ctx),
+        Command::Families(args) => families::run(args, &ctx),
         Command::Check(args) => check::run(args, &ctx),
         Command::Retention(args) => retention::run(args, &ctx),
         Command::Metrics(args) => metrics::run(args, &ctx),

@@ -42,12 +42,23 @@ pub struct Family {
     pub error_type: Option<Box<str>>,
     pub site: Option<Box<str>>,
     slots: Vec<Slot>,
-    /// Failures that joined it.
+    /// The tree's branches that lead to its leaf (decided by its first
+    /// failure, kept as it generalises).
+    route: Vec<Box<str>>,
+    /// Failures that joined it in this miner.
     pub count: u64,
 }
 
+/// What a family's stored state holds ([`Family::state`]): enough to go on
+/// mining it in another process.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct State {
+    route: Vec<Box<str>>,
+    slots: Vec<Slot>,
+}
+
 /// One word position of a template.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 struct Slot {
     /// What a failure's word must equal; `None` once the position varies.
     key: Option<Box<str>>,
@@ -164,6 +175,31 @@ fn common_suffix<'a>(a: &'a str, b: &str) -> &'a str {
 }
 
 impl Family {
+    /// The family's state as JSON, to store beside its template.
+    pub fn state(&self) -> String {
+        serde_json::to_string(&State {
+            route: self.route.clone(),
+            slots: self.slots.clone(),
+        })
+        .unwrap_or_default()
+    }
+
+    /// A family from a stored [`Family::state`].
+    pub fn from_state(
+        error_type: Option<&str>,
+        site: Option<&str>,
+        state: &str,
+    ) -> Result<Family, serde_json::Error> {
+        let State { route, slots } = serde_json::from_str(state)?;
+        Ok(Family {
+            error_type: error_type.map(Into::into),
+            site: site.map(Into::into),
+            slots,
+            route,
+            count: 0,
+        })
+    }
+
     /// The template: the words, with `<*>` where failures differ.
     pub fn template(&self) -> String {
         let mut out = String::new();
@@ -259,6 +295,7 @@ impl Miner {
             words: words.len(),
         };
         let mut node = self.roots.entry(partition.clone()).or_default();
+        let mut route = Vec::with_capacity(ROUTING_WORDS);
         for word in words.iter().take(ROUTING_WORDS) {
             let branch: &str = match word.key.as_deref() {
                 Some(key) if !key.contains(WILDCARD) => key,
@@ -270,6 +307,7 @@ impl Miner {
             } else {
                 WILDCARD
             };
+            route.push(Box::<str>::from(branch));
             node = node.children.entry(branch.into()).or_default();
         }
         let families = &mut self.families;
@@ -306,6 +344,7 @@ impl Miner {
                     error_type: partition.error_type,
                     site: partition.site,
                     slots: words.iter().map(Slot::new).collect(),
+                    route,
                     count: 1,
                 });
                 if node.families.len() >= LEAF_CANDIDATES {
@@ -319,6 +358,35 @@ impl Miner {
                 }
             }
         }
+    }
+
+    /// Takes in a family mined elsewhere (another process, an earlier
+    /// run: [`Family::from_state`]) as a candidate for the failures that
+    /// follow; returns its index here.
+    pub fn restore(&mut self, family: Family) -> usize {
+        let partition = Partition {
+            error_type: family.error_type.clone(),
+            site: family.site.clone(),
+            words: family.slots.len(),
+        };
+        let mut node = self.roots.entry(partition).or_default();
+        for branch in &family.route {
+            node = node.children.entry(branch.clone()).or_default();
+        }
+        let index = self.families.len();
+        self.families.push(family);
+        if node.families.len() >= LEAF_CANDIDATES {
+            node.families.remove(0);
+        }
+        node.families.push(index);
+        index
+    }
+
+    /// Replaces the template of the family at `index` with a newer state of
+    /// it (another process generalised it).
+    pub fn update(&mut self, index: usize, family: Family) {
+        let count = self.families[index].count;
+        self.families[index] = Family { count, ..family };
     }
 
     /// The family at `index` (from [`Assigned::family`]).
@@ -338,6 +406,21 @@ mod tests {
 
     fn family(miner: &mut Miner, message: &str) -> usize {
         miner.assign(None, message, None).family
+    }
+
+    #[test]
+    fn a_restored_family_goes_on_where_it_stopped() {
+        let mut first = Miner::new();
+        let a = first.assign(Some("T"), "tests failed: test_a after 3 ms", None);
+        first.assign(Some("T"), "tests failed: test_b after 9 ms", None);
+        let family = first.family(a.family);
+        let restored = Family::from_state(Some("T"), None, &family.state()).unwrap();
+        assert_eq!(restored.template(), family.template());
+        let mut second = Miner::new();
+        let index = second.restore(restored);
+        let next = second.assign(Some("T"), "tests failed: test_c after 1 ms", None);
+        assert_eq!(next.family, index);
+        assert!(!next.new && !next.generalised);
     }
 
     #[test]

@@ -23,6 +23,7 @@ impl Column {
             Column::FirstAttempt => "i.first_attempt",
             Column::LastAttempt => "i.last_attempt",
             Column::Category => super::categories::ITEM_CATEGORY_SQL,
+            Column::Family => "i.family_id",
         }
     }
 }

@@ -72,6 +72,9 @@ pub struct ItemSummary {
     pub error_message: Option<String>,
     /// The failure category of the last attempt's error type.
     pub category: Category,
+    /// The failure family of the last attempt (`dlq families`); `None`
+    /// until it is mined (`dlq families rebuild`).
+    pub family_id: Option<i64>,
 }
 
 impl ListFilter {
@@ -142,6 +145,7 @@ columns! {
         ERROR_TYPE = "f.error_type",
         EXIT_CODE = "f.exit_code",
         ERROR_MESSAGE = "f.error_message",
+        FAMILY_ID = "i.family_id",
         // categories::ITEM_CATEGORY_SQL, spelt out (the macro takes
         // literals; a unit test keeps them equal).
         CATEGORY = "COALESCE((SELECT c.category FROM error_categories AS c WHERE c.error_type = i.last_error_type), 'unclassified')",
@@ -361,6 +365,7 @@ impl Dlq {
                         .text(c::CATEGORY)?
                         .parse()
                         .unwrap_or(Category::Unclassified),
+                    family_id: row.opt_i64(c::FAMILY_ID)?,
                 })
             })
         })?;

@@ -395,6 +395,15 @@ impl Dlq {
                 ),
             };
             let later_exists = conn.row(later, vals![key, failure.timestamp], |_| Ok(()))?.is_some();
+            if !later_exists {
+                // The new attempt is the last: its family is the item's.
+                let family = tx.family_of_failure(&failure)?;
+                tx.sql().exec(
+                    "UPDATE items SET family_id = ?2 WHERE id = ?1",
+                    vals![key, family],
+                )?;
+            }
+            let conn = tx.sql();
             rows::insert_history(conn, key, std::slice::from_ref(&failure))?;
             let signature = crate::classify::error_signature(&failure.error_message);
             conn.exec(

@@ -45,6 +45,7 @@ mod check;
 mod columns;
 mod counters;
 mod events;
+mod families;
 mod filter_sql;
 mod group;
 mod items;
@@ -72,6 +73,7 @@ pub use check::{NewSignature, OldestItem, SignatureNews};
 
 pub use counters::RecountReport;
 pub use events::{ChangeProbe, Event, EventKind, EventQuery};
+pub use families::{Families, FamilyInfo};
 pub use filter_sql::Condition;
 pub use items::{ItemIter, ItemSummary, JobItem, ListFilter, Page, PageCursor, SummaryIter};
 pub use items::{MarkRequest, Marked, SortBy};
@@ -121,6 +123,9 @@ pub struct Dlq {
     checkpointer: Option<Arc<db::Checkpointer>>,
     /// Read as an unchanging file (see [`Dlq::is_snapshot`]).
     immutable: bool,
+    /// The families this process has mined (families.rs), shared by
+    /// its clones.
+    families: Arc<std::sync::Mutex<families::Cache>>,
 }
 
 impl std::fmt::Debug for Dlq {
@@ -204,6 +209,7 @@ impl Dlq {
             busy: db::DEFAULT_BUSY_TIMEOUT,
             checkpointer: None,
             immutable: false,
+            families: Arc::default(),
         }
     }
 
@@ -389,13 +395,15 @@ impl Dlq {
             let _ = db::take_wal_frames();
             let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
             let value = {
-                let mut writer = WriteTx::new(sql::Conn::Sqlite(&tx), self.now())?;
+                let mut writer = WriteTx::new(sql::Conn::Sqlite(&tx), self.now(), &self.families)?;
                 let value = f(&mut writer)?;
                 writer.settle_evictions()?;
                 writer.flush_counts()?;
+                writer.flush_families()?;
                 value
             };
             tx.commit()?;
+            families::committed(&self.families);
             if let (Some(checkpointer), Some(frames)) = (&self.checkpointer, db::take_wal_frames())
             {
                 checkpointer.note_commit(frames);
@@ -533,10 +541,11 @@ impl Dlq {
                     .client
                     .batch_execute(&format!("SET LOCAL lock_timeout = {ms}"))?;
             }
-            let mut writer = WriteTx::new(sql::Conn::Postgres(&cell), self.now())?;
+            let mut writer = WriteTx::new(sql::Conn::Postgres(&cell), self.now(), &self.families)?;
             let value = f(&mut writer)?;
             writer.settle_evictions()?;
             writer.flush_counts()?;
+            writer.flush_families()?;
             if !scratch {
                 // A scratch transaction is never committed: its events
                 // stay staged (and its writes would otherwise hold the
@@ -550,6 +559,9 @@ impl Dlq {
         match result {
             Ok(Ok(value)) => {
                 client.client.batch_execute(tx.commit())?;
+                if !scratch {
+                    families::committed(&self.families);
+                }
                 Ok(value)
             }
             Ok(Err(error)) => {

@@ -148,6 +148,7 @@ impl OpenOptions {
             busy: self.setup.busy_timeout,
             checkpointer,
             immutable,
+            families: Arc::default(),
         };
         if let Some(n) = self.default_capacity {
             if dlq.capacity(None)?.default_max_items != n {
@@ -191,6 +192,7 @@ impl OpenOptions {
             busy: self.setup.busy_timeout,
             checkpointer: None,
             immutable: false,
+            families: Arc::default(),
         };
         if let Some(n) = self.default_capacity {
             if dlq.capacity(None)?.default_max_items != n {

@@ -77,21 +77,22 @@ pub fn insert_item_row(
     conn: Conn<'_>,
     job_id: &str,
     item: &DeadLetteredItem,
+    family: Option<i64>,
 ) -> Result<Option<i64>> {
     let sql = match conn.backend() {
         Backend::Sqlite => {
             "INSERT INTO items (job_id, item_id, item_data, first_attempt, last_attempt, failure_count,
                  error_signature, reprocess_eligible, manual_review_required, extra, omitted_fields,
-                 last_error_type)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)
+                 last_error_type, family_id)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)
              ON CONFLICT (job_id, item_id) DO NOTHING"
         }
         Backend::Postgres => {
             "INSERT INTO items (job_id, item_id, item_data, first_attempt, first_attempt_ns,
                  last_attempt, last_attempt_ns, failure_count, error_signature, reprocess_eligible,
-                 manual_review_required, extra, omitted_fields, last_error_type)
+                 manual_review_required, extra, omitted_fields, last_error_type, family_id)
              VALUES (?1, ?2, ?3, dlq_ts(?4::text), dlq_ns(?4::text), dlq_ts(?5::text),
-                 dlq_ns(?5::text), ?6, ?7, ?8, ?9, ?10, ?11, ?12)
+                 dlq_ns(?5::text), ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)
              ON CONFLICT (job_id, item_id) DO NOTHING
              RETURNING id"
         }
@@ -99,6 +100,7 @@ pub fn insert_item_row(
     let columns = item_columns_values(item)?;
     let mut params = vec![Val::from(job_id), Val::from(&item.item_id)];
     params.extend(columns.vals());
+    params.push(Val::from(family));
     match conn {
         Conn::Sqlite(sqlite) => {
             let inserted = conn.exec(sql, &params)?;
@@ -112,13 +114,18 @@ pub fn insert_item_row(
 /// Rewrites the item row's own columns (not its history or artifacts),
 /// and bumps its version (schema V9): a merge that only adds an attempt
 /// leaves the row's values as they were, and is a change all the same.
-pub fn update_item_row(conn: Conn<'_>, key: i64, item: &DeadLetteredItem) -> Result<()> {
+pub fn update_item_row(
+    conn: Conn<'_>,
+    key: i64,
+    item: &DeadLetteredItem,
+    family: Option<i64>,
+) -> Result<()> {
     let sql = match conn.backend() {
         Backend::Sqlite => {
             "UPDATE items SET item_data = ?2, first_attempt = ?3, last_attempt = ?4, failure_count = ?5,
                  error_signature = ?6, reprocess_eligible = ?7, manual_review_required = ?8,
                  extra = ?9, omitted_fields = ?10, last_error_type = ?11,
-                 version = version + 1
+                 family_id = ?12, version = version + 1
              WHERE id = ?1"
         }
         Backend::Postgres => {
@@ -127,13 +134,14 @@ pub fn update_item_row(conn: Conn<'_>, key: i64, item: &DeadLetteredItem) -> Res
                  last_attempt_ns = dlq_ns(?4::text), failure_count = ?5,
                  error_signature = ?6, reprocess_eligible = ?7, manual_review_required = ?8,
                  extra = ?9, omitted_fields = ?10, last_error_type = ?11,
-                 version = version + 1
+                 family_id = ?12, version = version + 1
              WHERE id = ?1"
         }
     };
     let columns = item_columns_values(item)?;
     let mut params = vec![Val::from(key)];
     params.extend(columns.vals());
+    params.push(Val::from(family));
     conn.exec(sql, &params)?;
     Ok(())
 }
@@ -267,8 +275,13 @@ pub fn write_artifacts(
 }
 
 /// Writes a whole new item (row, history, artifacts); `None` if it exists.
-pub fn insert_item(conn: Conn<'_>, job_id: &str, item: &DeadLetteredItem) -> Result<Option<i64>> {
-    let Some(key) = insert_item_row(conn, job_id, item)? else {
+pub fn insert_item(
+    conn: Conn<'_>,
+    job_id: &str,
+    item: &DeadLetteredItem,
+    family: Option<i64>,
+) -> Result<Option<i64>> {
+    let Some(key) = insert_item_row(conn, job_id, item, family)? else {
         return Ok(None);
     };
     insert_history(conn, key, &item.failure_history)?;

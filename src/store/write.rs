@@ -103,6 +103,10 @@ pub struct WriteTx<'c> {
     /// On PostgreSQL, whether this transaction staged events in
     /// `pending_events` (see [`WriteTx::events_table`]).
     events_staged: std::cell::Cell<bool>,
+    /// The process's families, and what this transaction mined
+    /// (families.rs).
+    families: &'c std::sync::Mutex<super::families::Cache>,
+    families_pending: super::families::Pending,
 }
 
 /// The advisory lock PostgreSQL writers hold while they move their staged
@@ -111,8 +115,14 @@ pub struct WriteTx<'c> {
 const EVENTS_LOCK: i64 = 0x646c_7165_7665_6e74;
 
 impl<'c> WriteTx<'c> {
-    pub(super) fn new(conn: Conn<'c>, now: Timestamp) -> Result<Self> {
+    pub(super) fn new(
+        conn: Conn<'c>,
+        now: Timestamp,
+        families: &'c std::sync::Mutex<super::families::Cache>,
+    ) -> Result<Self> {
         Ok(WriteTx {
+            families,
+            families_pending: super::families::Pending::default(),
             events_staged: std::cell::Cell::new(false),
             conn,
             now,
@@ -125,6 +135,32 @@ impl<'c> WriteTx<'c> {
             pending_evictions: BTreeSet::new(),
             indexes_suspended: false,
         })
+    }
+
+    /// The family of `item`'s last attempt, mined now (families.rs); none
+    /// for an item without attempts.
+    pub(super) fn family_of(&mut self, item: &DeadLetteredItem) -> Result<Option<i64>> {
+        item.last_failure()
+            .map(|last| self.family_of_failure(last))
+            .transpose()
+    }
+
+    /// The family of one failure, mined now.
+    pub(super) fn family_of_failure<'f>(
+        &mut self,
+        failure: impl Into<super::families::Failure<'f>>,
+    ) -> Result<i64> {
+        super::families::assign(
+            self.families,
+            &mut self.families_pending,
+            self.conn,
+            failure.into(),
+        )
+    }
+
+    /// Writes what this transaction mined; just before the commit.
+    pub(super) fn flush_families(&mut self) -> Result<()> {
+        super::families::flush(self.families, &mut self.families_pending, self.conn)
     }
 
     /// The transaction's time.
@@ -206,7 +242,8 @@ impl<'c> WriteTx<'c> {
         } else {
             Cow::Owned(item.normalised())
         };
-        if rows::insert_item(self.conn, job_id, &normalised)?.is_some() {
+        let family = self.family_of(&normalised)?;
+        if rows::insert_item(self.conn, job_id, &normalised, family)?.is_some() {
             self.pending_counts.add(job_id, &normalised);
             if self.pending_counts.is_full() {
                 self.flush_counts()?;
@@ -250,7 +287,8 @@ impl<'c> WriteTx<'c> {
         // The UPDATE fires the counter trigger (counters.rs says why this
         // comes first).
         self.flush_counts()?;
-        rows::update_item_row(self.conn, stored.key, &merged)?;
+        let family = self.family_of(&merged)?;
+        rows::update_item_row(self.conn, stored.key, &merged, family)?;
         let new_attempts = rows::insert_history(self.conn, stored.key, &merged.failure_history)?;
         let artifacts_before = serde_json::to_string(&stored.item.worktree_artifacts)?;
         let artifacts_after = serde_json::to_string(&merged.worktree_artifacts)?;

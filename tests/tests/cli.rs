@@ -135,7 +135,7 @@ fn list_orders_filters_and_formats() {
     let mut lines = csv.lines();
     assert_eq!(
         lines.next().unwrap(),
-        "job_id,item_id,failure_count,last_attempt,error_type,category,exit_code,reprocess_eligible,manual_review_required,error_message,error_signature,first_attempt,worktree_path"
+        "job_id,item_id,failure_count,last_attempt,error_type,category,exit_code,reprocess_eligible,manual_review_required,error_message,error_signature,first_attempt,worktree_path,family_id"
     );
     assert_eq!(lines.count(), 2);
     let table = ok(dlq(&f.db).args(["list", "--limit", "2"]));

@@ -1,0 +1,170 @@
+//! `dlq families`: what keeps failing, one row per cause (the `families`
+//! table), and mining the items stored before families existed.
+
+use super::output::{column, note, plural, print_json, Column, Format, Kind, RowWriter};
+use super::Context;
+use anyhow::Result;
+use serde_json::json;
+use std::process::ExitCode;
+
+/// What keeps failing: every failure family, largest first
+///
+/// A family is one cause: the items whose last attempt has the same error
+/// type, crash site and error line once the parts that vary (numbers, ids,
+/// paths, names, durations, output) are set aside. Each item gets its
+/// family when it is written (add, import, merge, retry); the template
+/// shows `<*>` where the family's failures differ. docs/families.md says
+/// how families are found.
+///
+/// `dlq families rebuild` mines the items stored before families existed.
+///
+/// Examples:
+///   dlq families
+///   dlq families show 3 --json
+///   dlq list --filter 'family == 3'
+///   dlq families rebuild
+#[derive(Debug, clap::Args)]
+#[command(verbatim_doc_comment, args_conflicts_with_subcommands = true)]
+pub struct Args {
+    #[command(subcommand)]
+    action: Option<Action>,
+    /// How many families at most (0 = all)
+    #[arg(long, default_value_t = 50)]
+    limit: usize,
+    /// Output format of the listing
+    #[arg(long, value_enum, default_value_t = Format::Table)]
+    format: Format,
+}
+
+#[derive(Debug, clap::Subcommand)]
+enum Action {
+    /// List the families with items, largest first (the default)
+    List {
+        /// How many families at most (0 = all)
+        #[arg(long, default_value_t = 50)]
+        limit: usize,
+        /// Output format
+        #[arg(long, value_enum, default_value_t = Format::Table)]
+        format: Format,
+    },
+    /// One family: its template, error type, crash site, items, first and
+    /// last seen, and a sample item
+    Show {
+        /// The family's id (the FAMILY column of `dlq list`)
+        id: i64,
+        /// Print JSON instead of text
+        #[arg(long)]
+        json: bool,
+    },
+    /// Mine a family for every item that has none (items stored before
+    /// this version); resumable: an interrupted run goes on where it
+    /// stopped
+    Rebuild {
+        /// Also print what was done as JSON on stdout
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+const COLUMNS: [Column; 7] = [
+    column("id", "FAMILY", Kind::Count),
+    column("items", "ITEMS", Kind::Count),
+    column("error_type", "ERROR TYPE", Kind::ErrorType),
+    column("template", "TEMPLATE", Kind::Message),
+    column("site", "SITE", Kind::Text),
+    column("last_seen", "LAST SEEN", Kind::Time),
+    column("first_seen", "FIRST SEEN", Kind::Time),
+];
+
+pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
+    match args.action {
+        None => list(args.limit, args.format, ctx),
+        Some(Action::List { limit, format }) => list(limit, format, ctx),
+        Some(Action::Show { id, json }) => show(id, json, ctx),
+        Some(Action::Rebuild { json }) => rebuild(json, ctx),
+    }
+}
+
+fn list(limit: usize, format: Format, ctx: &Context) -> Result<ExitCode> {
+    let dlq = ctx.open_existing()?;
+    let families = dlq.families((limit > 0).then_some(limit))?;
+    let mut out = RowWriter::new(format, &COLUMNS)?.table_columns(6);
+    let mut shown_items = 0;
+    for family in &families.families {
+        shown_items += family.items;
+        out.row(vec![
+            json!(family.id),
+            json!(family.items),
+            json!(family.error_type),
+            json!(family.template),
+            json!(family.site),
+            json!(family.last_seen),
+            json!(family.first_seen),
+        ])?;
+    }
+    out.finish("no families: no items yet")?;
+    // What the rows do not hold, so that the listing adds up.
+    let rest = families.total_items - families.items_without_family - shown_items;
+    if rest > 0 {
+        note(&format!(
+            "and {} more in smaller families (--limit 0 lists all)",
+            plural(rest, "item")
+        ));
+    }
+    if families.items_without_family > 0 {
+        note(&format!(
+            "{} without a family (stored before families, or with no attempt): dlq families rebuild mines them",
+            plural(families.items_without_family, "item")
+        ));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn show(id: i64, json: bool, ctx: &Context) -> Result<ExitCode> {
+    let dlq = ctx.open_existing()?;
+    let family = match dlq.family(id) {
+        Err(e) if e.kind() == dlqlite::ErrorKind::InvalidInput => {
+            anyhow::bail!("{e}")
+        }
+        other => other?,
+    };
+    if json {
+        print_json(&family)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let text = dlqlite::text::for_terminal;
+    println!(
+        "family {}: {}",
+        family.id,
+        plural(u64::try_from(family.items).unwrap_or(0), "item")
+    );
+    println!("template:   {}", text(&family.template));
+    println!(
+        "error type: {}",
+        text(family.error_type.as_deref().unwrap_or("-"))
+    );
+    println!(
+        "site:       {}",
+        text(family.site.as_deref().unwrap_or("-"))
+    );
+    println!("first seen: {}", family.first_seen.to_storage());
+    println!("last seen:  {}", family.last_seen.to_storage());
+    if let Some((job, item)) = &family.sample {
+        println!(
+            "sample:     dlq inspect {} --job-id {}",
+            text(item),
+            text(job)
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn rebuild(json: bool, ctx: &Context) -> Result<ExitCode> {
+    let dlq = ctx.open_existing_to_write()?;
+    let mined = dlq.mine_missing_families(|_| {})?;
+    note(&format!("mined a family for {}", plural(mined, "item")));
+    if json {
+        print_json(&json!({ "items_mined": mined }))?;
+    }
+    Ok(ExitCode::SUCCESS)
+}

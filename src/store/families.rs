@@ -1,0 +1,374 @@
+//! Failure families in the database: the `families` table (schema V10),
+//! each item's `family_id`, and the miner that assigns them as items are
+//! written (the mining itself is [`crate::families`]'s).
+//!
+//! Every process that writes keeps a [`Cache`]: a miner holding every
+//! family of the database. Before its first assignment in a write
+//! transaction it reads the families changed since it last looked (`rev`
+//! above the highest it saw): under SQLite's one writer, so every process
+//! mines on top of the same families and none makes a family twice. A
+//! transaction that fails leaves the cache stale, and the next one reads
+//! every family again, so nothing a rolled-back transaction mined is used.
+//!
+//! A family's count is not stored: it is the number of items whose
+//! `family_id` is its id, counted on the `items_family` index when asked,
+//! so it always equals a recount.
+
+use super::sql::{vals, Conn};
+use super::Dlq;
+use crate::error::{Error, Result};
+use crate::families::{Family, Miner};
+use crate::model::FailureDetail;
+use crate::time::Timestamp;
+use serde::Serialize;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+/// A process's families: the miner and the database id of each of its
+/// families.
+#[derive(Default)]
+pub(crate) struct Cache {
+    miner: Miner,
+    /// The database id of the miner's family at each index.
+    ids: Vec<i64>,
+    index: HashMap<i64, usize>,
+    /// The highest `rev` read or written.
+    rev: i64,
+    /// Set while a transaction may have changed the cache without
+    /// committing: the next one starts over.
+    stale: bool,
+}
+
+/// What a family is mined from: one attempt.
+#[derive(Clone, Copy)]
+pub(crate) struct Failure<'a> {
+    pub error_type: &'a str,
+    pub message: &'a str,
+    pub stack_trace: Option<&'a str>,
+    pub timestamp: Timestamp,
+}
+
+impl<'a> From<&'a FailureDetail> for Failure<'a> {
+    fn from(f: &'a FailureDetail) -> Self {
+        Failure {
+            error_type: &f.error_type.name,
+            message: &f.error_message,
+            stack_trace: f.stack_trace.as_deref(),
+            timestamp: f.timestamp,
+        }
+    }
+}
+
+/// What one write transaction mined: written just before it commits.
+#[derive(Default)]
+pub(crate) struct Pending {
+    /// Whether the cache was brought up to date in this transaction.
+    synced: bool,
+    /// Families whose template generalised (miner indexes).
+    generalised: BTreeSet<usize>,
+    /// The latest failure of each family seen (by database id).
+    seen: BTreeMap<i64, Timestamp>,
+}
+
+impl Cache {
+    /// Reads the families changed since the cache last looked (all of
+    /// them when it is stale).
+    fn sync(&mut self, conn: Conn<'_>) -> Result<()> {
+        if self.stale {
+            *self = Cache::default();
+        }
+        let changed = conn.collect(
+            "SELECT id, error_type, site, state, rev FROM families WHERE rev > ?1 ORDER BY rev",
+            vals![self.rev],
+            |row| {
+                Ok((
+                    row.i64(0)?,
+                    row.opt_text(1)?,
+                    row.opt_text(2)?,
+                    row.text(3)?,
+                    row.i64(4)?,
+                ))
+            },
+        )?;
+        for (id, error_type, site, state, rev) in changed {
+            let family = Family::from_state(error_type.as_deref(), site.as_deref(), &state)
+                .map_err(|e| {
+                    Error::invalid_argument("families", format!("family {id}: bad state: {e}"))
+                })?;
+            match self.index.get(&id) {
+                Some(&at) => self.miner.update(at, family),
+                None => {
+                    let at = self.miner.restore(family);
+                    self.ids.push(id);
+                    self.index.insert(id, at);
+                }
+            }
+            self.rev = self.rev.max(rev);
+        }
+        Ok(())
+    }
+}
+
+/// The family of a failure: the database id of the family it joins, or
+/// of the one it starts.
+pub(crate) fn assign(
+    cache: &std::sync::Mutex<Cache>,
+    pending: &mut Pending,
+    conn: Conn<'_>,
+    last: Failure<'_>,
+) -> Result<i64> {
+    let mut cache = cache
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    if !pending.synced || cache.stale {
+        cache.sync(conn)?;
+        pending.synced = true;
+    }
+    // Until this transaction commits, what it mines is not the database's.
+    cache.stale = true;
+    let assigned = cache
+        .miner
+        .assign(Some(last.error_type), last.message, last.stack_trace);
+    let id = if assigned.new {
+        let family = cache.miner.family(assigned.family);
+        let rev = cache.rev + 1;
+        let id = conn
+            .row(
+                "INSERT INTO families (template, error_type, site, state, first_seen, last_seen, rev)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?5, ?6) RETURNING id",
+                vals![
+                    family.template().as_str(),
+                    family.error_type.as_deref(),
+                    family.site.as_deref(),
+                    family.state().as_str(),
+                    last.timestamp,
+                    rev
+                ],
+                |row| row.i64(0),
+            )?
+            .ok_or_else(|| Error::invalid_argument("families", "no id for a new family"))?;
+        cache.rev = rev;
+        cache.ids.push(id);
+        cache.index.insert(id, assigned.family);
+        id
+    } else {
+        if assigned.generalised {
+            pending.generalised.insert(assigned.family);
+        }
+        cache.ids[assigned.family]
+    };
+    let seen = pending.seen.entry(id).or_insert(last.timestamp);
+    *seen = (*seen).max(last.timestamp);
+    Ok(id)
+}
+
+/// Writes what the transaction mined (templates that generalised, last
+/// seen times); called once, just before the commit.
+pub(crate) fn flush(
+    cache: &std::sync::Mutex<Cache>,
+    pending: &mut Pending,
+    conn: Conn<'_>,
+) -> Result<()> {
+    if pending.generalised.is_empty() && pending.seen.is_empty() {
+        return Ok(());
+    }
+    let mut cache = cache
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    for at in std::mem::take(&mut pending.generalised) {
+        let rev = cache.rev + 1;
+        let family = cache.miner.family(at);
+        conn.exec(
+            "UPDATE families SET template = ?1, state = ?2, rev = ?3 WHERE id = ?4",
+            vals![
+                family.template().as_str(),
+                family.state().as_str(),
+                rev,
+                cache.ids[at]
+            ],
+        )?;
+        cache.rev = rev;
+    }
+    for (id, seen) in std::mem::take(&mut pending.seen) {
+        conn.exec(
+            "UPDATE families SET last_seen = ?1 WHERE id = ?2 AND last_seen < ?1",
+            vals![seen, id],
+        )?;
+    }
+    Ok(())
+}
+
+/// Called after a commit: what the cache mined is now the database's.
+pub(crate) fn committed(cache: &std::sync::Mutex<Cache>) {
+    cache
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+        .stale = false;
+}
+
+/// One family, as `dlq families` lists it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct FamilyInfo {
+    pub id: i64,
+    /// The words of its failures' error line, `<*>` where they differ.
+    pub template: String,
+    /// The last attempt's error type its failures share.
+    pub error_type: Option<String>,
+    /// The crash site (top application frame) they share, if any.
+    pub site: Option<String>,
+    /// Items whose last attempt is of this family now.
+    pub items: i64,
+    pub first_seen: Timestamp,
+    pub last_seen: Timestamp,
+    /// One of its items: (job_id, item_id).
+    pub sample: Option<(String, String)>,
+}
+
+/// Every family with items, and how many items have none yet.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Families {
+    /// Largest first.
+    pub families: Vec<FamilyInfo>,
+    /// Items with no family (stored before families were mined, or with
+    /// no attempt): `dlq families rebuild` mines them.
+    pub items_without_family: i64,
+    pub total_items: i64,
+}
+
+impl Dlq {
+    /// The families that hold items now, largest first (`limit` of them,
+    /// all when `None`), with the counts that make them add up to the
+    /// items of the database.
+    pub fn families(&self, limit: Option<usize>) -> Result<Families> {
+        self.read(|conn| {
+            // One pass over the items_family index for every count.
+            let counts = conn.collect(
+                "SELECT family_id, COUNT(*) FROM items GROUP BY family_id",
+                &[],
+                |row| Ok((row.opt_i64(0)?, row.i64(1)?)),
+            )?;
+            let mut without = 0;
+            let mut total = 0;
+            let mut by_size: Vec<(i64, i64)> = Vec::new();
+            for (family, n) in counts {
+                total += n;
+                match family {
+                    Some(id) => by_size.push((id, n)),
+                    None => without += n,
+                }
+            }
+            by_size.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+            by_size.truncate(limit.unwrap_or(usize::MAX));
+            let mut families = Vec::with_capacity(by_size.len());
+            for (id, items) in by_size {
+                if let Some(info) = family_row(conn, id, items)? {
+                    families.push(info);
+                }
+            }
+            Ok(Families {
+                families,
+                items_without_family: without,
+                total_items: total,
+            })
+        })
+    }
+
+    /// One family by id, with its count now.
+    pub fn family(&self, id: i64) -> Result<FamilyInfo> {
+        self.read(|conn| {
+            let items = conn
+                .row(
+                    "SELECT COUNT(*) FROM items WHERE family_id = ?1",
+                    vals![id],
+                    |row| row.i64(0),
+                )?
+                .unwrap_or(0);
+            family_row(conn, id, items)?.ok_or_else(|| {
+                Error::invalid_argument("family", format!("no family {id} in this database"))
+            })
+        })
+    }
+}
+
+fn family_row(conn: Conn<'_>, id: i64, items: i64) -> Result<Option<FamilyInfo>> {
+    let info = conn.row(
+        "SELECT template, error_type, site, first_seen, last_seen FROM families WHERE id = ?1",
+        vals![id],
+        |row| {
+            Ok(FamilyInfo {
+                id,
+                template: row.text(0)?,
+                error_type: row.opt_text(1)?,
+                site: row.opt_text(2)?,
+                items,
+                first_seen: row.ts(3)?,
+                last_seen: row.ts(4)?,
+                sample: None,
+            })
+        },
+    )?;
+    let Some(mut info) = info else {
+        return Ok(None);
+    };
+    info.sample = conn.row(
+        "SELECT job_id, item_id FROM items WHERE family_id = ?1 LIMIT 1",
+        vals![id],
+        |row| Ok((row.text(0)?, row.text(1)?)),
+    )?;
+    Ok(Some(info))
+}
+
+/// Items mined per transaction by [`Dlq::mine_missing_families`].
+const MINE_BATCH: i64 = 5_000;
+
+impl Dlq {
+    /// Mines a family for every item that has none (stored before this
+    /// version, when families did not exist yet), in transactions of
+    /// [`MINE_BATCH`] items in row order: an interrupted run loses nothing
+    /// and the next one goes on where it stopped. Items with no attempt
+    /// have no family. Returns how many items it mined, calling
+    /// `progress` with the running total after each batch.
+    pub fn mine_missing_families(&self, mut progress: impl FnMut(u64)) -> Result<u64> {
+        let mut done = 0u64;
+        let mut after = 0i64;
+        loop {
+            let (last, n) = self.write(|tx| {
+                let backend = tx.sql().backend();
+                let sql = format!(
+                    "SELECT i.id, f.error_type, f.error_message, f.stack_trace, {last_attempt}
+                     FROM items i JOIN failure_history f ON f.id = {last}
+                     WHERE i.family_id IS NULL AND i.id > ?1 ORDER BY i.id LIMIT ?2",
+                    last_attempt = backend.ts_text("i.last_attempt"),
+                    last = super::counters::last_attempt_select_on(backend, "id", "i.id"),
+                );
+                let rows = tx.sql().collect(&sql, vals![after, MINE_BATCH], |row| {
+                    Ok((
+                        row.i64(0)?,
+                        row.opt_text(1)?.unwrap_or_default(),
+                        row.text(2)?,
+                        row.opt_text(3)?,
+                        row.ts(4)?,
+                    ))
+                })?;
+                for (key, error_type, message, stack_trace, timestamp) in &rows {
+                    let family = tx.family_of_failure(Failure {
+                        error_type,
+                        message,
+                        stack_trace: stack_trace.as_deref(),
+                        timestamp: *timestamp,
+                    })?;
+                    tx.sql().exec(
+                        "UPDATE items SET family_id = ?2 WHERE id = ?1",
+                        vals![*key, family],
+                    )?;
+                }
+                Ok((rows.last().map(|r| r.0), rows.len()))
+            })?;
+            done += n as u64;
+            progress(done);
+            match last {
+                Some(key) if n as i64 == MINE_BATCH => after = key,
+                _ => return Ok(done),
+            }
+        }
+    }
+}

@@ -1,0 +1,247 @@
+//! Failure families as stored: every write path gives an item the family
+//! of its last attempt, handles in other processes mine on top of the same
+//! families, the listing adds up, and items stored before families are
+//! mined by `dlq families rebuild`.
+
+use crate::common::*;
+use dlqlite::Dlq;
+use std::path::Path;
+
+fn failure(id: &str, attempt: u32, day: u32, message: &str) -> serde_json::Value {
+    item(id, attempt, &format!("2025-01-{day:02}T00:00:00Z"), message)
+}
+
+fn parse(value: &serde_json::Value) -> dlqlite::DeadLetteredItem {
+    dlqlite::DeadLetteredItem::from_json_str(&value.to_string()).unwrap()
+}
+
+/// Every item's family, by item id.
+fn families_of(db: &Path) -> Vec<(String, Option<i64>)> {
+    rows_as(db, "SELECT item_id, family_id FROM items ORDER BY item_id")
+}
+
+/// No item points at a family that is not there, and every item with an
+/// attempt has one.
+fn assert_sound(db: &Path) {
+    assert_eq!(
+        count(
+            db,
+            "SELECT COUNT(*) FROM items i WHERE i.family_id IS NOT NULL
+             AND NOT EXISTS (SELECT 1 FROM families f WHERE f.id = i.family_id)"
+        ),
+        0
+    );
+    assert_eq!(
+        count(
+            db,
+            "SELECT COUNT(*) FROM items i WHERE i.family_id IS NULL
+             AND EXISTS (SELECT 1 FROM failure_history h WHERE h.item_key = i.id)"
+        ),
+        0,
+        "an item with attempts has no family"
+    );
+}
+
+#[test]
+fn one_cause_is_one_family_across_jobs_and_variables() {
+    let dir = TempDir::new("families-one-cause");
+    let db = dir.join("dlq.db");
+    add_lines(
+        &db,
+        "job-a",
+        (0..20).map(|n| {
+            failure(
+                &format!("a{n}"),
+                1,
+                1 + n % 9,
+                &format!("connect ECONNREFUSED 10.0.0.{n}:5432 after {n}ms"),
+            )
+        }),
+    );
+    add_lines(
+        &db,
+        "job-b",
+        (0..5).map(|n| {
+            failure(
+                &format!("b{n}"),
+                1,
+                2,
+                &format!("connect ECONNREFUSED 10.1.2.{n}:6379 after {}ms", n * 7),
+            )
+        }),
+    );
+    add_lines(
+        &db,
+        "job-b",
+        [failure("other", 1, 3, "npm install failed: 404 left-pad")],
+    );
+    assert_sound(&db);
+    let ids: Vec<Option<i64>> = families_of(&db).into_iter().map(|(_, f)| f).collect();
+    let refused = ids.iter().filter(|f| **f == ids[0]).count();
+    assert_eq!(refused, 25, "{ids:?}");
+    let listing = json(&ok(dlq(&db).args(["families", "--format", "json"])));
+    let rows = listing.as_array().unwrap();
+    assert_eq!(rows.len(), 2, "{listing}");
+    assert_eq!(rows[0]["items"], 25);
+    assert_eq!(rows[0]["template"], "connect ECONNREFUSED <*> after <*>");
+    assert_eq!(rows[1]["items"], 1);
+    // The listing adds up to the items.
+    let total: i64 = rows.iter().map(|r| r["items"].as_i64().unwrap()).sum();
+    assert_eq!(total, count(&db, "SELECT COUNT(*) FROM items"));
+    // `show` and `list` agree.
+    let id = rows[0]["id"].as_i64().unwrap();
+    let shown = json(&ok(dlq(&db).args([
+        "families",
+        "show",
+        &id.to_string(),
+        "--json",
+    ])));
+    assert_eq!(shown["items"], 25);
+    assert_eq!(shown["error_type"], "CommandFailed");
+    let listed = json(&ok(
+        dlq(&db).args(["list", "--limit", "0", "--format", "json"])
+    ));
+    let in_family = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["family_id"] == id)
+        .count();
+    assert_eq!(in_family, 25);
+    // The filter field selects exactly the family, for any command.
+    let filter = format!("family == {id}");
+    let listed = json(&ok(dlq(&db).args([
+        "list", "--limit", "0", "--format", "json", "--filter", &filter,
+    ])));
+    assert_eq!(listed.as_array().unwrap().len(), 25);
+    let purged = json(&ok(dlq(&db).args([
+        "purge",
+        "--older-than-days",
+        "0",
+        "--filter",
+        &filter,
+        "--yes",
+        "--json",
+    ])));
+    assert_eq!(purged["items"], 25, "{purged}");
+    assert_eq!(strings(&db, "SELECT item_id FROM items"), ["other"]);
+    let err = fails(dlq(&db).args(["list", "--filter", "family == \"x\""]));
+    assert!(err.contains("family"), "{err}");
+}
+
+#[test]
+fn a_merge_and_a_failed_retry_move_an_item_to_its_last_attempts_family() {
+    let dir = TempDir::new("families-merge");
+    let db = dir.join("dlq.db");
+    add_lines(&db, "j", [failure("x", 1, 1, "disk full on /var/data")]);
+    add_lines(&db, "j", [failure("y", 1, 1, "timed out waiting for lock")]);
+    let before = families_of(&db);
+    // A later attempt with another cause: the item's family is the new one.
+    add_lines(&db, "j", [failure("x", 2, 2, "timed out waiting for lock")]);
+    let after = families_of(&db);
+    assert_eq!(after[0].1, before[1].1, "{after:?}");
+    // An older attempt merged in changes nothing.
+    add_lines(&db, "j", [failure("x", 1, 1, "disk full on /var/data")]);
+    assert_eq!(families_of(&db), after);
+    // A retry that fails: its attempt is the last, with its own family.
+    let output = run(dlq(&db).args([
+        "retry",
+        "j",
+        "--exec",
+        "echo 'quota exceeded for project 42' >&2; exit 3",
+        "--max-retries",
+        "1",
+    ]));
+    assert_eq!(output.status.code(), Some(1));
+    let retried = families_of(&db);
+    assert_ne!(retried[1].1, after[1].1, "{retried:?}");
+    assert_eq!(
+        retried[0].1, retried[1].1,
+        "one cause, one family: {retried:?}"
+    );
+    assert_sound(&db);
+}
+
+#[test]
+fn two_handles_mine_on_top_of_the_same_families() {
+    if sqlite_only("two processes' caches on one file") {
+        return;
+    }
+    let dir = TempDir::new("families-two-handles");
+    let db = dir.join("dlq.db");
+    let first = Dlq::open(&db).unwrap();
+    let second = Dlq::open(&db).unwrap();
+    first
+        .add(
+            "j",
+            &parse(&failure("a", 1, 1, "upload of report-1 failed: HTTP 503")),
+        )
+        .unwrap();
+    // The second handle has never seen it, and joins it all the same.
+    second
+        .add(
+            "j",
+            &parse(&failure("b", 1, 2, "upload of report-2 failed: HTTP 503")),
+        )
+        .unwrap();
+    first
+        .add(
+            "j",
+            &parse(&failure("c", 1, 3, "upload of report-3 failed: HTTP 503")),
+        )
+        .unwrap();
+    let ids: Vec<Option<i64>> = families_of(&db).into_iter().map(|(_, f)| f).collect();
+    assert_eq!(ids, vec![ids[0]; 3], "{ids:?}");
+    assert_eq!(count(&db, "SELECT COUNT(*) FROM families"), 1);
+    // The same failure with another status is another family.
+    second
+        .add(
+            "j",
+            &parse(&failure("d", 1, 3, "upload of report-4 failed: HTTP 502")),
+        )
+        .unwrap();
+    assert_eq!(count(&db, "SELECT COUNT(*) FROM families"), 2);
+    assert_sound(&db);
+}
+
+#[test]
+fn reimport_keeps_family_ids_and_rebuild_mines_items_without_one() {
+    let dir = TempDir::new("families-rebuild");
+    let db = dir.join("dlq.db");
+    let tree = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/legacy");
+    run(dlq(&db).arg("import").arg(&tree));
+    assert_sound(&db);
+    let mined = families_of(&db);
+    run(dlq(&db).arg("import").arg(&tree));
+    assert_eq!(families_of(&db), mined, "a re-import moved families");
+    // As a database made before families: no family anywhere.
+    exec_by_hand(
+        &db,
+        "UPDATE items SET family_id = NULL; DELETE FROM families;",
+    );
+    let note = String::from_utf8(run(dlq(&db).arg("families")).stderr).unwrap();
+    assert!(note.contains("dlq families rebuild"), "{note}");
+    let rebuilt = json(&ok(dlq(&db).args(["families", "rebuild", "--json"])));
+    assert_eq!(
+        rebuilt["items_mined"].as_i64().unwrap(),
+        count(
+            &db,
+            "SELECT COUNT(*) FROM items WHERE family_id IS NOT NULL"
+        )
+    );
+    assert_sound(&db);
+    // The same grouping as mined on the way in.
+    let group = |rows: &[(String, Option<i64>)]| -> Vec<Vec<String>> {
+        let mut by: std::collections::BTreeMap<Option<i64>, Vec<String>> = Default::default();
+        for (item, family) in rows {
+            by.entry(*family).or_default().push(item.clone());
+        }
+        let mut groups: Vec<Vec<String>> = by.into_values().collect();
+        groups.sort();
+        groups
+    };
+    assert_eq!(group(&families_of(&db)), group(&mined));
+    // Nothing left to mine.
+    let again = json(&ok(dlq(&db).args(["families", "rebuild", "--json"])));
+    assert_eq!(again["items_mined"], 0);
+}
