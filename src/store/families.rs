@@ -74,6 +74,7 @@ impl Cache {
     /// them when it is stale).
     fn sync(&mut self, conn: Conn<'_>) -> Result<()> {
         if self.stale {
+            if std::env::var_os("DLQ_DEBUG_FAM").is_some() { eprintln!("RESET {} families", self.ids.len()); }
             *self = Cache::default();
         }
         let changed = conn.collect(
@@ -119,12 +120,15 @@ pub(crate) fn assign(
     let mut cache = cache
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner());
-    if !pending.synced || cache.stale {
+    if !pending.synced {
+        // Once per transaction: the first assignment reads what other
+        // processes mined, or everything again after a failed transaction.
         cache.sync(conn)?;
         pending.synced = true;
+        // Until this transaction commits, what it mines is not the
+        // database's.
+        cache.stale = true;
     }
-    // Until this transaction commits, what it mines is not the database's.
-    cache.stale = true;
     let assigned = cache
         .miner
         .assign(Some(last.error_type), last.message, last.stack_trace);

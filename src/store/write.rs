@@ -242,6 +242,10 @@ impl<'c> WriteTx<'c> {
         } else {
             Cow::Owned(item.normalised())
         };
+        // Stored already: a merge (mining only if it changes anything).
+        if let Some(stored) = rows::load_item(self.conn, job_id, &item.item_id)? {
+            return self.merge_existing(job_id, stored, &normalised);
+        }
         let family = self.family_of(&normalised)?;
         if rows::insert_item(self.conn, job_id, &normalised, family)?.is_some() {
             self.pending_counts.add(job_id, &normalised);
@@ -263,17 +267,23 @@ impl<'c> WriteTx<'c> {
                 evicted,
             });
         }
-        self.merge_existing(job_id, &normalised)
-    }
-
-    fn merge_existing(&mut self, job_id: &str, incoming: &DeadLetteredItem) -> Result<AddReport> {
-        let Some(stored) = rows::load_item(self.conn, job_id, &incoming.item_id)? else {
-            // Cannot happen inside one transaction; treat as a plain insert.
+        // Another writer stored it meanwhile (PostgreSQL: the insert waited
+        // for its commit): merge into theirs.
+        let Some(stored) = rows::load_item(self.conn, job_id, &item.item_id)? else {
             return Err(crate::error::Error::ItemNotFound {
                 job_id: Some(job_id.to_string()),
-                item_id: incoming.item_id.clone(),
+                item_id: item.item_id.clone(),
             });
         };
+        self.merge_existing(job_id, stored, &normalised)
+    }
+
+    fn merge_existing(
+        &mut self,
+        job_id: &str,
+        stored: rows::StoredItem,
+        incoming: &DeadLetteredItem,
+    ) -> Result<AddReport> {
         let merged = merge(&stored.item, incoming, stored.marked);
         let before = serde_json::to_string(&stored.item)?;
         let after = serde_json::to_string(&merged)?;
