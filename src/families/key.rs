@@ -337,7 +337,7 @@ fn split_words(line: &str) -> impl Iterator<Item = &str> {
 
 /// Whether a word is quoted text: a name, a value, a command, which
 /// varies between occurrences of one failure.
-fn is_quoted(raw: &str) -> bool {
+pub(super) fn is_quoted(raw: &str) -> bool {
     let raw = raw.trim_end_matches([',', ';', ':', '.', ')', ']']);
     let mut chars = raw.chars();
     match (chars.next(), chars.next_back()) {

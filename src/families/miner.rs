@@ -81,6 +81,15 @@ impl Slot {
                 exact: true,
                 pinned: word.pinned,
             },
+            // A quoted name or command shows as it is until a second
+            // value arrives: `Option::unwrap()` is not a detail to hide.
+            None if super::key::is_quoted(&word.raw) => Slot {
+                key: None,
+                prefix: word.raw.clone(),
+                suffix: "".into(),
+                exact: true,
+                pinned: false,
+            },
             key => {
                 // The wrappers around a bare variable still show: `(<*>)`.
                 let raw: &str = &word.raw;
