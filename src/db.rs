@@ -323,7 +323,7 @@ fn directory_of(path: &Path) -> PathBuf {
 /// Whether `file` is the SQLite database at `db`, its `-wal` or its
 /// `-shm` under any name (device and inode). Reading one of them as input
 /// would open and close it beside this process's connections, which drops
-/// their locks (see [`check_file`]); callers refuse it instead.
+/// their locks (see `check_file`); callers refuse it instead.
 pub fn is_database_file(db: &Path, file: &Path) -> bool {
     #[cfg(unix)]
     {

@@ -48,7 +48,7 @@ pub struct Word {
     /// replaced by `<*>` (`uid=<*>`, `blk_<*>`), or `None` when the whole
     /// word is a variable.
     pub key: Option<Box<str>>,
-    /// The word as written (cut at [`MAX_WORD_BYTES`]).
+    /// The word as written (cut at 64 bytes).
     pub raw: Box<str>,
     /// A status (`2` in `exit code 2`, `E404` in `code E404`): failures
     /// that differ here are never one family.

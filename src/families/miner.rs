@@ -12,7 +12,7 @@
 //! not count either way, so a family that has learned where its variables
 //! are is not pushed away by them.
 //!
-//! Memory: a family holds at most [`key::MAX_WORDS`] words of at most
+//! Memory: a family holds at most [`super::key::MAX_WORDS`] words of at most
 //! 64 bytes each (twice: what is compared and what is shown), so under
 //! 7 KiB; a leaf keeps at most [`LEAF_CANDIDATES`] families as candidates,
 //! the most recently joined, which bounds the work per failure whatever

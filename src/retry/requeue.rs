@@ -25,7 +25,7 @@ pub struct RequeueReport {
 /// less than `items` by as many.
 ///
 /// When the take fails (the database busy past its timeout, ...) the file
-/// is written and every item is still in the DLQ: [`write`] and
+/// is written and every item is still in the DLQ: [`write()`] and
 /// [`Written::take`] are the two steps, for a caller that must say so.
 pub fn requeue(dlq: &Dlq, filter: ListFilter, path: &Path, take: bool) -> Result<RequeueReport> {
     let written = write(dlq, filter, path)?;

@@ -74,7 +74,9 @@ impl Cache {
     /// them when it is stale).
     fn sync(&mut self, conn: Conn<'_>) -> Result<()> {
         if self.stale {
-            if std::env::var_os("DLQ_DEBUG_FAM").is_some() { eprintln!("RESET {} families", self.ids.len()); }
+            if std::env::var_os("DLQ_DEBUG_FAM").is_some() {
+                eprintln!("RESET {} families", self.ids.len());
+            }
             *self = Cache::default();
         }
         let changed = conn.collect(
@@ -327,7 +329,7 @@ const MINE_BATCH: i64 = 5_000;
 impl Dlq {
     /// Mines a family for every item that has none (stored before this
     /// version, when families did not exist yet), in transactions of
-    /// [`MINE_BATCH`] items in row order: an interrupted run loses nothing
+    /// 5,000 items in row order: an interrupted run loses nothing
     /// and the next one goes on where it stopped. Items with no attempt
     /// have no family. Returns how many items it mined, calling
     /// `progress` with the running total after each batch.
