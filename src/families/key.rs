@@ -58,12 +58,15 @@ pub struct Word {
 /// The key of a failure from its message and stack trace.
 pub fn key_of(message: &str, stack_trace: Option<&str>) -> Key {
     let message = clean(message);
-    let lines: Vec<&str> = message
-        .split('\n')
-        .map(str::trim)
-        .filter(|l| !l.is_empty())
-        .take(MAX_LINES_READ)
-        .collect();
+    // Room for the lines of most messages, so the list is not regrown.
+    let mut lines = Vec::with_capacity(64);
+    lines.extend(
+        message
+            .split('\n')
+            .map(trim)
+            .filter(|l| !l.is_empty())
+            .take(MAX_LINES_READ),
+    );
     let mut words = Vec::new();
     let mut site = None;
     let mut frames = Vec::new();
@@ -123,7 +126,11 @@ pub fn key_of(message: &str, stack_trace: Option<&str>) -> Key {
                 push_words(&mut words, next);
             }
         }
-        site = panic_site(lines[e]).or_else(|| headline.and_then(|h| panic_site(lines[h])));
+        site = panic_site(lines[e]).or_else(|| {
+            headline
+                .filter(|&h| h != e)
+                .and_then(|h| panic_site(lines[h]))
+        });
     }
     if site.is_none() {
         site = top_frame(&trace_of(
@@ -137,7 +144,7 @@ pub fn key_of(message: &str, stack_trace: Option<&str>) -> Key {
             let frames: Vec<Frame> = trace
                 .split('\n')
                 .take(MAX_LINES_READ)
-                .map(str::trim)
+                .map(trim)
                 .filter_map(frame_of)
                 .collect();
             site = top_frame(&frames);
@@ -180,39 +187,59 @@ fn trace_of<'a>(
 
 /// The message without terminal escapes and with `\n` line ends.
 fn clean(text: &str) -> Cow<'_, str> {
-    if !text.contains(['\x1b', '\r']) {
+    // Most messages have neither, and pay one quick pass: 64 bytes at a
+    // time, each chunk's bytes tested without branching, which the
+    // compiler vectorises (an `any` per byte is not, and two `contains`
+    // read the text twice).
+    let special = |b: u8| u8::from(b == b'\x1b') | u8::from(b == b'\r');
+    if !text
+        .as_bytes()
+        .chunks(64)
+        .any(|chunk| chunk.iter().fold(0, |seen, &b| seen | special(b)) != 0)
+    {
         return Cow::Borrowed(text);
     }
+    // The text between escapes is copied a run at a time. Every byte this
+    // looks at is ASCII, so every cut is at a character boundary.
+    let bytes = text.as_bytes();
     let mut out = String::with_capacity(text.len());
-    let mut chars = text.chars().peekable();
-    while let Some(c) = chars.next() {
-        match c {
-            '\x1b' => match chars.next() {
-                // CSI: parameters, then one final byte in @..~.
-                Some('[') => {
-                    for c in chars.by_ref() {
-                        if ('@'..='~').contains(&c) {
-                            break;
-                        }
-                    }
-                }
-                // OSC: up to BEL or ESC \.
-                Some(']') => {
-                    while let Some(c) = chars.next() {
-                        if c == '\x07' || (c == '\x1b' && chars.next_if_eq(&'\\').is_some()) {
-                            break;
-                        }
-                    }
-                }
-                _ => {}
-            },
-            '\r' => {
-                chars.next_if_eq(&'\n');
+    let mut copied = 0;
+    while let Some(found) = bytes[copied..].iter().position(|&b| special(b) != 0) {
+        let at = copied + found;
+        out.push_str(&text[copied..at]);
+        copied = match bytes[at] {
+            // CR and CRLF: one line end.
+            b'\r' => {
                 out.push('\n');
+                match bytes.get(at + 1) {
+                    Some(b'\n') => at + 2,
+                    _ => at + 1,
+                }
             }
-            c => out.push(c),
-        }
+            _ => match bytes.get(at + 1) {
+                // CSI: parameters, then one final byte in @..~.
+                Some(b'[') => bytes[at + 2..]
+                    .iter()
+                    .position(|b| (b'@'..=b'~').contains(b))
+                    .map_or(bytes.len(), |end| at + 2 + end + 1),
+                // OSC: up to BEL or ESC \.
+                Some(b']') => (at + 2..bytes.len())
+                    .find_map(|i| match bytes[i] {
+                        b'\x07' => Some(i + 1),
+                        b'\x1b' if bytes.get(i + 1) == Some(&b'\\') => Some(i + 2),
+                        _ => None,
+                    })
+                    .unwrap_or(bytes.len()),
+                // Any other escape drops the character after it.
+                Some(_) => text[at + 1..]
+                    .chars()
+                    .next()
+                    .map_or(bytes.len(), |c| at + 1 + c.len_utf8()),
+                None => bytes.len(),
+            },
+        };
     }
+    out.push_str(&text[copied..]);
     Cow::Owned(out)
 }
 
@@ -222,38 +249,63 @@ fn clean(text: &str) -> Cow<'_, str> {
 /// package managers, runtimes and loggers start the lines that matter.
 fn is_error_line(line: &str) -> bool {
     starts_with_location(line)
-        || line.split_whitespace().take(4).any(|w| {
-            let w = w.trim_matches(is_wrapper);
-            let head = w.split(['[', '(']).next().unwrap_or(w);
-            matches!(
-                head,
-                "error"
-                    | "Error"
-                    | "ERROR"
-                    | "ERR!"
-                    | "fatal"
-                    | "Fatal"
-                    | "FATAL"
-                    | "panic"
-                    | "FAIL"
-                    | "FAILED"
-                    | "CONFLICT"
-                    | "Killed"
-                    | "Exception"
-                    | "rejected"
-            ) || ((head.ends_with("Error") || head.ends_with("Exception"))
-                && head.len() > 5
-                && head.starts_with(|c: char| c.is_ascii_uppercase()))
-        })
+        || split_whitespace(line)
+            .take(4)
+            .any(|w| is_error_marker(core_of(w)))
+}
+
+/// The words that mark an error line.
+const ERROR_MARKERS: &[&str] = &[
+    "error",
+    "Error",
+    "ERROR",
+    "ERR!",
+    "fatal",
+    "Fatal",
+    "FATAL",
+    "panic",
+    "FAIL",
+    "FAILED",
+    "CONFLICT",
+    "Killed",
+    "Exception",
+    "rejected",
+];
+
+/// Whether a word (without its wrappers) marks an error line: it is an
+/// error marker or names an error type (`KeyError`), followed by nothing
+/// or by `[...]` or `(...)` (`error[E0308]`).
+fn is_error_marker(word: &str) -> bool {
+    // Its first letter rules out most words before their head is looked
+    // for: it must be a marker's first letter, or a capital.
+    let Some(&first) = word.as_bytes().first() else {
+        return false;
+    };
+    if !first.is_ascii_uppercase() && !ERROR_MARKERS.iter().any(|m| m.as_bytes()[0] == first) {
+        return false;
+    }
+    let head = word
+        .bytes()
+        .position(|b| matches!(b, b'[' | b'('))
+        .map_or(word, |end| &word[..end]);
+    ERROR_MARKERS.contains(&head)
+        || ((head.ends_with("Error") || head.ends_with("Exception"))
+            && head.len() > 5
+            && head.starts_with(|c: char| c.is_ascii_uppercase()))
 }
 
 /// Whether a line starts the way compilers and checkers report an error
 /// (`file.go:12:5: message`, the GNU format): a file name with an
 /// extension, a line number, an optional column, a colon, then text.
 fn starts_with_location(line: &str) -> bool {
-    let Some((place, message)) = line.split_once(": ") else {
+    let Some((place, message)) = split_once(line, ": ") else {
         return false;
     };
+    // Both shapes end with a line number: this rules out most lines before
+    // the place is split.
+    if !place.ends_with(|c: char| c.is_ascii_digit()) {
+        return false;
+    }
     let mut parts = place.rsplitn(3, ':');
     let (Some(last), Some(middle)) = (parts.next(), parts.next()) else {
         return false;
@@ -275,7 +327,7 @@ fn starts_with_location(line: &str) -> bool {
 /// word and the word after it.
 fn push_statuses(words: &mut Vec<Word>, line: &str) {
     let mut previous: Option<&str> = None;
-    for raw in line.split_whitespace() {
+    for raw in split_whitespace(line) {
         if is_status(previous, raw) && words.len() + 2 <= MAX_WORDS {
             words.push(word(previous.unwrap_or_default(), None));
             words.push(word(raw, previous));
@@ -308,12 +360,12 @@ fn push_words(words: &mut Vec<Word>, line: &str) {
 /// The words of a line: split at white space, except that a quoted span
 /// (`` `npm run build` ``, `"a b"`, `'x y'`) is one word.
 fn split_words(line: &str) -> impl Iterator<Item = &str> {
-    let mut rest = line.trim_start();
+    let mut rest = trim_start(line);
     std::iter::from_fn(move || {
         if rest.is_empty() {
             return None;
         }
-        let mut end = rest.find(char::is_whitespace).unwrap_or(rest.len());
+        let mut end = find_space(rest).unwrap_or(rest.len());
         if let Some(quote) = rest
             .chars()
             .next()
@@ -323,14 +375,12 @@ fn split_words(line: &str) -> impl Iterator<Item = &str> {
             if first.len() == 1 || !first[1..].contains(quote) {
                 if let Some(close) = rest[1..].find(quote) {
                     let close = 1 + close + 1;
-                    end = rest[close..]
-                        .find(char::is_whitespace)
-                        .map_or(rest.len(), |i| close + i);
+                    end = find_space(&rest[close..]).map_or(rest.len(), |i| close + i);
                 }
             }
         }
         let word = &rest[..end];
-        rest = rest[end..].trim_start();
+        rest = trim_start(&rest[end..]);
         Some(word)
     })
 }
@@ -338,10 +388,14 @@ fn split_words(line: &str) -> impl Iterator<Item = &str> {
 /// Whether a word is quoted text: a name, a value, a command, which
 /// varies between occurrences of one failure.
 pub(super) fn is_quoted(raw: &str) -> bool {
-    let raw = raw.trim_end_matches([',', ';', ':', '.', ')', ']']);
-    let mut chars = raw.chars();
-    match (chars.next(), chars.next_back()) {
-        (Some(open), Some(close)) => open == close && matches!(open, '`' | '"' | '\''),
+    // Bytes, not characters: the quotes and the punctuation are ASCII.
+    let raw = raw.as_bytes();
+    let end = raw
+        .iter()
+        .rposition(|b| !matches!(b, b',' | b';' | b':' | b'.' | b')' | b']'))
+        .map_or(0, |last| last + 1);
+    match raw[..end] {
+        [open, .., close] => open == close && matches!(open, b'`' | b'"' | b'\''),
         _ => false,
     }
 }
@@ -354,10 +408,33 @@ pub(super) fn is_wrapper(c: char) -> bool {
     )
 }
 
+/// A word split into its leading wrappers, its core and its trailing
+/// wrappers. The core is `word.trim_matches(is_wrapper)`; this reads bytes
+/// rather than characters, as every wrapper is ASCII, and it runs on every
+/// word.
+fn unwrap(word: &str) -> (&str, &str, &str) {
+    let bytes = word.as_bytes();
+    let wrapper = |b: &u8| is_wrapper(char::from(*b));
+    let start = bytes
+        .iter()
+        .position(|b| !wrapper(b))
+        .unwrap_or(bytes.len());
+    let end = bytes
+        .iter()
+        .rposition(|b| !wrapper(b))
+        .map_or(start, |last| last + 1);
+    (&word[..start], &word[start..end], &word[end..])
+}
+
+/// A word without its wrappers: `word.trim_matches(is_wrapper)`.
+fn core_of(word: &str) -> &str {
+    unwrap(word).1
+}
+
 /// One word: kept, or reduced to its constant part.
 fn word(raw: &str, previous: Option<&str>) -> Word {
     let shown: Box<str> = cut(raw).into();
-    let core = raw.trim_matches(is_wrapper);
+    let (lead, core, tail) = unwrap(raw);
     let key = if core.is_empty() {
         Some(shown.clone())
     } else if raw.len() > MAX_WORD_BYTES || is_quoted(raw) {
@@ -370,13 +447,10 @@ fn word(raw: &str, previous: Option<&str>) -> Word {
             pinned: true,
         };
     } else if is_variable(core) {
-        let start = raw.find(core).unwrap_or(0);
-        let lead = &raw[..start];
         let label = label_of(core);
-        let tail = &raw[start + core.len()..];
         // A labelled value (`uid=<*>`) is compared by its label; a bare
         // one, wrapped or not (`(<*>)`, `<*>:`), by nothing.
-        (!label.is_empty()).then(|| format!("{lead}{label}<*>{tail}").into())
+        (!label.is_empty()).then(|| [lead, label, "<*>", tail].concat().into())
     } else {
         Some(shown.clone())
     };
@@ -401,11 +475,13 @@ fn cut(raw: &str) -> &str {
 /// Whether `raw` is a status: a number, an error code or an errno name
 /// (`ENOENT`, `ERESOLVE`) after a word that names statuses.
 fn is_status(previous: Option<&str>, raw: &str) -> bool {
-    let core = raw.trim_matches(is_wrapper);
-    names_a_status(previous)
-        && !core.is_empty()
+    if !names_a_status(previous) {
+        return false;
+    }
+    let core = core_of(raw);
+    !core.is_empty()
         && (core.bytes().all(|b| b.is_ascii_digit())
-            || is_error_code(core)
+            || is_error_code(core.as_bytes())
             || (core.len() > 2
                 && core.starts_with('E')
                 && core
@@ -416,46 +492,52 @@ fn is_status(previous: Option<&str>, raw: &str) -> bool {
 /// Whether the word before a number says the number is a status: exit
 /// codes, HTTP statuses, signals and errnos tell failures apart.
 fn names_a_status(previous: Option<&str>) -> bool {
+    const NAMES: &[&str] = &[
+        "code",
+        "status",
+        "exit",
+        "exitcode",
+        "exit_code",
+        "status_code",
+        "http",
+        "signal",
+        "errno",
+        "rc",
+    ];
     let Some(previous) = previous else {
         return false;
     };
-    let word = previous
-        .trim_matches(is_wrapper)
-        .trim_end_matches('=')
-        .to_ascii_lowercase();
-    matches!(
-        word.as_str(),
-        "code"
-            | "status"
-            | "exit"
-            | "exitcode"
-            | "exit_code"
-            | "status_code"
-            | "http"
-            | "signal"
-            | "errno"
-            | "rc"
-    ) || word.starts_with("http/")
+    let word = core_of(previous).trim_end_matches('=');
+    // Any case: `HTTP`, `Status`, `EXIT`. Compared in place, as a lowercase
+    // copy would cost an allocation per word.
+    NAMES.iter().any(|name| word.eq_ignore_ascii_case(name))
+        || word
+            .as_bytes()
+            .get(..5)
+            .is_some_and(|head| head.eq_ignore_ascii_case(b"http/"))
 }
 
 /// Whether a word varies between occurrences of one failure: it holds a
 /// digit (numbers, ids, times, addresses, versions), a path, or is a hex
 /// string.
 fn is_variable(core: &str) -> bool {
-    (core.len() > 1 && (core.contains('/') || core.contains('\\')))
+    // Bytes, not characters: a character that is not ASCII separates parts
+    // either way, and its bytes make only empty parts, which hold no digit.
+    let core = core.as_bytes();
+    (core.len() > 1 && core.iter().any(|b| matches!(b, b'/' | b'\\')))
         || core
-            .split(|c: char| !c.is_ascii_alphanumeric())
-            .any(|part| part.bytes().any(|b| b.is_ascii_digit()) && !is_error_code(part))
+            .split(|b| !b.is_ascii_alphanumeric())
+            .any(|part| part.iter().any(u8::is_ascii_digit) && !is_error_code(part))
 }
 
 /// An error code: one to three capitals and three to five digits (`E0308`,
 /// `TS2322`, `E404`). It names a kind of failure, not an occurrence.
-fn is_error_code(part: &str) -> bool {
-    let letters = part.bytes().take_while(u8::is_ascii_uppercase).count();
+fn is_error_code(part: &[u8]) -> bool {
+    let letters = part.iter().take_while(|b| b.is_ascii_uppercase()).count();
     let digits = part.len() - letters;
     (1..=3).contains(&letters)
         && (3..=5).contains(&digits)
-        && part.bytes().skip(letters).all(|b| b.is_ascii_digit())
+        && part[letters..].iter().all(u8::is_ascii_digit)
 }
 
 /// The label before a variable's value: `uid=` in `uid=0`, `blk_` in
@@ -481,16 +563,26 @@ fn label_of(core: &str) -> &str {
     }
 }
 
-/// A stack frame: the file and function it names, and whether it is
-/// application code (not the runtime's or a dependency's).
+/// A stack frame: the file and function it names.
 #[derive(Clone, Copy, Debug)]
 struct Frame<'a> {
     file: &'a str,
     function: &'a str,
-    app: bool,
+    /// The function as the trace wrote it (a Rust symbol keeps its hash
+    /// here), which is what tells a library's frame apart.
+    symbol: &'a str,
     /// Python lists frames outermost first, and prints a source line
     /// under each; the others list the innermost first.
     python: bool,
+}
+
+impl Frame<'_> {
+    /// Whether the frame is application code (not the runtime's or a
+    /// dependency's). Asked only of the frames [`top_frame`] looks at, not
+    /// of every frame of every trace.
+    fn is_app(&self) -> bool {
+        !is_library(self.file) && !is_library(self.symbol)
+    }
 }
 
 fn is_trace_header(line: &str) -> bool {
@@ -513,7 +605,10 @@ fn frame_of(line: &str) -> Option<Frame<'_>> {
     }
     // Java / JavaScript: at com.x.Y.m(Y.java:12) / at fn (file.js:1:2)
     if let Some(rest) = line.strip_prefix("at ") {
-        let rest = rest.trim_start_matches("async ");
+        let mut rest = rest;
+        while let Some(awaited) = rest.strip_prefix("async ") {
+            rest = awaited;
+        }
         return Some(match rest.split_once('(') {
             Some((function, place)) => {
                 let place = place.split(')').next().unwrap_or(place);
@@ -524,24 +619,24 @@ fn frame_of(line: &str) -> Option<Frame<'_>> {
     }
     // Rust backtraces: "12: my_crate::module::function" then
     // "at ./src/lib.rs:10:5"; the numbered line names the function.
-    if let Some((number, function)) = line.split_once(": ") {
-        if !number.is_empty() && number.bytes().all(|b| b.is_ascii_digit()) {
+    let digits = line.bytes().take_while(u8::is_ascii_digit).count();
+    if digits > 0 {
+        if let Some(function) = line[digits..].strip_prefix(": ") {
             // Native frames start with their address: `0x1c231f node::f`.
             let function = match function.trim().split_once(' ') {
                 Some((address, rest)) if address.starts_with("0x") => rest,
                 _ => function.trim(),
             };
-            let app = !is_library(function);
             return Some(Frame {
                 file: "",
                 function: strip_hash(function),
-                app,
+                symbol: function,
                 python: false,
             });
         }
     }
     // Go: main.handler(0x1, ...) then "/app/main.go:42 +0x1d"
-    if line.contains(".go:") && line.starts_with('/') {
+    if line.starts_with('/') && split_once(line, ".go:").is_some() {
         return Some(frame(strip_position(line.split(' ').next()?), "", false));
     }
     None
@@ -549,9 +644,9 @@ fn frame_of(line: &str) -> Option<Frame<'_>> {
 
 fn frame<'a>(file: &'a str, function: &'a str, python: bool) -> Frame<'a> {
     Frame {
-        app: !is_library(file) && !is_library(function),
         file,
         function,
+        symbol: function,
         python,
     }
 }
@@ -617,7 +712,7 @@ fn is_library(place: &str) -> bool {
 /// The innermost application frame, as `file:function`.
 fn top_frame(frames: &[Frame<'_>]) -> Option<String> {
     let python = frames.first()?.python;
-    let mut app = frames.iter().filter(|f| f.app);
+    let mut app = frames.iter().filter(|f| f.is_app());
     let top = if python { app.next_back() } else { app.next() }?;
     Some(format!("{}:{}", top.file, top.function))
 }
@@ -625,10 +720,89 @@ fn top_frame(frames: &[Frame<'_>]) -> Option<String> {
 /// The place a Rust panic names in its headline ("thread 'x' panicked at
 /// src/lib.rs:12:5:"), without its line and column.
 fn panic_site(headline: &str) -> Option<String> {
-    let (_, place) = headline.split_once(" panicked at ")?;
+    let (_, place) = split_once(headline, " panicked at ")?;
     let place = place.trim_end_matches(':').trim_end_matches(',');
     let place = place.split_whitespace().next()?;
-    Some(strip_position(place.trim_matches(is_wrapper)).to_string())
+    Some(strip_position(core_of(place)).to_string())
+}
+
+/// Where the first white space character of `text` starts:
+/// `text.find(char::is_whitespace)`, without decoding the printable ASCII
+/// that most of any line is, which is never white space: it is skipped
+/// in one tight loop.
+fn find_space(text: &str) -> Option<usize> {
+    let bytes = text.as_bytes();
+    let mut at = 0;
+    loop {
+        at += bytes[at..]
+            .iter()
+            .position(|b| !(b'!'..=b'~').contains(b))?;
+        // A character boundary: the bytes before it are ASCII.
+        let c = text[at..].chars().next()?;
+        if c.is_whitespace() {
+            return Some(at);
+        }
+        at += c.len_utf8();
+    }
+}
+
+/// The ASCII white space of `char::is_whitespace`, which unlike
+/// `u8::is_ascii_whitespace` includes the vertical tab.
+fn is_ascii_space(byte: u8) -> bool {
+    matches!(byte, b' ' | b'\t' | b'\n' | b'\x0b' | b'\x0c' | b'\r')
+}
+
+/// `text.trim_start()`, skipping ASCII white space a byte at a time.
+fn trim_start(text: &str) -> &str {
+    let start = text
+        .bytes()
+        .position(|b| !is_ascii_space(b))
+        .unwrap_or(text.len());
+    let text = &text[start..];
+    match text.as_bytes().first() {
+        // White space that is not ASCII may follow.
+        Some(first) if !first.is_ascii() => text.trim_start(),
+        _ => text,
+    }
+}
+
+/// `text.trim()`, trimming ASCII white space a byte at a time.
+fn trim(text: &str) -> &str {
+    let text = trim_start(text);
+    let bytes = text.as_bytes();
+    let end = bytes
+        .iter()
+        .rposition(|&b| !is_ascii_space(b))
+        .map_or(0, |last| last + 1);
+    match bytes[..end].last() {
+        // White space that is not ASCII may end it.
+        Some(last) if !last.is_ascii() => text[..end].trim_end(),
+        _ => &text[..end],
+    }
+}
+
+/// `text.split_whitespace()`, through [`find_space`].
+fn split_whitespace(text: &str) -> impl Iterator<Item = &str> {
+    let mut rest = trim_start(text);
+    std::iter::from_fn(move || {
+        if rest.is_empty() {
+            return None;
+        }
+        let (word, tail) = rest.split_at(find_space(rest).unwrap_or(rest.len()));
+        rest = trim_start(tail);
+        Some(word)
+    })
+}
+
+/// `text.split_once(needle)` for a short needle (not empty), which this
+/// module looks for on every line: comparing at each byte costs less than
+/// setting up `str`'s substring searcher for lines this short.
+fn split_once<'a>(text: &'a str, needle: &str) -> Option<(&'a str, &'a str)> {
+    let at = text
+        .as_bytes()
+        .windows(needle.len())
+        .position(|here| here == needle.as_bytes())?;
+    Some((&text[..at], &text[at + needle.len()..]))
 }
 
 #[cfg(test)]
