@@ -14,6 +14,7 @@
 
 use crate::error::{Error, Result};
 use crate::filter::{Column, Expr, Field, Literal, Op};
+use crate::retry::pipes::Pipes;
 use crate::store::{ChangeProbe, Event, EventKind, ItemSummary};
 use crate::{Dlq, ListFilter};
 use std::collections::VecDeque;
@@ -294,17 +295,14 @@ impl Hook {
             let _ = copied.send(());
         });
         let started = Instant::now();
-        let outcome = std::thread::scope(|scope| {
-            // A hook that does not read its stdin must not block us: the
-            // input goes in from a thread, which ends when the pipe closes.
-            if let Some(mut pipe) = child.stdin.take() {
-                scope.spawn(move || {
-                    let _ = pipe.write_all(input);
-                });
-            }
-            let ended = (|| loop {
-                if let Some(status) = child.try_wait()? {
-                    return Ok(if status.success() {
+        // A hook that does not read its stdin, or hands it to something
+        // that leaves its group, must not hold us: the input goes in only
+        // as the pipe takes it, and is dropped once the hook has ended.
+        let mut stdin = Pipes::new(child.stdin.take(), input, None::<std::process::ChildStderr>);
+        let ended = loop {
+            match child.try_wait() {
+                Ok(Some(status)) => {
+                    break Ok(if status.success() {
                         HookOutcome::Succeeded
                     } else if let Some(code) = status.code() {
                         HookOutcome::Failed(format!("exited with status {code}"))
@@ -315,27 +313,29 @@ impl Hook {
                         ))
                     });
                 }
-                if stop.load(Ordering::Relaxed) {
-                    crate::retry::command::kill_group(group);
-                    let _ = child.wait();
-                    return Ok(HookOutcome::Stopped);
-                }
-                if let Some(timeout) = self.timeout.filter(|t| started.elapsed() >= *t) {
-                    crate::retry::command::kill_group(group);
-                    let _ = child.wait();
-                    return Ok(HookOutcome::Failed(format!(
-                        "timed out after {}s and was killed",
-                        timeout.as_secs_f64()
-                    )));
-                }
-                std::thread::sleep(Duration::from_millis(10));
-            })();
-            // Nothing of a hook outlives it (leftovers would pile up, one
-            // set per dead letter), and nothing may hold its stdin open
-            // while the writer thread is waited for.
-            crate::retry::command::terminate_group(group);
-            ended
-        });
+                Ok(None) => {}
+                Err(e) => break Err(e),
+            }
+            if stop.load(Ordering::Relaxed) {
+                crate::retry::command::kill_group(group);
+                let _ = child.wait();
+                break Ok(HookOutcome::Stopped);
+            }
+            if let Some(timeout) = self.timeout.filter(|t| started.elapsed() >= *t) {
+                crate::retry::command::kill_group(group);
+                let _ = child.wait();
+                break Ok(HookOutcome::Failed(format!(
+                    "timed out after {}s and was killed",
+                    timeout.as_secs_f64()
+                )));
+            }
+            stdin.pump(crate::retry::command::POLL);
+        };
+        drop(stdin);
+        // Nothing of a hook outlives it (leftovers would pile up, one set
+        // per dead letter).
+        crate::retry::command::terminate_group(group);
+        let outcome = ended;
         self.guard.tell(format!("-{group}\n"));
         let _ = copied_receiver.recv_timeout(Duration::from_secs(1));
         outcome

@@ -5,18 +5,20 @@
 //! a CommandFailed attempt with the tail of stderr; past the timeout the
 //! whole process group is killed and the attempt is a Timeout.
 
+use super::pipes::Pipes;
 use super::{Attempt, AttemptFailure, Handler, Outcome, RunControl};
 use crate::model::{error_types, ErrorType};
-use std::io::{Read, Write};
+use std::io::Write;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::process::{Child, Command, Stdio};
-use std::sync::{Condvar, Mutex};
-use std::time::Duration;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
-/// How much of the end of stderr is kept (as the attempt's stack_trace).
-const STDERR_TAIL: usize = 16 * 1024;
-/// What a pipe holds before a writer blocks (Linux's default).
-const PIPE_CAPACITY: usize = 64 * 1024;
+/// How long the supervisor waits on the pipes between looks at the child.
+pub(crate) const POLL: Duration = Duration::from_millis(10);
+/// How often a command's process group is looked up in /proc while only
+/// its stderr is waited for.
+const GROUP_LOOK: Duration = Duration::from_millis(100);
 /// How many of its last lines make the error_message.
 const MESSAGE_LINES: usize = 3;
 
@@ -282,27 +284,6 @@ fn group_alive(group: i32) -> bool {
     })
 }
 
-/// Keeps the tail of a stream.
-fn read_tail(mut stream: impl Read) -> Vec<u8> {
-    let mut tail = Vec::new();
-    let mut buffer = [0u8; 8192];
-    loop {
-        match stream.read(&mut buffer) {
-            Ok(0) | Err(_) => break,
-            Ok(n) => {
-                tail.extend_from_slice(&buffer[..n]);
-                if tail.len() > 2 * STDERR_TAIL {
-                    tail.drain(..tail.len() - STDERR_TAIL);
-                }
-            }
-        }
-    }
-    if tail.len() > STDERR_TAIL {
-        tail.drain(..tail.len() - STDERR_TAIL);
-    }
-    tail
-}
-
 fn failure(error_type: ErrorType, message: String, stderr: &str, step: &str) -> Outcome {
     Outcome::Failure(AttemptFailure {
         error_type,
@@ -404,71 +385,58 @@ impl CommandHandler {
 
     /// Feeds `data` to the child's stdin, keeps the tail of its stderr,
     /// waits for it (killing its group at the timeout, or when the run is
-    /// killed), and leaves nothing of its group running.
+    /// killed), and leaves nothing of its group running. Never waits for a
+    /// process that left the group (see `pipes`).
     fn supervise(&self, attempt: &Attempt<'_>, mut child: Child, group: i32, data: &[u8]) -> Ended {
-        let mut stdin = child.stdin.take();
-        let stderr = child.stderr.take();
-        let finished = (Mutex::new(false), Condvar::new());
-        // Data that fits the pipe's buffer goes in at once (a write that
-        // cannot block); more goes through a thread, so a command that does
-        // not read its stdin cannot block us.
-        if data.len() <= PIPE_CAPACITY {
-            if let Some(mut pipe) = stdin.take() {
-                let _ = pipe.write_all(data);
+        let mut pipes = Pipes::new(child.stdin.take(), data, child.stderr.take());
+        let started = Instant::now();
+        let past_timeout = || self.timeout.is_some_and(|t| started.elapsed() >= t);
+        let mut timed_out = false;
+        let status = loop {
+            match child.try_wait() {
+                Ok(Some(status)) => break Ok(status),
+                Ok(None) => {}
+                Err(e) => break Err(e),
             }
-        }
-        std::thread::scope(|scope| {
-            if let Some(mut pipe) = stdin.take() {
-                scope.spawn(move || {
-                    let _ = pipe.write_all(data);
-                });
-            }
-            let (tail_sender, tail_receiver) = std::sync::mpsc::channel();
-            let reader = scope.spawn(move || {
-                let _ = tail_sender.send(stderr.map(read_tail).unwrap_or_default());
-            });
-            let started = std::time::Instant::now();
-            let finished_ref = &finished;
-            let watchdog = self
-                .timeout
-                .map(|timeout| scope.spawn(move || kill_at_timeout(finished_ref, timeout, group)));
-            let status = child.wait();
-            {
-                let mut done = crate::db::lock_ignoring_poison(&finished.0);
-                *done = true;
-                finished.1.notify_all();
-            }
-            let mut timed_out = watchdog.is_some_and(|w| w.join().unwrap_or(false));
-            if timed_out || attempt.control.killing() {
+            let killed = attempt.control.killing();
+            if killed || past_timeout() {
+                timed_out = !killed;
                 kill_group(group);
+                break child.wait();
             }
-            // The shell is gone, but what it started in the background may
-            // still hold stderr open: the timeout covers that too.
-            let stderr = match self.timeout {
-                Some(timeout) if !timed_out => {
-                    let left = timeout.saturating_sub(started.elapsed());
-                    match tail_receiver.recv_timeout(left) {
-                        Ok(tail) => tail,
-                        Err(_) => {
-                            timed_out = true;
-                            terminate_group(group);
-                            tail_receiver.recv().unwrap_or_default()
-                        }
-                    }
+            pipes.pump(POLL);
+        };
+        pipes.close_stdin();
+        // The shell is gone, but what it started in the background may
+        // still hold stderr open: that is still the attempt, and the
+        // timeout covers it too. Once nothing of the group is left, whoever
+        // still holds the pipe left the group; its output is not waited for.
+        let mut looked = Instant::now();
+        while !pipes.stderr_done() && !attempt.control.killing() {
+            if past_timeout() {
+                timed_out = true;
+                terminate_group(group);
+                pipes.pump(Duration::ZERO);
+                break;
+            }
+            if looked.elapsed() >= GROUP_LOOK {
+                looked = Instant::now();
+                if !group_alive(group) {
+                    pipes.pump(Duration::ZERO);
+                    break;
                 }
-                _ => tail_receiver.recv().unwrap_or_default(),
-            };
-            let _ = reader.join();
-            // Nothing of the attempt outlives it: a leftover would run on
-            // without a lease.
-            terminate_group(group);
-            self.guard.tell(format!("-{group}\n"));
-            Ended {
-                status,
-                stderr,
-                timed_out,
             }
-        })
+            pipes.pump(POLL);
+        }
+        // Nothing of the attempt outlives it: a leftover would run on
+        // without a lease.
+        terminate_group(group);
+        self.guard.tell(format!("-{group}\n"));
+        Ended {
+            status,
+            stderr: pipes.into_tail(),
+            timed_out,
+        }
     }
 }
 
@@ -478,21 +446,6 @@ struct Ended {
     /// The tail of its stderr.
     stderr: Vec<u8>,
     timed_out: bool,
-}
-
-/// Waits until `finished` is set or `timeout` passes; at the timeout, kills
-/// `group` and says so.
-fn kill_at_timeout(finished: &(Mutex<bool>, Condvar), timeout: Duration, group: i32) -> bool {
-    let guard = crate::db::lock_ignoring_poison(&finished.0);
-    let (guard, result) = match finished.1.wait_timeout_while(guard, timeout, |done| !*done) {
-        Ok(pair) => pair,
-        Err(poisoned) => poisoned.into_inner(),
-    };
-    if result.timed_out() && !*guard {
-        kill_group(group);
-        return true;
-    }
-    false
 }
 
 /// The error type and message of a command that did not succeed: its exit

@@ -11,6 +11,7 @@
 //! the items. Items are streamed, never all loaded.
 
 pub mod command;
+pub(crate) mod pipes;
 pub mod requeue;
 
 use crate::error::{Error, Result};

@@ -269,6 +269,39 @@ pub fn run(command: &mut Command) -> Output {
     command.output().expect("run dlq")
 }
 
+/// Runs a command that must end within `limit`: past it, the command is
+/// killed and the test fails. Its output must be small (it is read only at
+/// the end).
+pub fn run_within(command: &mut Command, limit: std::time::Duration) -> Output {
+    let mut child = command
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run dlq");
+    let started = std::time::Instant::now();
+    while child.try_wait().expect("wait").is_none() {
+        if started.elapsed() > limit {
+            let _ = child.kill();
+            let output = child.wait_with_output().expect("wait");
+            panic!(
+                "{command:?} still ran after {limit:?}; stderr: {}",
+                String::from_utf8_lossy(&output.stderr)
+            );
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    child.wait_with_output().expect("wait")
+}
+
+/// Kills the processes whose pids are the lines of `file` (processes a
+/// test let escape dlq's reach on purpose).
+pub fn kill_listed(file: &Path) {
+    for pid in std::fs::read_to_string(file).unwrap_or_default().lines() {
+        let _ = Command::new("kill").arg(pid.trim()).status();
+    }
+}
+
 /// Runs a command that must succeed; returns stdout.
 pub fn ok(command: &mut Command) -> String {
     let output = run(command);

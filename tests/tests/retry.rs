@@ -1026,3 +1026,35 @@ fn a_success_keeps_an_item_that_changed_while_its_command_ran() {
         0
     );
 }
+
+/// A command that hands its stdin and stderr to a process outside its
+/// group (`setsid -f`) and ends: dlq cannot reach that process, so it must
+/// not wait for it, neither feeding it the rest of an item too big for the
+/// pipe nor reading its stderr to the end. Before, the run hung forever
+/// (with or without --timeout) while renewing its lease.
+#[test]
+fn a_command_handing_its_pipes_to_an_escaped_process_does_not_hold_the_run() {
+    let dir = TempDir::new("retry-escaped-stdin");
+    let db = dir.join("dlq.db");
+    let mut big = item("big", 1, "2025-01-01T00:00:00Z", "boom");
+    big["item_data"]["blob"] = "x".repeat(512 * 1024).into();
+    add_lines(&db, "j", [big]);
+    let pids = dir.join("escaped.pids");
+    let command = "setsid -f sh -c 'echo $$ >> \"$PIDS\"; exec sleep 600'; exit 0";
+    for timeout in [None, Some("300")] {
+        let mut retry = dlq(&db);
+        retry
+            .args(["retry", "j", "--json", "--exec", command])
+            .env("PIDS", &pids);
+        if let Some(seconds) = timeout {
+            retry.args(["--timeout", seconds]);
+            add_lines(&db, "j", [item("again", 1, "2025-01-01T00:00:00Z", "boom")]);
+        }
+        let output = run_within(&mut retry, Duration::from_secs(60));
+        kill_listed(&pids);
+        let summary = json(&String::from_utf8(output.stdout).unwrap());
+        assert_eq!(output.status.code(), Some(0), "{summary}");
+        assert_eq!(summary["succeeded"], 1, "{summary}");
+    }
+    assert_eq!(count(&db, "SELECT COUNT(*) FROM items"), 0);
+}

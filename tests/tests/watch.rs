@@ -722,6 +722,28 @@ fn a_hook_leaving_a_process_outside_its_group_does_not_hold_the_watch() {
     assert!(took < Duration::from_secs(60), "{took:?}");
 }
 
+/// A hook that hands its stdin to a process outside its group and ends,
+/// with an item too big for the pipe: the rest of the input is dropped, not
+/// written into a pipe nobody in reach will read.
+#[test]
+fn a_hook_handing_its_stdin_to_an_escaped_process_does_not_hold_the_watch() {
+    let dir = TempDir::new("watch-hook-escaped-stdin");
+    let db = dir.join("dlq.db");
+    let mut big = item("x1", 1, TS, "m");
+    big["item_data"]["blob"] = "x".repeat(512 * 1024).into();
+    add_lines(&db, "j", [big]);
+    let pids = dir.join("escaped.pids");
+    let command = "setsid -f sh -c 'echo $$ >> \"$PIDS\"; exec sleep 600'; exit 0";
+    let output = run_within(
+        dlq(&db)
+            .args(["watch", "--once", "--from-start", "--exec", command])
+            .env("PIDS", &pids),
+        Duration::from_secs(60),
+    );
+    kill_listed(&pids);
+    assert!(output.status.success(), "{output:?}");
+}
+
 #[test]
 fn a_job_with_nothing_yet_gets_a_note_and_a_cursor_of_another_time_says_so() {
     let dir = TempDir::new("watch-job-note");
