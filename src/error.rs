@@ -170,6 +170,15 @@ pub enum Error {
     )]
     SelectionChanged { counted: u64, now: u64 },
 
+    /// A retry run could not renew its leases (another writer held the
+    /// database too long): it killed its commands and stopped before the
+    /// leases ran out, so no other run can have started an item it was
+    /// still running.
+    #[error(
+        "the run's leases went unrenewed for {unrenewed:.1}s ({reason}); its commands were killed before the leases ran out, so nothing ran twice: run it again"
+    )]
+    LeasesLapsing { unrenewed: f64, reason: String },
+
     /// The operation is not available on this database's backend.
     #[error("{what} is not available on PostgreSQL yet (it works on a SQLite database)")]
     Unsupported { what: String },
@@ -277,6 +286,7 @@ impl Error {
             | Error::JobNotFound(_)
             | Error::RetentionPolicyNotFound { .. } => ErrorKind::NotFound,
             Error::SelectionChanged { .. } => ErrorKind::Conflict,
+            Error::LeasesLapsing { .. } => ErrorKind::Busy,
             Error::Unsupported { .. } => ErrorKind::Unsupported,
             Error::Json(e) => match e.io_error_kind() {
                 Some(io) => io_kind(&std::io::Error::from(io)),

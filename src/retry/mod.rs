@@ -45,6 +45,10 @@ pub struct RetryOptions {
     /// Only items whose row key is at most this (a counted selection:
     /// nothing stored after it was counted).
     pub max_key: Option<i64>,
+    /// Take exactly the items leased to this run before it started
+    /// ([`Dlq::lease_selection`]: a confirmed selection), whatever their
+    /// flags; `filter`, `max_key` and `force` are then not used.
+    pub leased_in_advance: bool,
     /// Also take items that are not eligible for reprocessing.
     pub force: bool,
     /// Worker threads (1 to [`MAX_PARALLEL`]).
@@ -81,6 +85,7 @@ impl RetryOptions {
             job_id: job_id.into(),
             filter: None,
             max_key: None,
+            leased_in_advance: false,
             force: false,
             parallel: 10,
             max_retries: 3,
@@ -102,6 +107,15 @@ impl RetryOptions {
     /// ([`crate::store::Selection::max_key`]).
     pub fn max_key(mut self, key: i64) -> Self {
         self.max_key = Some(key);
+        self
+    }
+
+    /// Only the items leased to this run (its `run_id`) before it starts,
+    /// with [`Dlq::lease_selection`]: a confirmed selection, taken exactly
+    /// (the dashboard's retry). The run renews those leases from its
+    /// start; lease them at most a lease before it.
+    pub fn leased_in_advance(mut self) -> Self {
+        self.leased_in_advance = true;
         self
     }
 
@@ -396,6 +410,13 @@ impl RateLimit {
 
 /// The selection a run works on: the job, the filter, eligibility.
 fn selection(options: &RetryOptions, eligible: Option<bool>) -> ListFilter {
+    if options.leased_in_advance {
+        return ListFilter {
+            job_id: Some(options.job_id.clone()),
+            leased_to: Some(options.run_id.clone()),
+            ..ListFilter::default()
+        };
+    }
     ListFilter {
         job_id: Some(options.job_id.clone()),
         eligible,
@@ -414,7 +435,8 @@ pub fn preview(
 ) -> Result<(Vec<crate::store::ItemSummary>, u64, u64)> {
     let take = selection(options, if options.force { None } else { Some(true) });
     let total = dlq.count_matching(&take)?;
-    let skipped = if options.force {
+    // A set leased in advance was chosen whole: nothing in it is skipped.
+    let skipped = if options.force || options.leased_in_advance {
         0
     } else {
         dlq.count_matching(&selection(options, Some(false)))?
@@ -461,7 +483,8 @@ pub fn retry(
         progress: &mut progress,
     };
     let outcome: Result<()> = std::thread::scope(|scope| {
-        let renewing = scope.spawn(|| renewer.run(dlq, options));
+        scope.spawn(|| renewer.run(dlq, options));
+        scope.spawn(|| renewer.guard(options, control, started));
         let run = Run {
             dlq,
             options,
@@ -484,10 +507,11 @@ pub fn retry(
             let _ = worker.join();
         }
         renewer.stop();
-        let renewed = renewing.join().unwrap_or(Ok(()));
-        match results.failure.take() {
+        // A lapse explains whatever failed after it (the workers' writes
+        // wait for the same lock).
+        match crate::db::lock_ignoring_poison(&renewer.lapsed).take() {
             Some(e) => Err(e),
-            None => renewed,
+            None => results.failure.take().map_or(Ok(()), Err),
         }
     });
     let summary = end_run(
@@ -511,7 +535,8 @@ fn start_run(dlq: &Dlq, options: &RetryOptions) -> Result<(ListFilter, u64, u64)
         &options.parameters,
     )?;
     let take = selection(options, if options.force { None } else { Some(true) });
-    let skipped = if options.force {
+    // A set leased in advance was chosen whole: nothing in it is skipped.
+    let skipped = if options.force || options.leased_in_advance {
         0
     } else {
         dlq.count_matching(&selection(options, Some(false)))?
@@ -526,27 +551,89 @@ fn lease_until(dlq: &Dlq, lease: Duration) -> crate::time::Timestamp {
         .plus_millis(i64::try_from(lease.as_millis()).unwrap_or(i64::MAX))
 }
 
-/// Keeps the run's leases (and its heartbeat) alive, every third of a
-/// lease, until stopped.
+/// Keeps the run's leases (and its heartbeat) alive, and makes sure no
+/// command of the run outlives a lease it holds.
+///
+/// Renewals happen every third of a lease. One can fail or wait: another
+/// writer may hold the database's write lock longer than a lease (a big
+/// `dlq add`, a purge, an operator's `sqlite3` transaction). Then the
+/// renewer keeps trying, and a guard that never touches the database
+/// watches the time: once less than [`LEASE_MARGIN`] of the last secured
+/// lease is left, it kills the run's commands and stops the run, before
+/// another run could take the items and start them a second time.
 #[derive(Default)]
 struct Renewer {
     done: AtomicBool,
     wake: (Mutex<()>, Condvar),
+    /// Until when every lease of the run holds for sure: when the last
+    /// renewal that went through (or the run) started, plus a lease. Items
+    /// claimed later hold longer.
+    secured: Mutex<Option<Instant>>,
+    /// Why the last renewal failed, while renewals fail.
+    failing: Mutex<Option<String>>,
+    /// Set when the guard stopped the run.
+    lapsed: Mutex<Option<Error>>,
 }
 
+/// The part of a lease left when a run whose renewals fail kills its
+/// commands: a sixth (10 s of the default 60 s lease). Renewals come every
+/// third, so a run only gets there after its renewals failed for half a
+/// lease.
+pub const LEASE_MARGIN: u32 = 6;
+
 impl Renewer {
-    fn run(&self, dlq: &Dlq, options: &RetryOptions) -> Result<()> {
-        let mut guard = crate::db::lock_ignoring_poison(&self.wake.0);
-        while !self.done.load(Ordering::SeqCst) {
-            guard = match self.wake.1.wait_timeout(guard, options.lease / 3) {
-                Ok((guard, _)) => guard,
-                Err(poisoned) => poisoned.into_inner().0,
-            };
-            if !self.done.load(Ordering::SeqCst) {
-                dlq.renew_leases(&options.run_id, lease_until(dlq, options.lease))?;
+    fn run(&self, dlq: &Dlq, options: &RetryOptions) {
+        let retry_every =
+            (options.lease / 12).clamp(Duration::from_millis(50), Duration::from_secs(1));
+        let mut wait = options.lease / 3;
+        while self.sleep(wait) {
+            let started = Instant::now();
+            match dlq.renew_leases(&options.run_id, lease_until(dlq, options.lease)) {
+                Ok(_) => {
+                    *crate::db::lock_ignoring_poison(&self.secured) = Some(started + options.lease);
+                    *crate::db::lock_ignoring_poison(&self.failing) = None;
+                    wait = options.lease / 3;
+                }
+                Err(e) => {
+                    *crate::db::lock_ignoring_poison(&self.failing) = Some(e.to_string());
+                    wait = retry_every;
+                }
             }
         }
-        Ok(())
+    }
+
+    /// Kills the run's commands (and stops it) once its leases are about
+    /// to run out unrenewed.
+    fn guard(&self, options: &RetryOptions, control: &RunControl, started: Instant) {
+        let margin = options.lease / LEASE_MARGIN;
+        let tick =
+            (options.lease / 20).clamp(Duration::from_millis(10), Duration::from_millis(500));
+        while self.sleep(tick) {
+            let secured =
+                crate::db::lock_ignoring_poison(&self.secured).unwrap_or(started + options.lease);
+            if Instant::now() + margin < secured {
+                continue;
+            }
+            control.kill();
+            let reason = crate::db::lock_ignoring_poison(&self.failing)
+                .clone()
+                .unwrap_or_else(|| "the renewal did not return".to_string());
+            *crate::db::lock_ignoring_poison(&self.lapsed) = Some(Error::LeasesLapsing {
+                unrenewed: (options.lease - margin).as_secs_f64(),
+                reason,
+            });
+            return;
+        }
+    }
+
+    /// Waits `wait` unless stopped first; false once stopped.
+    fn sleep(&self, wait: Duration) -> bool {
+        let guard = crate::db::lock_ignoring_poison(&self.wake.0);
+        let _unused = self
+            .wake
+            .1
+            .wait_timeout_while(guard, wait, |_| !self.done.load(Ordering::SeqCst));
+        !self.done.load(Ordering::SeqCst)
     }
 
     fn stop(&self) {

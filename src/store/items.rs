@@ -35,6 +35,9 @@ pub struct ListFilter {
     /// it was counted ([`crate::store::Selection::max_key`]), so items
     /// stored later are not taken.
     pub max_key: Option<i64>,
+    /// Only items leased to this retry run: the confirmed set a run was
+    /// given ([`Dlq::lease_selection`]).
+    pub leased_to: Option<String>,
 }
 
 /// Where the next page starts: after this (last_attempt, row key).
@@ -118,6 +121,10 @@ impl ListFilter {
         if let Some(max_key) = self.max_key {
             sql.push_str(" AND i.id <= ?");
             values.push(Value::Integer(max_key));
+        }
+        if let Some(run) = &self.leased_to {
+            sql.push_str(" AND i.lease_owner = ?");
+            values.push(Value::Text(run.clone()));
         }
         if let Some(expression) = &self.expression {
             let condition = expression.to_sql_on(backend, now);

@@ -529,6 +529,7 @@ pub(super) fn count_from_counters(
         || filter.until.is_some()
         || filter.expression.is_some()
         || filter.max_key.is_some()
+        || filter.leased_to.is_some()
     {
         return Ok(None);
     }

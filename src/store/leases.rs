@@ -170,8 +170,9 @@ impl Dlq {
     }
 
     /// Takes up to `limit` items of the filter's job with a row key above
-    /// `after`, free or with an expired lease, and leases them to `run_id`
-    /// until `until`. Returns their row keys in order.
+    /// `after`, free, with an expired lease or leased to `run_id` already
+    /// (a confirmed selection, leased in advance), and leases them to
+    /// `run_id` until `until`. Returns their row keys in order.
     #[doc(hidden)] // The retry engine's; the counter tests drive it directly.
     pub fn claim(
         &self,
@@ -192,6 +193,7 @@ impl Dlq {
                 Value::Text(until.to_storage()),
                 Value::Integer(after),
                 Value::Text(now.to_storage()),
+                Value::Text(run_id.to_string()),
             ];
             filter.push_conditions_on(tx.sql().backend(), age_now, &mut condition, &mut values);
             values.push(Value::Integer(i64::try_from(limit).unwrap_or(i64::MAX)));
@@ -206,7 +208,7 @@ impl Dlq {
                     "UPDATE items SET lease_owner = ?, lease_expires = ?
                      WHERE id IN (
                          SELECT i.id FROM items i NOT INDEXED
-                         WHERE i.id > ? AND (i.lease_owner IS NULL OR i.lease_expires < ?){condition}
+                         WHERE i.id > ? AND (i.lease_owner IS NULL OR i.lease_expires < ? OR i.lease_owner = ?){condition}
                          ORDER BY i.id LIMIT ?)
                      RETURNING id"
                 ),
@@ -218,7 +220,7 @@ impl Dlq {
                     "UPDATE items SET lease_owner = ?, lease_expires = ?
                      WHERE id IN (
                          SELECT i.id FROM items i
-                         WHERE i.id > ? AND (i.lease_owner IS NULL OR i.lease_expires < ?){condition}
+                         WHERE i.id > ? AND (i.lease_owner IS NULL OR i.lease_expires < ? OR i.lease_owner = ?){condition}
                          ORDER BY i.id LIMIT ?
                          FOR UPDATE SKIP LOCKED)
                      RETURNING id"
@@ -466,8 +468,9 @@ impl Dlq {
         })
     }
 
-    /// Gives back every item `run_id` holds.
-    pub(crate) fn release_all_leases(&self, run_id: &str) -> Result<usize> {
+    /// Gives back every item `run_id` holds (also those of a selection
+    /// leased to a run that could not start).
+    pub fn release_all_leases(&self, run_id: &str) -> Result<usize> {
         self.write(|tx| {
             tx.sql().exec(
                 "UPDATE items SET lease_owner = NULL, lease_expires = NULL WHERE lease_owner = ?1",
@@ -612,6 +615,7 @@ fn only_an_error_type(filter: &ListFilter) -> Option<(&str, bool)> {
         since: None,
         until: None,
         max_key: None,
+        leased_to: None,
         expression:
             Some(Expr::Compare {
                 field:
@@ -640,6 +644,7 @@ fn only_a_category(filter: &ListFilter) -> Option<super::Category> {
         since: None,
         until: None,
         max_key: None,
+        leased_to: None,
         expression:
             Some(Expr::Compare {
                 field: Field::Column(Column::Category),

@@ -238,6 +238,70 @@ impl Dlq {
         })
     }
 
+    /// Leases the target's items to the retry run `run_id` until `until`,
+    /// in one transaction; with `expect`, only if the target still holds
+    /// exactly the items counted then. A confirmed retry runs on these and
+    /// nothing else ([`crate::retry::RetryOptions::leased_in_advance`]): no
+    /// item stored, merged into the search or marked eligible after the
+    /// count. Fails as changed when another run holds a live lease on one
+    /// of them (it is being retried already).
+    pub fn lease_selection(
+        &self,
+        target: &Target,
+        expect: Option<&str>,
+        run_id: &str,
+        until: Timestamp,
+    ) -> Result<ActionReport> {
+        self.act(target, expect, |tx, condition, values| {
+            let conn = tx.sql();
+            if conn.backend() == Backend::Postgres {
+                // The jobs' row locks first, as adds take them.
+                conn.exec(
+                    &format!(
+                        "SELECT 1 FROM jobs WHERE job_id IN (SELECT i.job_id FROM items i WHERE 1 = 1{condition})
+                         ORDER BY job_id FOR UPDATE"
+                    ),
+                    &values.iter().map(Val::from_value).collect::<Vec<_>>(),
+                )?;
+            }
+            let now = tx.now();
+            let mut bound: Vec<Val<'_>> = vals![run_id, now].to_vec();
+            bound.extend(values.iter().map(Val::from_value));
+            let held = conn
+                .row(
+                    &format!(
+                        "SELECT COUNT(*) FROM items i
+                         WHERE i.lease_owner IS NOT NULL AND i.lease_owner <> ? AND i.lease_expires >= ?{condition}"
+                    ),
+                    &bound,
+                    |row| row.i64(0),
+                )?
+                .unwrap_or(0);
+            if held > 0 {
+                let total = conn
+                    .row(
+                        &format!("SELECT COUNT(*) FROM items i WHERE 1 = 1{condition}"),
+                        &values.iter().map(Val::from_value).collect::<Vec<_>>(),
+                        |row| row.i64(0),
+                    )?
+                    .unwrap_or(0);
+                return Err(Error::SelectionChanged {
+                    counted: u64::try_from(total).unwrap_or(0),
+                    now: u64::try_from(total - held).unwrap_or(0),
+                });
+            }
+            let mut bound: Vec<Val<'_>> = vals![run_id, until].to_vec();
+            bound.extend(values.iter().map(Val::from_value));
+            conn.exec(
+                &format!(
+                    "UPDATE items SET lease_owner = ?, lease_expires = ?
+                     WHERE id IN (SELECT i.id FROM items i WHERE 1 = 1{condition})"
+                ),
+                &bound,
+            )
+        })
+    }
+
     /// Removes the target's items, with a `removed` event each (as
     /// [`Dlq::remove`]), in one transaction. With `expect`, only if the
     /// target still holds exactly the items counted then.

@@ -1058,3 +1058,54 @@ fn a_command_handing_its_pipes_to_an_escaped_process_does_not_hold_the_run() {
     }
     assert_eq!(count(&db, "SELECT COUNT(*) FROM items"), 0);
 }
+
+/// A writer beside a run holds the lock longer than a lease: the run
+/// cannot renew, so it kills its command before the lease runs out (and
+/// says why), instead of letting another run take the item and start it a
+/// second time while the first command still runs.
+#[test]
+fn a_run_that_cannot_renew_its_leases_kills_its_commands_before_they_run_out() {
+    if sqlite_only("PostgreSQL renews row by row beside a table lock") {
+        return;
+    }
+    let (dir, db) = job_j("retry-lease-lapse", 1, |_| true);
+    let pids = dir.join("pids");
+    let command = format!("echo $$ >> '{}'; exec sleep 120", pids.display());
+    let child = dlq(&db)
+        .args(["retry", "j", "--json", "--lease", "6", "--exec", &command])
+        .env("DLQ_BUSY_TIMEOUT_MS", "60000")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_for_lines(&pids, 1);
+    let pid = std::fs::read_to_string(&pids).unwrap().trim().to_string();
+    let lock = hold_write_lock(&db);
+    let locked = Instant::now();
+    let alive = || Path::new(&format!("/proc/{pid}")).exists();
+    while alive() && locked.elapsed() < Duration::from_secs(30) {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let died = locked.elapsed();
+    kill_listed(&pids);
+    // Renewed last at most 2 s (a third of the lease) before the lock:
+    // the lease runs out 6 s after that at the latest.
+    assert!(
+        died < Duration::from_secs(6),
+        "the command still ran {died:?} into the lock"
+    );
+    drop(lock);
+    let output = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_ne!(output.status.code(), Some(0), "{stderr}");
+    assert!(stderr.contains("leases went unrenewed"), "{stderr}");
+    assert!(stderr.contains("nothing ran twice"), "{stderr}");
+    assert_eq!(count(&db, "SELECT COUNT(*) FROM items"), 1);
+    assert_eq!(
+        count(
+            &db,
+            "SELECT COUNT(*) FROM items WHERE lease_owner IS NOT NULL"
+        ),
+        0
+    );
+}

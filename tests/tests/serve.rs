@@ -1921,3 +1921,75 @@ fn the_items_page_walks_every_match_by_its_next_links() {
         assert_eq!(seen, expected, "{sort}");
     }
 }
+
+/// A confirmed retry takes exactly the items it counted: one marked
+/// eligible while the run goes (by its own first command here) is left
+/// alone, although it lies among the counted rows.
+#[test]
+fn a_confirmed_retry_takes_exactly_the_items_it_counted() {
+    let dir = TempDir::new("serve-retry-exact");
+    let db = dir.path().join("dlq.db");
+    let ids = ["a", "x1", "x2", "x3", "b", "x4", "x5"];
+    add_lines(
+        &db,
+        "J",
+        ids.map(|id| item(id, 1, "2025-01-01T00:00:00Z", "boom")),
+    );
+    ok(dlq(&db).args(["mark", "b", "--job-id", "J", "--ineligible"]));
+    let script = dir.join("mark-b.sh");
+    std::fs::write(
+        &script,
+        format!(
+            "#!/bin/sh\ncat > /dev/null\nif [ \"$DLQ_ITEM_ID\" = a ]; then '{}' --db '{}' mark b --job-id J --eligible >/dev/null || exit 9; fi\nexit 0\n",
+            env!("CARGO_BIN_EXE_dlq"),
+            target(&db).display()
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let server = Server::start(
+        &db,
+        &["--exec", script.to_str().unwrap(), "--parallel", "1"],
+    );
+    let retry = serde_json::json!({"action": "retry", "job_id": "J", "filter": ""});
+    let mut dry = retry.clone();
+    dry["dry_run"] = true.into();
+    let counted = post_action(&server, dry).json();
+    assert_eq!(counted["count"], 6, "{counted}");
+    let mut confirmed = retry.clone();
+    confirmed["selection"] = counted["selection"].clone();
+    let started = post_action(&server, confirmed);
+    assert_eq!(started.status, 200, "{}", started.body);
+    assert_eq!(started.json()["count"], 6);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    while count(
+        &db,
+        "SELECT COUNT(*) FROM retry_runs WHERE status != 'running'",
+    ) == 0
+    {
+        assert!(std::time::Instant::now() < deadline, "the run did not end");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert_eq!(count(&db, "SELECT attempted FROM retry_runs"), 6);
+    assert_eq!(strings(&db, "SELECT item_id FROM items"), ["b"]);
+    assert_eq!(
+        count(&db, "SELECT reprocess_eligible FROM items"),
+        1,
+        "the command marked it"
+    );
+    assert_eq!(
+        count(
+            &db,
+            "SELECT COUNT(*) FROM events WHERE item_id = 'b' AND kind LIKE 'retri%'"
+        ),
+        0
+    );
+    assert_eq!(
+        count(
+            &db,
+            "SELECT COUNT(*) FROM items WHERE lease_owner IS NOT NULL"
+        ),
+        0
+    );
+}

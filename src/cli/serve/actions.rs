@@ -244,9 +244,9 @@ pub fn perform(
             // One run per job, each on the eligible items of its job. A dry
             // run counts each job's selection; the tokens (one per job,
             // comma-separated) make the runs take exactly those items: each
-            // is checked before any run starts, and each run is bounded by
-            // its selection's largest row key, so nothing stored later is
-            // taken.
+            // job's items are leased to its run in the transaction that
+            // checks the token, and the run takes only what it was leased,
+            // so nothing stored, merged or marked eligible later is taken.
             let filters = plan.retry_filters()?;
             if dry_run {
                 let mut count = 0;
@@ -273,22 +273,40 @@ pub fn perform(
                     "the selection is not one this retry counted",
                 ));
             }
-            let mut planned = Vec::new();
+            let mut leased: Vec<(String, String, u64)> = Vec::new();
+            let give_back = |leased: &[(String, String, u64)]| {
+                for (_, run_id, _) in leased {
+                    let _ = app.dlq.release_all_leases(run_id);
+                }
+            };
             for (n, filter) in filters.into_iter().enumerate() {
-                let target = Target::Filter(filter.clone());
-                let counted = match &given {
-                    Some(tokens) => app.dlq.check_selection(&target, tokens[n])?,
-                    None => app.dlq.select(&target)?,
-                };
-                if counted.count > 0 {
-                    planned.push((filter, counted));
+                let run_id = new_run_id();
+                let until = app.dlq.now().plus_millis(LEASE_MS);
+                let token = given.as_ref().map(|tokens| tokens[n]);
+                let job_id = filter.job_id.clone().unwrap_or_default();
+                match app
+                    .dlq
+                    .lease_selection(&Target::Filter(filter), token, &run_id, until)
+                {
+                    Ok(done) if done.count > 0 => leased.push((job_id, run_id, done.count)),
+                    Ok(_) => {}
+                    Err(e) => {
+                        give_back(&leased);
+                        return Err(e.into());
+                    }
                 }
             }
             let mut count = 0;
             let mut runs = Vec::new();
-            for (filter, counted) in planned {
-                count += counted.count;
-                runs.push(start_retry(app, exec, filter, counted.max_key)?);
+            for (n, (job_id, run_id, taken)) in leased.iter().enumerate() {
+                count += taken;
+                match start_retry(app, exec, job_id, run_id) {
+                    Ok(run) => runs.push(run),
+                    Err(e) => {
+                        give_back(&leased[n..]);
+                        return Err(e);
+                    }
+                }
             }
             Ok(outcome(count, None, runs))
         }
@@ -313,30 +331,32 @@ pub fn perform(
     }
 }
 
-/// Starts a retry run of one job's `filter` on a thread of its own, as
-/// `dlq retry --exec` would run it.
+/// The lease a dashboard retry's items are taken with: [`RetryOptions`]'
+/// default, which the run then renews.
+const LEASE_MS: i64 = 60_000;
+
+/// Starts the retry run `run_id` of one job on a thread of its own, as
+/// `dlq retry --exec` would run it, on the items leased to it.
 fn start_retry(
     app: &super::app::App,
     exec: &Exec,
-    filter: ListFilter,
-    max_key: i64,
+    job_id: &str,
+    run_id: &str,
 ) -> Result<StartedRun, Failure> {
-    let job_id = filter.job_id.clone().unwrap_or_default();
-    let run_id = new_run_id();
-    let mut options = RetryOptions::new(job_id.clone())
+    let job_id = job_id.to_string();
+    let run_id = run_id.to_string();
+    let options = RetryOptions::new(job_id.clone())
         .run_id(run_id.clone())
+        .leased_in_advance()
         .parallel(exec.parallel)
         .max_retries(exec.max_retries)
-        .max_key(max_key)
         .parameters(serde_json::json!({
             "started_by": "dlq serve",
             "exec": exec.command,
             "parallel": exec.parallel,
             "max_retries": exec.max_retries,
         }));
-    if let Some(expression) = filter.expression {
-        options = options.filter(expression);
-    }
+    debug_assert_eq!(options.lease.as_millis(), LEASE_MS as u128);
     options.validate()?;
     let handler = CommandHandler::new(&exec.command, exec.timeout, &std::env::temp_dir())?;
     let control = Arc::new(RunControl::default());
