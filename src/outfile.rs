@@ -8,8 +8,6 @@
 //!   file. A destination that is a character device or a fifo (`/dev/null`,
 //!   `/dev/stdout`, a named pipe) is written as a stream instead: renaming
 //!   over it would replace the device with a regular file.
-//! - [`create_private_dir_all`] and [`write_new_file`]: the same by path,
-//!   each level checked once (the legacy export, until it moves to [`Dir`]).
 //! - [`Dir`]: for trees of files (the legacy export): a directory held by
 //!   descriptor, in which sub-directories are opened and files created by
 //!   name (`openat` with `O_NOFOLLOW`, files `O_CREAT|O_EXCL`), so a link
@@ -190,62 +188,6 @@ pub fn write_file(path: &Path, contents: &[u8]) -> Result<()> {
         .write_all(contents)
         .map_err(|e| Error::io(path, e))?;
     out.commit()
-}
-
-/// Creates `dir` and the directories below it, level by level: a level that
-/// exists must be a directory, not a link to one (a link planted in an
-/// export tree would send the files elsewhere). New directories are 0700.
-/// `under` is the level from which on links are refused (the export's own
-/// directory); levels above it are the user's business.
-pub fn create_private_dir_all(under: &Path, dir: &Path) -> Result<()> {
-    use std::os::unix::fs::DirBuilderExt;
-    let relative = dir.strip_prefix(under).map_err(|_| {
-        Error::invalid_argument(
-            "directory",
-            format!("{} is not under {}", dir.display(), under.display()),
-        )
-    })?;
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(under)
-        .map_err(|e| Error::io(under, e))?;
-    let mut current = under.to_path_buf();
-    for part in relative.components() {
-        current.push(part);
-        match std::fs::symlink_metadata(&current) {
-            Ok(meta) if meta.file_type().is_symlink() => {
-                return Err(Error::io(
-                    &current,
-                    std::io::Error::other("is a symbolic link; refusing to write through it"),
-                ))
-            }
-            Ok(meta) if meta.is_dir() => {}
-            Ok(_) => {
-                return Err(Error::io(
-                    &current,
-                    std::io::Error::other("exists and is not a directory"),
-                ))
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                std::fs::DirBuilder::new()
-                    .mode(0o700)
-                    .create(&current)
-                    .map_err(|e| Error::io(&current, e))?;
-            }
-            Err(e) => return Err(Error::io(&current, e)),
-        }
-    }
-    Ok(())
-}
-
-/// Creates a new file (never an existing one, never through a link), mode
-/// 0600, with `contents`.
-pub fn write_new_file(path: &Path, contents: &[u8]) -> Result<()> {
-    let mut file = new_file_options()
-        .open(path)
-        .map_err(|e| Error::io(path, e))?;
-    file.write_all(contents).map_err(|e| Error::io(path, e))
 }
 
 /// A directory held open by descriptor, for writing a tree of files (the
