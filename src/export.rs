@@ -71,9 +71,11 @@ impl<'a> Ticker<'a> {
 ///
 /// Refused into a directory that is not empty unless `force` (stale files
 /// there would come back on the next import). Nothing is written through a
-/// link inside `dir`, and every file is new, mode 0600 (see
-/// [`crate::outfile`]); with `force` a file of the same name is removed
-/// first (the name, never what a link points to).
+/// link inside `dir`, not even one swapped in while the export runs: each
+/// level is held by descriptor and written into by name (see
+/// [`crate::outfile::Dir`]). Every file is new, mode 0600; with `force` a
+/// file of the same name is removed first (the name, never what a link
+/// points to).
 pub fn export_legacy(
     dlq: &Dlq,
     dir: &Path,

@@ -8,15 +8,19 @@
 //!   file. A destination that is a character device or a fifo (`/dev/null`,
 //!   `/dev/stdout`, a named pipe) is written as a stream instead: renaming
 //!   over it would replace the device with a regular file.
-//! - [`create_private_dir_all`] and [`write_new_file`]: for trees of files
-//!   (the legacy export): each directory level is checked not to be a link,
-//!   and each file is created exclusively, without following a link, so a
-//!   link planted inside the tree makes the write fail instead of landing
-//!   outside it.
+//! - [`Dir`]: for trees of files (the legacy export): a directory held by
+//!   descriptor, in which sub-directories are opened and files created by
+//!   name (`openat` with `O_NOFOLLOW`, files `O_CREAT|O_EXCL`), so a link
+//!   planted inside the tree makes the write fail instead of landing outside
+//!   it, and a level swapped for a link after it was opened is not followed
+//!   either: what is written goes where the checked directory is.
 
 use crate::error::{Error, Result};
+use std::ffi::{CString, OsStr};
 use std::fs::{File, OpenOptions};
 use std::io::Write;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
@@ -186,60 +190,218 @@ pub fn write_file(path: &Path, contents: &[u8]) -> Result<()> {
     out.commit()
 }
 
-/// Creates `dir` and the directories below it, level by level: a level that
-/// exists must be a directory, not a link to one (a link planted in an
-/// export tree would send the files elsewhere). New directories are 0700.
-/// `under` is the level from which on links are refused (the export's own
-/// directory); levels above it are the user's business.
-pub fn create_private_dir_all(under: &Path, dir: &Path) -> Result<()> {
-    use std::os::unix::fs::DirBuilderExt;
-    let relative = dir.strip_prefix(under).map_err(|_| {
-        Error::invalid_argument(
-            "directory",
-            format!("{} is not under {}", dir.display(), under.display()),
-        )
-    })?;
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(under)
-        .map_err(|e| Error::io(under, e))?;
-    let mut current = under.to_path_buf();
-    for part in relative.components() {
-        current.push(part);
-        match std::fs::symlink_metadata(&current) {
-            Ok(meta) if meta.file_type().is_symlink() => {
-                return Err(Error::io(
-                    &current,
-                    std::io::Error::other("is a symbolic link; refusing to write through it"),
-                ))
-            }
-            Ok(meta) if meta.is_dir() => {}
-            Ok(_) => {
-                return Err(Error::io(
-                    &current,
-                    std::io::Error::other("exists and is not a directory"),
-                ))
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                std::fs::DirBuilder::new()
-                    .mode(0o700)
-                    .create(&current)
-                    .map_err(|e| Error::io(&current, e))?;
-            }
-            Err(e) => return Err(Error::io(&current, e)),
-        }
-    }
-    Ok(())
+/// A directory held open by descriptor, for writing a tree of files (the
+/// legacy export). Every name is looked up in the held directory
+/// (`openat`, `mkdirat`, `unlinkat`), never as a path from the tree's root:
+/// a level is checked once, when it is opened, and a racer who later swaps
+/// it (or any level above it) for a link cannot redirect what is written
+/// through it. Below the root no link is ever followed.
+#[derive(Debug)]
+pub struct Dir {
+    fd: OwnedFd,
+    /// What errors name (the path it was opened by; it may have moved since).
+    path: PathBuf,
 }
 
-/// Creates a new file (never an existing one, never through a link), mode
-/// 0600, with `contents`.
-pub fn write_new_file(path: &Path, contents: &[u8]) -> Result<()> {
-    let mut file = new_file_options()
-        .open(path)
-        .map_err(|e| Error::io(path, e))?;
-    file.write_all(contents).map_err(|e| Error::io(path, e))
+impl Dir {
+    /// Opens the directory `path` if it exists (`None` if not). Links are
+    /// followed here: the root of a tree, and the levels above it, are the
+    /// caller's choice.
+    pub fn open_root(path: &Path) -> Result<Option<Dir>> {
+        let name = cstring(path.as_os_str()).map_err(|e| Error::io(path, e))?;
+        // SAFETY: a valid NUL-terminated path; the descriptor returned is
+        // owned by the Dir below.
+        let fd = unsafe { libc::open(name.as_ptr(), DIR_FLAGS) };
+        if fd < 0 {
+            let e = std::io::Error::last_os_error();
+            if e.kind() == std::io::ErrorKind::NotFound {
+                return Ok(None);
+            }
+            return Err(Error::io(path, e));
+        }
+        Ok(Some(Dir {
+            // SAFETY: fd was just opened and is owned by nothing else.
+            fd: unsafe { OwnedFd::from_raw_fd(fd) },
+            path: path.to_path_buf(),
+        }))
+    }
+
+    /// [`Dir::open_root`], creating `path` and its missing parents (0700)
+    /// first.
+    pub fn create_root(path: &Path) -> Result<Dir> {
+        use std::os::unix::fs::DirBuilderExt;
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(path)
+            .map_err(|e| Error::io(path, e))?;
+        Dir::open_root(path)?.ok_or_else(|| {
+            Error::io(
+                path,
+                std::io::Error::new(std::io::ErrorKind::NotFound, "removed while opened"),
+            )
+        })
+    }
+
+    /// The path this directory was opened by, for messages.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The sub-directory `name`, created (0700) if missing. A link there
+    /// (to a directory or not) or anything but a directory is refused.
+    pub fn create_dir(&self, name: &OsStr) -> Result<Dir> {
+        let path = self.path.join(name);
+        let c_name = self.entry_name(name)?;
+        // SAFETY: a held directory descriptor and a NUL-terminated name.
+        if unsafe { libc::mkdirat(self.fd.as_raw_fd(), c_name.as_ptr(), 0o700) } != 0 {
+            let e = std::io::Error::last_os_error();
+            if e.kind() != std::io::ErrorKind::AlreadyExists {
+                return Err(Error::io(&path, e));
+            }
+        }
+        // O_NOFOLLOW: what is opened is the entry itself, so a link
+        // planted there (before or after mkdirat) fails here instead of
+        // being followed.
+        // SAFETY: as above; the descriptor is owned by the Dir below.
+        let fd = unsafe {
+            libc::openat(
+                self.fd.as_raw_fd(),
+                c_name.as_ptr(),
+                DIR_FLAGS | libc::O_NOFOLLOW,
+            )
+        };
+        if fd < 0 {
+            let e = std::io::Error::last_os_error();
+            // Linux says ENOTDIR for a link with O_NOFOLLOW | O_DIRECTORY
+            // (ELOOP without O_DIRECTORY): look at the entry to say which.
+            if matches!(e.raw_os_error(), Some(libc::ENOTDIR | libc::ELOOP)) {
+                let why = if self.is_link(&c_name) {
+                    "is a symbolic link; refusing to write through it"
+                } else {
+                    "exists and is not a directory"
+                };
+                return Err(Error::io(&path, std::io::Error::other(why)));
+            }
+            return Err(Error::io(&path, e));
+        }
+        Ok(Dir {
+            // SAFETY: fd was just opened and is owned by nothing else.
+            fd: unsafe { OwnedFd::from_raw_fd(fd) },
+            path,
+        })
+    }
+
+    /// Creates the new file `name` in this directory, mode 0600: never an
+    /// existing file, never through a link (`O_CREAT|O_EXCL|O_NOFOLLOW`).
+    pub fn create_file(&self, name: &OsStr) -> Result<File> {
+        let c_name = self.entry_name(name)?;
+        // SAFETY: a held directory descriptor and a NUL-terminated name;
+        // the descriptor is owned by the File below.
+        let fd = unsafe {
+            libc::openat(
+                self.fd.as_raw_fd(),
+                c_name.as_ptr(),
+                libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+                0o600 as libc::c_uint,
+            )
+        };
+        if fd < 0 {
+            return Err(Error::io(
+                self.path.join(name),
+                std::io::Error::last_os_error(),
+            ));
+        }
+        // SAFETY: fd was just opened and is owned by nothing else.
+        Ok(File::from(unsafe { OwnedFd::from_raw_fd(fd) }))
+    }
+
+    /// Removes the entry `name` (the name itself: a link is removed, never
+    /// what it points to). A missing entry is not an error; a directory is.
+    pub fn remove_file(&self, name: &OsStr) -> Result<()> {
+        let c_name = self.entry_name(name)?;
+        // SAFETY: a held directory descriptor and a NUL-terminated name.
+        if unsafe { libc::unlinkat(self.fd.as_raw_fd(), c_name.as_ptr(), 0) } != 0 {
+            let e = std::io::Error::last_os_error();
+            if e.kind() != std::io::ErrorKind::NotFound {
+                return Err(Error::io(self.path.join(name), e));
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether the directory has no entries (besides `.` and `..`).
+    pub fn is_empty(&self) -> Result<bool> {
+        let io = |e| Error::io(&self.path, e);
+        // fdopendir takes the descriptor over (closedir closes it): give it
+        // a duplicate, which shares the read position, so rewind first.
+        let fd = self.fd.try_clone().map_err(io)?;
+        // SAFETY: fd is a directory descriptor we own; on success the
+        // stream owns it and closedir below closes it.
+        let stream = unsafe { libc::fdopendir(fd.as_raw_fd()) };
+        if stream.is_null() {
+            return Err(io(std::io::Error::last_os_error()));
+        }
+        std::mem::forget(fd);
+        // SAFETY: stream is a valid directory stream until closedir; each
+        // entry's name is a NUL-terminated string inside it.
+        let empty = unsafe {
+            libc::rewinddir(stream);
+            let mut empty = true;
+            loop {
+                let entry = libc::readdir(stream);
+                if entry.is_null() {
+                    break;
+                }
+                let name = std::ffi::CStr::from_ptr((*entry).d_name.as_ptr()).to_bytes();
+                if name != b"." && name != b".." {
+                    empty = false;
+                    break;
+                }
+            }
+            libc::closedir(stream);
+            empty
+        };
+        Ok(empty)
+    }
+
+    /// `name` as a C string, refused unless it is one plain entry name:
+    /// a `/` or `..` would leave the held directory.
+    fn entry_name(&self, name: &OsStr) -> Result<CString> {
+        let bytes = name.as_bytes();
+        if bytes.is_empty() || bytes == b"." || bytes == b".." || bytes.contains(&b'/') {
+            return Err(Error::io(
+                self.path.join(name),
+                std::io::Error::new(std::io::ErrorKind::InvalidInput, "not a plain file name"),
+            ));
+        }
+        cstring(name).map_err(|e| Error::io(self.path.join(name), e))
+    }
+
+    /// Whether the entry `name` is a symbolic link (not followed).
+    fn is_link(&self, name: &CString) -> bool {
+        let mut stat = std::mem::MaybeUninit::<libc::stat>::uninit();
+        // SAFETY: a held directory descriptor, a NUL-terminated name and
+        // room for one stat, read only when the call succeeded.
+        unsafe {
+            libc::fstatat(
+                self.fd.as_raw_fd(),
+                name.as_ptr(),
+                stat.as_mut_ptr(),
+                libc::AT_SYMLINK_NOFOLLOW,
+            ) == 0
+                && stat.assume_init().st_mode & libc::S_IFMT == libc::S_IFLNK
+        }
+    }
+}
+
+/// How every [`Dir`] is opened: read-only (fdopendir needs that), a
+/// directory or nothing, not inherited by children.
+const DIR_FLAGS: libc::c_int = libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC;
+
+fn cstring(name: &OsStr) -> std::io::Result<CString> {
+    CString::new(name.as_bytes())
+        .map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidInput, "contains NUL"))
 }
 
 /// A scratch file with no name, mode 0600, in `dir`: gone when closed or

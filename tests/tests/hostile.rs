@@ -1166,3 +1166,203 @@ fn a_requeue_take_that_cannot_take_says_the_file_is_written_and_nothing_taken() 
     assert!(out.exists());
     assert_eq!(count(&db, "SELECT COUNT(*) FROM items"), 3);
 }
+
+/// Where `dlq export --format legacy DIR` puts job "j" (no repo), level by
+/// level below DIR.
+const LEGACY_LEVELS: [&str; 7] = ["dlq", "imported", "j", "mapreduce", "dlq", "j", "items"];
+
+/// A directory an export must never write into: an index.json and an empty
+/// items/, as a job directory of someone else's would hold.
+fn victim_dir(dir: &TempDir) -> PathBuf {
+    let victim = dir.join("victim");
+    std::fs::create_dir_all(victim.join("items")).unwrap();
+    std::fs::write(victim.join("index.json"), "precious").unwrap();
+    victim
+}
+
+fn assert_untouched(victim: &Path) {
+    let index = std::fs::read_to_string(victim.join("index.json")).unwrap();
+    assert!(
+        index == "precious",
+        "the victim's index.json was replaced ({} bytes now)",
+        index.len()
+    );
+    let written = |dir: &Path, kept: &[&str]| {
+        std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|name| !kept.contains(&name.as_str()))
+            .collect::<Vec<_>>()
+    };
+    for (dir, kept) in [
+        (victim.to_path_buf(), &["index.json", "items"][..]),
+        (victim.join("items"), &[]),
+    ] {
+        let written = written(&dir, kept);
+        assert!(
+            written.is_empty(),
+            "{} files written into {}, such as {:?}",
+            written.len(),
+            dir.display(),
+            &written[..written.len().min(3)]
+        );
+    }
+}
+
+/// A link planted at any level of the legacy tree, before the export
+/// starts, is refused with one line naming it, `--force` or not, and
+/// nothing reaches where it points. A link at index.json is replaced with
+/// `--force` (the link, not what it points to).
+#[test]
+fn a_link_at_any_level_of_a_legacy_tree_is_refused() {
+    let (dir, db) = job("legacy-levels", 3);
+    let victim = victim_dir(&dir);
+    for depth in 0..LEGACY_LEVELS.len() {
+        for force in [false, true] {
+            let out = dir.join(&format!("out-{depth}-{force}"));
+            let mut level = out.clone();
+            for name in &LEGACY_LEVELS[..depth] {
+                level.push(name);
+            }
+            std::fs::create_dir_all(&level).unwrap();
+            level.push(LEGACY_LEVELS[depth]);
+            std::os::unix::fs::symlink(&victim, &level).unwrap();
+            let mut command = dlq(&db);
+            command.arg("export").arg(&out).args(["--format", "legacy"]);
+            if force {
+                command.arg("--force");
+            }
+            let (code, err) = refused(&mut command);
+            assert_eq!(code, 1, "{err}");
+            if force {
+                assert_eq!(err.lines().count(), 1, "{err}");
+                assert!(
+                    err.contains("symbolic link") && err.contains(&*level.to_string_lossy()),
+                    "{err}"
+                );
+            } else {
+                // Not empty: refused before any level is looked at.
+                assert!(err.contains("not empty"), "{err}");
+            }
+            assert_untouched(&victim);
+        }
+    }
+    let out = dir.join("out-index");
+    let job_dir = LEGACY_LEVELS[..6]
+        .iter()
+        .fold(out.clone(), |path, name| path.join(name));
+    std::fs::create_dir_all(&job_dir).unwrap();
+    std::os::unix::fs::symlink(victim.join("index.json"), job_dir.join("index.json")).unwrap();
+    ok(dlq(&db)
+        .arg("export")
+        .arg(&out)
+        .args(["--format", "legacy", "--force"]));
+    assert!(std::fs::symlink_metadata(job_dir.join("index.json"))
+        .unwrap()
+        .is_file());
+    assert_untouched(&victim);
+}
+
+/// A level of the tree swapped for a link while the export writes into it
+/// (the swap made from the progress callback, between two item files, so
+/// it is not left to a race): the files after it still go to the directory
+/// that was checked, and with `force` the victim's index.json stays.
+#[test]
+fn a_level_swapped_for_a_link_mid_export_is_not_followed() {
+    let dir = TempDir::new("legacy-swap");
+    let dlq = dlqlite::Dlq::open(target(&dir.join("dlq.db"))).unwrap();
+    // Enough items that the progress callback (every 100 ms) runs before
+    // the last one is written (a job holds at most 10,000 by default).
+    const ITEMS: usize = 5_000;
+    let items: Vec<_> = (0..ITEMS)
+        .map(|i| {
+            dlqlite::DeadLetteredItem::from_json_str(
+                &item(&format!("i{i:05}"), 1, "2025-01-01T00:00:00Z", "boom").to_string(),
+            )
+            .unwrap()
+        })
+        .collect();
+    dlq.add_many("j", &items).unwrap();
+    // The job directory (whose index.json `force` replaces), and the
+    // items directory below it.
+    for swapped_depth in [6, 7] {
+        let victim = victim_dir(&dir);
+        let out = dir.join(&format!("out-{swapped_depth}"));
+        let level = LEGACY_LEVELS[..swapped_depth]
+            .iter()
+            .fold(out.clone(), |path, name| path.join(name));
+        let moved = level.with_file_name("moved");
+        let mut swapped_at = None;
+        let report = dlqlite::export::export_legacy_with_progress(&dlq, &out, None, true, |p| {
+            if swapped_at.is_none() && p.items_written < ITEMS {
+                std::fs::rename(&level, &moved).unwrap();
+                std::os::unix::fs::symlink(&victim, &level).unwrap();
+                swapped_at = Some(p.items_written);
+            }
+        })
+        .unwrap();
+        let swapped_at = swapped_at.expect("the export ended before the first progress call");
+        assert!(swapped_at > 0);
+        eprintln!("swapped after {swapped_at} of {ITEMS} items");
+        assert_untouched(&victim);
+        assert_eq!(report.items, ITEMS);
+        // Every file is where the checked directory went.
+        let items_dir = if swapped_depth == 7 {
+            moved.clone()
+        } else {
+            moved.join("items")
+        };
+        assert_eq!(std::fs::read_dir(&items_dir).unwrap().count(), ITEMS);
+        if swapped_depth == 6 {
+            assert!(moved.join("index.json").is_file());
+        }
+        std::fs::remove_dir_all(&victim).unwrap();
+    }
+}
+
+/// The same through the real binary, with a racer instead of a hook: as
+/// soon as the items directory exists it is renamed away and a link to the
+/// victim put in its place. Whether the export then fails or finishes, not
+/// one file lands in the victim.
+#[test]
+fn a_racer_swapping_the_items_directory_writes_nothing_outside() {
+    let (dir, db) = job("legacy-race", 0);
+    add_lines(
+        &db,
+        "j",
+        (0..3000).map(|i| item(&format!("i{i:04}"), 1, "2025-01-01T00:00:00Z", "boom")),
+    );
+    let victim = victim_dir(&dir);
+    let out = dir.join("out");
+    let items = LEGACY_LEVELS
+        .iter()
+        .fold(out.clone(), |path, name| path.join(name));
+    let racer = {
+        let (items, victim) = (items.clone(), victim.clone());
+        std::thread::spawn(move || {
+            let deadline = Instant::now() + Duration::from_secs(60);
+            while Instant::now() < deadline {
+                if std::fs::symlink_metadata(&items).is_ok_and(|m| m.is_dir())
+                    && std::fs::rename(&items, items.with_file_name("moved")).is_ok()
+                {
+                    std::os::unix::fs::symlink(&victim, &items).unwrap();
+                    return true;
+                }
+                std::thread::yield_now();
+            }
+            false
+        })
+    };
+    let output = run(dlq(&db)
+        .arg("export")
+        .arg(&out)
+        .args(["--format", "legacy", "--force"]));
+    assert!(racer.join().unwrap(), "the racer never swapped");
+    if !output.status.success() {
+        // The swap came between the items directory's creation and its
+        // opening: refused as a link.
+        let err = String::from_utf8_lossy(&output.stderr);
+        assert!(err.contains("symbolic link"), "{err}");
+    }
+    assert_untouched(&victim);
+}
