@@ -1,6 +1,8 @@
 //! Ad-hoc SQL for `dlq sql`: one statement on a read-only connection. A
 //! statement that would write is refused before it runs (SQLite says so for
-//! each prepared statement), and the connection could not write anyway.
+//! each prepared statement), and the connection could not write anyway. On
+//! SQLite the rows pass through a scratch file, so the statement's read
+//! transaction never waits for the output's reader.
 
 use crate::error::{Error, Result};
 use rusqlite::types::ValueRef;
@@ -11,8 +13,8 @@ use std::path::Path;
 pub fn query_read_only(
     path: &Path,
     sql: &str,
-    mut columns: impl FnMut(&[String]) -> Result<()>,
-    mut row: impl FnMut(Vec<serde_json::Value>) -> Result<()>,
+    columns: impl FnMut(&[String]) -> Result<()>,
+    row: impl FnMut(Vec<serde_json::Value>) -> Result<()>,
 ) -> Result<usize> {
     if sql.trim().trim_matches(';').trim().is_empty() {
         return Err(Error::invalid_argument(
@@ -27,6 +29,66 @@ pub fn query_read_only(
     if let Some(url) = path.to_str().filter(|p| crate::db::is_url(p)) {
         return query_postgres(url, sql, columns, row);
     }
+    query_sqlite(path, sql, columns, row)
+}
+
+/// How far the spool may run ahead of its reader before the statement
+/// waits for it (and then holds its read transaction): a result this large
+/// read this slowly is the one case that can still pin the WAL.
+const SPOOL_AHEAD: u64 = 256 * 1024 * 1024;
+/// How long rows wait in the statement's buffer before the reader is given
+/// them (when fewer than a buffer's worth came).
+const SPOOL_FLUSH: std::time::Duration = std::time::Duration::from_millis(20);
+const SPOOL_BUFFER: usize = 64 * 1024;
+
+/// [`query_read_only`] on SQLite. The statement runs on a thread of its own
+/// and writes its rows to a scratch file as fast as SQLite gives them; this
+/// thread follows the file and hands the rows on. So the statement's read
+/// transaction lasts as long as the statement, not as long as whoever reads
+/// the output takes (a pager, a slow pipe), during which no checkpoint
+/// could reset the WAL; and an endless query piped to `head` still ends as
+/// soon as `head` does (the failed write stops the statement).
+fn query_sqlite(
+    path: &Path,
+    sql: &str,
+    mut columns: impl FnMut(&[String]) -> Result<()>,
+    mut row: impl FnMut(Vec<serde_json::Value>) -> Result<()>,
+) -> Result<usize> {
+    let spool = Spool::create()?;
+    let shared = Shared::default();
+    let (names_tx, names_rx) = std::sync::mpsc::channel::<Vec<String>>();
+    std::thread::scope(|scope| {
+        let statement = scope.spawn(|| {
+            let result = run_statement(path, sql, &spool, &shared, names_tx);
+            shared.finish();
+            result
+        });
+        let followed = match names_rx.recv() {
+            Ok(names) => columns(&names).and_then(|()| spool.follow(&shared, &mut row)),
+            // The statement failed before it had columns: its error says
+            // why.
+            Err(_) => Ok(()),
+        };
+        if followed.is_err() {
+            shared.stop();
+        }
+        let counted = statement
+            .join()
+            .unwrap_or_else(|_| Err(Error::invalid_argument("query", "the statement panicked")));
+        followed?;
+        counted
+    })
+}
+
+/// Prepares and runs the statement, sending its column names first, then
+/// writing each row to the spool. Returns the number of rows.
+fn run_statement(
+    path: &Path,
+    sql: &str,
+    spool: &Spool,
+    shared: &Shared,
+    names: std::sync::mpsc::Sender<Vec<String>>,
+) -> Result<usize> {
     // Errors of this connection name its database, not whatever other
     // handle this thread is using.
     let _scope = crate::error::DbScope::enter(Some(&std::sync::Arc::from(path)));
@@ -46,13 +108,18 @@ pub fn query_read_only(
             "it would change the database; dlq sql only reads (use sqlite3 to change data)",
         ));
     }
-    let names: Vec<String> = stmt.column_names().iter().map(|n| n.to_string()).collect();
-    columns(&names)?;
+    let width = stmt.column_count();
+    let _ = names.send(stmt.column_names().iter().map(|n| n.to_string()).collect());
     let mut rows = stmt.query([])?;
     let mut count = 0;
+    let mut buffer = Vec::with_capacity(SPOOL_BUFFER);
+    let mut flushed = std::time::Instant::now();
     while let Some(r) = rows.next()? {
-        let mut values = Vec::with_capacity(names.len());
-        for index in 0..names.len() {
+        if shared.stopped() {
+            break;
+        }
+        let mut values = Vec::with_capacity(width);
+        for index in 0..width {
             values.push(match r.get_ref(index)? {
                 ValueRef::Null => serde_json::Value::Null,
                 ValueRef::Integer(n) => n.into(),
@@ -66,10 +133,171 @@ pub fn query_read_only(
                 }
             });
         }
-        row(values)?;
+        serde_json::to_writer(&mut buffer, &values)?;
+        buffer.push(b'\n');
         count += 1;
+        if buffer.len() >= SPOOL_BUFFER || flushed.elapsed() >= SPOOL_FLUSH {
+            spool.append(&buffer, shared)?;
+            buffer.clear();
+            flushed = std::time::Instant::now();
+        }
     }
+    spool.append(&buffer, shared)?;
     Ok(count)
+}
+
+/// What the statement's thread and the following one share: how much of
+/// the spool is written and read, and whether either side is done.
+#[derive(Default)]
+struct Shared {
+    state: std::sync::Mutex<SpoolState>,
+    changed: std::sync::Condvar,
+}
+
+#[derive(Default)]
+struct SpoolState {
+    written: u64,
+    read: u64,
+    finished: bool,
+    stopped: bool,
+}
+
+impl Shared {
+    fn lock(&self) -> std::sync::MutexGuard<'_, SpoolState> {
+        crate::db::lock_ignoring_poison(&self.state)
+    }
+
+    /// Waits while `blocked` holds of the state.
+    fn wait_while(
+        &self,
+        mut blocked: impl FnMut(&SpoolState) -> bool,
+    ) -> std::sync::MutexGuard<'_, SpoolState> {
+        let mut state = self.lock();
+        while blocked(&state) {
+            state = match self.changed.wait(state) {
+                Ok(state) => state,
+                Err(poisoned) => poisoned.into_inner(),
+            };
+        }
+        state
+    }
+
+    fn update(&self, change: impl FnOnce(&mut SpoolState)) {
+        change(&mut self.lock());
+        self.changed.notify_all();
+    }
+
+    fn finish(&self) {
+        self.update(|s| s.finished = true);
+    }
+
+    fn stop(&self) {
+        self.update(|s| s.stopped = true);
+    }
+
+    fn stopped(&self) -> bool {
+        self.lock().stopped
+    }
+}
+
+/// An unnamed scratch file (made 0600 with O_EXCL, never through a link,
+/// unlinked at once) in the temporary directory: the rows as JSON arrays,
+/// one per line. Memory stays flat whatever the result's size.
+struct Spool {
+    path: std::path::PathBuf,
+    file: std::fs::File,
+}
+
+impl Spool {
+    fn create() -> Result<Self> {
+        use std::os::unix::fs::OpenOptionsExt;
+        let dir = std::env::temp_dir();
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0);
+        let mut last = None;
+        for attempt in 0..16u32 {
+            let path = dir.join(format!(
+                "dlq-sql-{}-{nanos:x}-{attempt}",
+                std::process::id()
+            ));
+            match std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .custom_flags(libc::O_NOFOLLOW)
+                .open(&path)
+            {
+                Ok(file) => {
+                    let _ = std::fs::remove_file(&path);
+                    return Ok(Spool { path, file });
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => last = Some(e),
+                Err(e) => return Err(Error::io(dir.join("dlq-sql-*"), e)),
+            }
+        }
+        Err(Error::io(
+            dir.join("dlq-sql-*"),
+            last.unwrap_or_else(|| std::io::Error::other("no free name")),
+        ))
+    }
+
+    /// Appends whole lines, once the reader is less than [`SPOOL_AHEAD`]
+    /// behind.
+    fn append(&self, lines: &[u8], shared: &Shared) -> Result<()> {
+        use std::os::unix::fs::FileExt;
+        if lines.is_empty() {
+            return Ok(());
+        }
+        let at = shared
+            .wait_while(|s| s.written - s.read > SPOOL_AHEAD && !s.stopped)
+            .written;
+        self.file
+            .write_all_at(lines, at)
+            .map_err(|e| Error::io(&self.path, e))?;
+        shared.update(|s| s.written += lines.len() as u64);
+        Ok(())
+    }
+
+    /// Hands each row to `row` as the statement writes it, until the
+    /// statement is done and every row is read.
+    fn follow(
+        &self,
+        shared: &Shared,
+        row: &mut impl FnMut(Vec<serde_json::Value>) -> Result<()>,
+    ) -> Result<()> {
+        use std::os::unix::fs::FileExt;
+        let mut read = 0u64;
+        let mut chunk = vec![0u8; SPOOL_BUFFER];
+        let mut pending: Vec<u8> = Vec::new();
+        loop {
+            let (written, finished) = {
+                let state = shared.wait_while(|s| s.written == read && !s.finished);
+                (state.written, state.finished)
+            };
+            if written == read && finished {
+                return Ok(());
+            }
+            let want = usize::try_from(written - read)
+                .unwrap_or(usize::MAX)
+                .min(chunk.len());
+            let n = self
+                .file
+                .read_at(&mut chunk[..want], read)
+                .map_err(|e| Error::io(&self.path, e))?;
+            read += n as u64;
+            shared.update(|s| s.read = read);
+            pending.extend_from_slice(&chunk[..n]);
+            let mut start = 0;
+            while let Some(end) = pending[start..].iter().position(|b| *b == b'\n') {
+                row(serde_json::from_slice(&pending[start..start + end])?)?;
+                start += end + 1;
+            }
+            pending.drain(..start);
+        }
+    }
 }
 
 /// `sql` without its closing `;` and any comments after it (`SELECT 1; --
