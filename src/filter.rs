@@ -691,6 +691,27 @@ pub const MAX_DEPTH: usize = 50;
 /// How many tests (`field op value`) one filter may hold.
 pub const MAX_TESTS: usize = 200;
 
+/// `text` as a string literal of the filter language, the one way to put a
+/// value into a filter (the dashboard's links, suggested commands): only
+/// `\\`, `"`, newline and tab are escaped, as [`parse`] reads them back,
+/// and every other character (controls included) stands as itself, so
+/// parsing the literal gives `text` back exactly.
+pub fn quote(text: &str) -> String {
+    let mut quoted = String::with_capacity(text.len() + 2);
+    quoted.push('"');
+    for ch in text.chars() {
+        match ch {
+            '\\' => quoted.push_str("\\\\"),
+            '"' => quoted.push_str("\\\""),
+            '\n' => quoted.push_str("\\n"),
+            '\t' => quoted.push_str("\\t"),
+            other => quoted.push(other),
+        }
+    }
+    quoted.push('"');
+    quoted
+}
+
 /// Parses a filter expression.
 pub fn parse(input: &str) -> Result<Expr, FilterError> {
     let tokens = lex(input)?;

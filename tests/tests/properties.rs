@@ -339,3 +339,39 @@ fn random_filters_never_panic_and_never_run_injected_sql() {
         .tests(3000)
         .quickcheck(any_text as fn(String) -> bool);
 }
+
+/// The one quoting function the dashboard's links and suggested filters
+/// use: any text quoted, then parsed, is that text again (controls, quotes,
+/// backslashes and all).
+#[test]
+fn any_text_quoted_for_a_filter_parses_back_to_itself() {
+    use dlqlite::filter::{parse, quote, Column, Expr, Field, Literal, Op};
+    fn property(text: String) -> bool {
+        let parsed = parse(&format!("item_id == {}", quote(&text)));
+        let holds = parsed
+            == Ok(Expr::Compare {
+                field: Field::Column(Column::ItemId),
+                op: Op::Eq,
+                value: Literal::Text(text.clone()),
+            });
+        if !holds {
+            eprintln!("quote does not round-trip {text:?}: {parsed:?}");
+        }
+        holds
+    }
+    for text in [
+        "",
+        "\u{1}",
+        "a\rb",
+        "\\u0001",
+        "say \"hi\"",
+        "\\",
+        "tab\there",
+        "\u{7f}\u{202e}",
+    ] {
+        assert!(property(text.to_string()), "{text:?}");
+    }
+    QuickCheck::new()
+        .tests(5000)
+        .quickcheck(property as fn(String) -> bool);
+}

@@ -120,3 +120,50 @@ fn an_error_type_count_in_the_only_job_is_every_match() {
         1
     );
 }
+
+/// Every agent and step link on the Patterns page finds the items it was
+/// counted for, also when the value holds control characters (the links
+/// once quoted them as JSON, `\u0001`, which the filter language reads as
+/// `u0001`: they found nothing, or other items).
+#[test]
+fn patterns_links_find_values_with_control_characters() {
+    let dir = TempDir::new("serve-links-controls");
+    let db = dir.path().join("dlq.db");
+    let values = ["a\u{1}b", "a\\u0001b", "tab\there", "cr\rhere", "q\"uote\\"];
+    let items: Vec<serde_json::Value> = values
+        .iter()
+        .enumerate()
+        .map(|(n, text)| {
+            let mut value = item(&format!("i{n}"), 1, "2025-01-01T00:00:00Z", "boom");
+            value["failure_history"][0]["agent_id"] = format!("agent {text}").into();
+            value["failure_history"][0]["step_failed"] = format!("step {text}").into();
+            value
+        })
+        .collect();
+    add_lines(&db, "j", items);
+    let server = Server::start(&db, &[]);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while server.get("/api/analyze").json().get("computing").is_some() {
+        assert!(std::time::Instant::now() < deadline, "no analysis in 60 s");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let page = server.get("/patterns?job=j");
+    assert_eq!(page.status, 200, "{}", page.body);
+    let mut followed = 0;
+    for href in page.body.split("href=\"").skip(1) {
+        let href = href[..href.find('"').unwrap()].replace("&amp;", "&");
+        let Some(query) = href.strip_prefix("/items?") else {
+            continue;
+        };
+        let params: Vec<(String, String)> = form_urlencoded::parse(query.as_bytes())
+            .into_owned()
+            .collect();
+        let filter = &params.iter().find(|(k, _)| k == "q").unwrap().1;
+        if !(filter.starts_with("agent_id ==") || filter.starts_with("step_failed ==")) {
+            continue;
+        }
+        assert_eq!(count(&server, Some("j"), filter), 1, "{filter:?}");
+        followed += 1;
+    }
+    assert_eq!(followed, 2 * values.len(), "{}", page.body);
+}

@@ -241,9 +241,11 @@ pub fn search_link(job: Option<&str>, filter: &str) -> String {
     format!("/items{}", query(&[("job", job), ("q", Some(filter))]))
 }
 
-/// A filter literal: the text quoted for the filter language.
+/// A filter literal: the text quoted for the filter language (JSON's
+/// escapes are not the language's: a control character would have been
+/// searched for as another text).
 pub fn quoted(text: &str) -> String {
-    serde_json::Value::from(text).to_string()
+    dlqlite::filter::quote(text)
 }
 
 /// Jobs the Overview lists, the largest first.
