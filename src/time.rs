@@ -35,6 +35,9 @@ impl Timestamp {
     /// Parses RFC 3339 with any fraction width and any offset. Years outside
     /// 0000..=9999 are refused: they cannot be stored in the fixed-width form.
     pub fn parse(text: &str) -> Result<Self, String> {
+        if let Some(leap) = parse_stored_leap(text) {
+            return Ok(leap);
+        }
         let parsed = DateTime::parse_from_rfc3339(text.trim())
             .map_err(|e| format!("invalid timestamp {text:?}: {e}"))?;
         let utc = parsed.with_timezone(&Utc);
@@ -46,12 +49,26 @@ impl Timestamp {
     }
 
     /// The fixed-width storage form (`2025-11-23T19:42:53.902113845Z`).
+    ///
+    /// A leap second (`23:59:60.5`) is the one exception: SQLite's date
+    /// functions read a 60th second as NULL, so it is stored as the last
+    /// nanosecond of the 59th second followed by its own nine digits of
+    /// fraction (`23:59:59.999999999500000000Z`, 39 characters). SQLite
+    /// reads that as 23:59:59.999, [`Timestamp::parse`] reads it back as
+    /// the leap second exactly, and it sorts after every other instant of
+    /// that minute but the very last nanosecond.
     pub fn to_storage(&self) -> String {
         use chrono::{Datelike, Timelike};
         let t = &self.0;
         let (second, nanos) = match t.nanosecond() {
             // A leap second: chrono keeps it as nanos past 1e9.
-            n if n >= 1_000_000_000 => (60, n - 1_000_000_000),
+            n if n >= 1_000_000_000 => {
+                let mut stored =
+                    Timestamp(t.with_nanosecond(999_999_999).unwrap_or(*t)).to_storage();
+                stored.pop();
+                stored.push_str(&format!("{:09}Z", n - 1_000_000_000));
+                return stored;
+            }
             n => (t.second(), n),
         };
         let year = match u32::try_from(t.year()) {
@@ -134,6 +151,33 @@ impl Timestamp {
                 .unwrap_or(DateTime::<Utc>::MAX_UTC),
         )
     }
+}
+
+/// The storage form of a leap second (see [`Timestamp::to_storage`]), or
+/// `None` for any other text.
+fn parse_stored_leap(text: &str) -> Option<Timestamp> {
+    let bytes = text.as_bytes();
+    if bytes.len() != 39
+        || !text.is_char_boundary(29)
+        || &text[17..29] != "59.999999999"
+        || !text.ends_with('Z')
+        || !bytes[29..38].iter().all(u8::is_ascii_digit)
+    {
+        return None;
+    }
+    let leap_nanos: u32 = text[29..38].parse().ok()?;
+    let minute = DateTime::parse_from_rfc3339(&format!("{}00Z", &text[..17])).ok()?;
+    let time = minute
+        .naive_utc()
+        .date()
+        .and_hms_nano_opt(
+            chrono::Timelike::hour(&minute),
+            chrono::Timelike::minute(&minute),
+            59,
+            1_000_000_000 + leap_nanos,
+        )?
+        .and_utc();
+    Some(Timestamp(time))
 }
 
 impl From<DateTime<Utc>> for Timestamp {
@@ -256,8 +300,13 @@ mod tests {
             .and_utc();
         assert_eq!(
             Timestamp(leap).to_storage(),
-            "2016-12-31T23:59:60.500000000Z"
+            "2016-12-31T23:59:59.999999999500000000Z"
         );
+        assert_eq!(
+            Timestamp::parse(&Timestamp(leap).to_storage()),
+            Ok(Timestamp(leap))
+        );
+        assert_eq!(Timestamp(leap).to_legacy(), "2016-12-31T23:59:60.500Z");
         let far = Timestamp::now().plus_millis(i64::MAX).to_storage();
         assert!(
             far.len() == 32 && far.ends_with("-12-31T23:59:59.999999999Z"),

@@ -364,6 +364,13 @@ fn time_key(text: &[u8]) -> i64 {
             })
             .unwrap_or(0)
     };
+    if text.len() == 39 {
+        // A leap second's storage form: the last nanosecond of its minute
+        // (see Timestamp::to_storage).
+        let mut last = text[..29].to_vec();
+        last.push(b'Z');
+        return time_key(&last);
+    }
     if text.len() != 30 {
         return digits(0..text.len().min(18));
     }

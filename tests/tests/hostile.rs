@@ -1366,3 +1366,34 @@ fn a_racer_swapping_the_items_directory_writes_nothing_outside() {
     }
     assert_untouched(&victim);
 }
+
+/// A leap-second attempt is stored in a form SQLite's date functions read
+/// (they read `23:59:60` as NULL, so the README's per-day query dropped
+/// it), and comes back out exactly as it came in.
+#[test]
+fn a_leap_second_attempt_is_counted_per_day_and_exported_as_it_came() {
+    if sqlite_only("the stored text form is SQLite's") {
+        return;
+    }
+    let dir = TempDir::new("leap-second");
+    let db = dir.join("dlq.db");
+    add_lines(
+        &db,
+        "j",
+        [item("leap", 1, "2016-12-31T23:59:60.5Z", "boom")],
+    );
+    let days = ok(dlq(&db).args([
+        "sql",
+        "SELECT date(timestamp) AS day, julianday(timestamp) IS NOT NULL AS known, COUNT(*) AS n FROM failure_log GROUP BY day",
+        "--format",
+        "csv",
+    ]));
+    assert_eq!(days.lines().nth(1), Some("2016-12-31,1,1"), "{days}");
+    let exported = ok(dlq(&db).args(["export", "-", "--format", "jsonl"]));
+    let value = json(exported.lines().next().unwrap());
+    assert_eq!(
+        value["failure_history"][0]["timestamp"], "2016-12-31T23:59:60.500Z",
+        "{value}"
+    );
+    assert_eq!(value["last_attempt"], "2016-12-31T23:59:60.500Z", "{value}");
+}
