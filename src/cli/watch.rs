@@ -383,7 +383,7 @@ const LINE: [(&str, Kind, usize); 6] = [
 /// message's headline, each escaped for the terminal and cut to its width.
 fn table_line(seen: &Seen) -> String {
     let event = &seen.event;
-    let time = term::get().time(&event.time.to_storage());
+    let time = term::get().time(&event.time.to_legacy());
     let (fails, error_type, message) = match &seen.item {
         Some(item) => (
             item.failure_count.to_string(),
@@ -412,13 +412,18 @@ fn table_line(seen: &Seen) -> String {
         .zip(&values)
         .map(|((_, kind, width), value)| table::fixed_cell(value, *kind, *width))
         .collect();
-    format!(
-        "{}  {}",
-        cells.join("  "),
-        dlqlite::text::for_terminal(&message)
-    )
-    .trim_end()
-    .to_string()
+    // Cut as `dlq list` cuts it: to the terminal (the whole line, by the
+    // caller), else to MAX_CELL unless --wide; a pipe that wants whole
+    // messages reads --format jsonl.
+    let settings = term::get();
+    let message = if settings.wide || settings.width.is_some() {
+        dlqlite::text::for_terminal(&message).into_owned()
+    } else {
+        table::fixed_cell(&message, Kind::Message, term::MAX_CELL)
+    };
+    format!("{}  {}", cells.join("  "), message)
+        .trim_end()
+        .to_string()
 }
 
 /// One JSON object: the event, and the item's summary when it is a dead

@@ -776,3 +776,19 @@ fn a_job_with_nothing_yet_gets_a_note_and_a_cursor_of_another_time_says_so() {
         "{error}"
     );
 }
+
+/// Into a pipe, a table line cuts its message as `dlq list` does (a 2 MB
+/// message was one 2 MB line); `--format jsonl` keeps it whole.
+#[test]
+fn a_huge_message_is_cut_in_a_table_line_and_whole_in_jsonl() {
+    let dir = TempDir::new("watch-huge-message");
+    let db = dir.join("dlq.db");
+    let message = "x".repeat(2 * 1024 * 1024);
+    add_lines(&db, "j", [item("big", 1, TS, &message)]);
+    let table = ok(dlq(&db).args(["watch", "--once", "--from-start"]));
+    let longest = table.lines().map(str::len).max().unwrap_or(0);
+    assert!(longest < 400, "a line of {longest} bytes");
+    assert!(table.contains("xxx…"), "{table}");
+    let jsonl = ok(dlq(&db).args(["watch", "--once", "--from-start", "--format", "jsonl"]));
+    assert!(jsonl.contains(&message));
+}
