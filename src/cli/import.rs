@@ -99,11 +99,11 @@ fn print_summary(dlq: &Dlq, report: &ImportReport, dry_run: bool, table: bool) -
             )?;
         }
         for mismatch in &report.index_mismatches {
-            let item = mismatch
-                .item_id
-                .as_deref()
-                .map(|id| format!(" {id:?}"))
-                .unwrap_or_default();
+            let item = match (&mismatch.item_id, mismatch.more) {
+                (Some(id), _) => format!(" {id:?}"),
+                (None, Some(more)) => format!(", {more} more"),
+                (None, None) => String::new(),
+            };
             writeln!(
                 err,
                 "index.json of {}: {}{item}",
@@ -180,7 +180,11 @@ fn print_summary(dlq: &Dlq, report: &ImportReport, dry_run: bool, table: bool) -
         report.items_merged,
         report.items_unchanged,
         report.files_rejected.len(),
-        report.index_mismatches.len()
+        report
+            .index_mismatches
+            .iter()
+            .map(|m| m.more.unwrap_or(1))
+            .sum::<u64>()
     )?;
     for raised in &report.jobs_over_capacity {
         let now = if dry_run { "would be" } else { "is now" };

@@ -197,7 +197,7 @@ fn scan_job(walker: &mut Walker, job: JobDir, emit: &mut impl FnMut(Record) -> b
     if !go_on {
         return false;
     }
-    for mismatch in index::compare(&job_id, index, &top_level) {
+    for mismatch in index::compare(&job_id, index, walker, &job, &top_level) {
         if !emit(Record::IndexMismatch(mismatch)) {
             return false;
         }

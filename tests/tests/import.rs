@@ -589,3 +589,57 @@ fn a_bad_line_of_an_export_file_is_credited_to_no_job() {
         0
     );
 }
+
+/// An index.json that lies at length (500,000 ids for a one-item job, well
+/// under the 64 MiB cap) is summarised: the report lists 100 of each kind
+/// and counts the rest, so output and memory follow the tree's content.
+/// Before, every id was a line of stderr and a record of `--json`.
+#[test]
+fn a_lying_index_is_summarised_not_echoed() {
+    let dir = TempDir::new("lying-index");
+    let job = dir.join("tree/mapreduce/dlq/j");
+    std::fs::create_dir_all(job.join("items")).unwrap();
+    write_json(
+        &job.join("items"),
+        "real.json",
+        &item("real", 1, "2025-01-01T00:00:00Z", "boom"),
+    );
+    let ids: Vec<String> = (0..500_000).map(|n| format!("ghost-{n}")).collect();
+    write_json(
+        &job,
+        "index.json",
+        &serde_json::json!({"item_count": 1, "item_ids": ids, "job_id": "j"}),
+    );
+    let db = dir.join("dlq.db");
+    let output = run(dlq(&db).args(["import", "--json"]).arg(dir.join("tree")));
+    assert!(output.status.success(), "{output:?}");
+    assert!(
+        output.stderr.len() < 20_000,
+        "{} bytes of stderr",
+        output.stderr.len()
+    );
+    assert!(
+        output.stdout.len() < 50_000,
+        "{} bytes of stdout",
+        output.stdout.len()
+    );
+    let report = json(&String::from_utf8(output.stdout).unwrap());
+    let mismatches = report["index_mismatches"].as_array().unwrap();
+    let listed = mismatches
+        .iter()
+        .filter(|m| m["kind"] == "listed_but_missing" && m["item_id"].is_string())
+        .count();
+    assert_eq!(listed, 100, "{report}");
+    let total: u64 = mismatches
+        .iter()
+        .map(|m| m["more"].as_u64().unwrap_or(1))
+        .sum();
+    // 500,000 listed but missing; "real" unlisted; the count agrees.
+    assert_eq!(total, 500_001, "{report}");
+    assert_eq!(count(&db, "SELECT COUNT(*) FROM items"), 1);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("listed but missing, 499900 more"),
+        "{stderr}"
+    );
+}
