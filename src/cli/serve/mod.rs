@@ -206,7 +206,7 @@ pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
         }),
         runs: Mutex::new(Vec::new()),
         insight: insight::Cache::default(),
-        heavy: tokio::sync::Semaphore::new(HEAVY_AT_ONCE),
+        heavy: Arc::new(tokio::sync::Semaphore::new(HEAVY_AT_ONCE)),
         db_label: if on_server {
             dlqlite::db::redacted_url(&ctx.db_path.to_string_lossy())
         } else {
