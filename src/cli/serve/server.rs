@@ -34,8 +34,9 @@ const ACCEPT_PAUSE: Duration = Duration::from_millis(100);
 /// What one connection may do.
 #[derive(Clone, Copy, Debug)]
 pub struct Limits {
-    /// Time to send a request head, from the connection's first byte or
-    /// the end of its previous answer.
+    /// Time to send a request head, from the connection's opening or the
+    /// end of its previous answer (hyper starts the clock when it starts
+    /// reading a head, not at the first byte).
     pub header_timeout: Duration,
     /// Connections open at once.
     pub max_connections: u32,
