@@ -71,6 +71,9 @@ mod serve;
 #[cfg(feature = "serve")]
 #[path = "tests/serve_counts.rs"]
 mod serve_counts;
+#[cfg(feature = "serve")]
+#[path = "tests/serve_limits.rs"]
+mod serve_limits;
 #[path = "tests/terminal.rs"]
 mod terminal;
 #[path = "tests/watch.rs"]

@@ -530,8 +530,9 @@ pub async fn api(State(app): State<Shared>, body: Bytes) -> Result<Response, Api
     };
     let plan = Plan { action, items };
     let (dry_run, selection) = (request.dry_run, request.selection);
-    let _turn = app.heavy.acquire().await.ok();
+    let turn = app.heavy.clone().acquire_owned().await.ok();
     let outcome = blocking(&app, move |app| {
+        let _turn = turn;
         perform(app, &plan, dry_run, selection.as_deref())
     })
     .await?;
@@ -608,8 +609,9 @@ pub async fn form(State(app): State<Shared>, body: Bytes) -> Result<Response, Pa
     let selection = form.get("selection").map(str::to_string);
     let plan_for_page = plan.clone();
     let form_for_page = form.clone();
-    let _turn = app.heavy.acquire().await.ok();
+    let turn = app.heavy.clone().acquire_owned().await.ok();
     let result = blocking(&app, move |app| {
+        let _turn = turn;
         if confirmed || immediate {
             match perform(app, &plan, false, selection.as_deref()) {
                 Ok(done) => Ok(Err(done)),

@@ -104,8 +104,9 @@ pub fn parse_sort(params: &Params) -> Result<SortBy, Failure> {
 /// `GET /api/items?job=&filter=&sort=&limit=&cursor=`: a page of
 /// summaries, the count of all matches, and the next page's cursor.
 pub async fn items(State(app): State<Shared>, params: Params) -> Result<Response, ApiError> {
-    let _turn = app.heavy.acquire().await.ok();
+    let turn = app.heavy.clone().acquire_owned().await.ok();
     let value = blocking(&app, move |app| {
+        let _turn = turn;
         let job_id = job(app, &params)?;
         let expression = match params.get("filter") {
             None => None,

@@ -46,8 +46,11 @@ pub struct App {
     /// Turns for requests that can read a whole search (item listings,
     /// counts, actions): fewer than the store's pooled connections, so slow
     /// searches cannot take every connection and leave the light pages
-    /// (live updates, one item, events) waiting for one.
-    pub heavy: tokio::sync::Semaphore,
+    /// (live updates, one item, events) waiting for one. A turn goes into
+    /// the work on the blocking pool and ends with it: a client that
+    /// leaves ends its request, not its search, which still holds a
+    /// connection until it is done.
+    pub heavy: Arc<tokio::sync::Semaphore>,
     /// The database path, for the page footer.
     pub db_label: String,
     /// The database file's path and (device, inode) when the server

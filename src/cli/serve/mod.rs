@@ -4,6 +4,8 @@
 //! the HTTP server on a current-thread tokio runtime with the store on the
 //! blocking pool until Ctrl-C or SIGTERM. The pages, the API and the
 //! actions are in this directory's other files; none of them holds SQL.
+//! The connections themselves, and the limits on them (header timeout,
+//! connection cap, the stop's deadline), are server.rs's.
 
 mod actions;
 mod api;
@@ -12,6 +14,7 @@ mod insight;
 mod log;
 mod metrics;
 mod pages;
+mod server;
 
 use super::Context;
 use anyhow::{Context as _, Result};
@@ -28,7 +31,8 @@ use std::time::Duration;
 /// Patterns, Events, Retry runs; a JSON API under /api/. Every request
 /// needs the access token: printed in the URL to open (a new one each
 /// start) or given with --token / DLQ_TOKEN. Binds to 127.0.0.1; another
-/// address needs an explicit token. Ctrl-C stops it.
+/// address needs an explicit token. Ctrl-C (or SIGTERM) stops it: requests
+/// in flight get 5 seconds to finish, then it exits anyway.
 ///
 /// Examples:
 ///   dlq serve
@@ -69,6 +73,15 @@ pub struct Args {
     /// Open the dashboard in a browser (xdg-open)
     #[arg(long)]
     open: bool,
+    /// Seconds a client has to send a request's headers, from connecting or
+    /// from the previous answer (so also how long an idle connection stays
+    /// open); a slower one is disconnected
+    #[arg(long, value_name = "SECONDS", default_value_t = 10.0)]
+    header_timeout: f64,
+    /// Connections open at once; one more is answered 503 and closed
+    #[arg(long, value_name = "N", default_value_t = 256,
+          value_parser = clap::value_parser!(u32).range(1..=65_536))]
+    max_connections: u32,
 }
 
 /// Requests that can read a whole search at once: the store pools 8
@@ -142,6 +155,19 @@ pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
             super::usage!("invalid --timeout {timeout}: seconds, more than 0 and at most 30 days");
         }
     }
+    if !(args.header_timeout.is_finite()
+        && args.header_timeout > 0.0
+        && args.header_timeout <= 3600.0)
+    {
+        super::usage!(
+            "invalid --header-timeout {}: seconds, more than 0 and at most 3600",
+            args.header_timeout
+        );
+    }
+    let limits = server::Limits {
+        header_timeout: Duration::from_secs_f64(args.header_timeout),
+        max_connections: args.max_connections,
+    };
     let token = match args.token {
         Some(token) => token,
         None => new_token()?,
@@ -180,7 +206,7 @@ pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
         }),
         runs: Mutex::new(Vec::new()),
         insight: insight::Cache::default(),
-        heavy: tokio::sync::Semaphore::new(HEAVY_AT_ONCE),
+        heavy: Arc::new(tokio::sync::Semaphore::new(HEAVY_AT_ONCE)),
         db_label: if on_server {
             dlqlite::db::redacted_url(&ctx.db_path.to_string_lossy())
         } else {
@@ -248,28 +274,38 @@ pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
         }
     });
     let router = app::router(app.clone());
-    runtime
-        .block_on(async move {
-            axum::serve(listener, router)
-                .with_graceful_shutdown(async move {
-                    let _ = stop_rx.await;
-                })
-                .await
-        })
-        .context("the server failed")?;
-    let running = actions::running(&app);
-    eprintln!(
-        "dlq serve: stopping{}",
-        if running > 0 {
-            "; waiting for running retry commands (Ctrl-C again kills them)"
-        } else {
-            ""
-        }
-    );
+    let stopping_app = app.clone();
+    let stopped = runtime.block_on(server::serve(listener, router, limits, async move {
+        let _ = stop_rx.await;
+        // Said at once: the server may take up to its grace to stop.
+        eprintln!(
+            "dlq serve: stopping{}",
+            if actions::running(&stopping_app) > 0 {
+                "; waiting for running retry commands (Ctrl-C again kills them)"
+            } else {
+                ""
+            }
+        );
+    }));
+    if stopped.abandoned > 0 {
+        eprintln!(
+            "dlq serve: closed {} connection{} still open after {} s",
+            stopped.abandoned,
+            if stopped.abandoned == 1 { "" } else { "s" },
+            server::SHUTDOWN_GRACE.as_secs()
+        );
+    }
+    // Retry commands are this server's own work, not a client's: they
+    // finish (or a second Ctrl-C kills them).
     actions::stop_runs(&app);
-    // Requests still on the blocking pool finish; their answers are not
-    // awaited.
-    runtime.shutdown_timeout(Duration::from_secs(5));
+    // The store's work for requests still on the blocking pool gets what
+    // is left of the grace; then the process exits without it (an
+    // unfinished write is rolled back, as after a crash).
+    runtime.shutdown_timeout(
+        stopped
+            .deadline
+            .saturating_duration_since(std::time::Instant::now()),
+    );
     Ok(ExitCode::SUCCESS)
 }
 

@@ -369,11 +369,12 @@ pub async fn items(State(app): State<Shared>, params: Params) -> Result<Response
     };
     let shared = app.clone();
     // A search waits for a turn; an invalid one is answered at once.
-    let _turn = match parsed {
-        Ok(_) => app.heavy.acquire().await.ok(),
+    let turn = match parsed {
+        Ok(_) => app.heavy.clone().acquire_owned().await.ok(),
         Err(_) => None,
     };
     let page = render(&app, "Items", Tab::Items, note, move |app| {
+        let _turn = turn;
         if let Some(job) = &job {
             app.dlq.require_job(job)?;
         }

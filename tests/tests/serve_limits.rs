@@ -1,0 +1,242 @@
+//! `dlq serve` against clients that do not play along: half-sent requests,
+//! idle connections by the hundred, a stop while they hang on. The real
+//! binary on a free port; the clients are raw sockets.
+
+use super::common::*;
+use super::http::request;
+use std::io::{BufRead, BufReader, ErrorKind, Read, Write};
+use std::net::TcpStream;
+use std::path::Path;
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+
+/// A `dlq serve` on a free port, started here (the tests signal it, so they
+/// need its process), killed when dropped.
+struct Serving {
+    child: Child,
+    /// `127.0.0.1:PORT`.
+    address: String,
+    token: String,
+}
+
+impl Serving {
+    /// `dlq serve --bind 127.0.0.1:0 ARGS` with at most `files` open file
+    /// descriptors (when given), once it has printed its URL.
+    fn start(db: &Path, args: &[&str], files: Option<u64>) -> Serving {
+        let mut command = dlq(db);
+        command
+            .args(["serve", "--bind", "127.0.0.1:0"])
+            .args(args)
+            .env_remove("DLQ_TOKEN")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null());
+        if let Some(files) = files {
+            use std::os::unix::process::CommandExt;
+            // SAFETY: setrlimit(2) is async-signal-safe, as pre_exec
+            // requires.
+            unsafe {
+                command.pre_exec(move || {
+                    let limit = libc::rlimit {
+                        rlim_cur: files,
+                        rlim_max: files,
+                    };
+                    if libc::setrlimit(libc::RLIMIT_NOFILE, &limit) != 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                    Ok(())
+                });
+            }
+        }
+        let mut child = command.spawn().expect("start dlq serve");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let (address, token) = line
+            .trim()
+            .strip_prefix("http://")
+            .and_then(|rest| rest.split_once("/?token="))
+            .unwrap_or_else(|| panic!("no URL with a token printed: {line:?}"));
+        Serving {
+            address: address.to_string(),
+            token: token.to_string(),
+            child,
+        }
+    }
+
+    fn get(&self, path: &str) -> u16 {
+        let auth = format!("Bearer {}", self.token);
+        request(&self.address, "GET", path, &[("Authorization", &auth)], b"").status
+    }
+
+    /// The status of a GET with the token, or None when the connection was
+    /// closed without one.
+    fn status(&self, path: &str) -> Option<u16> {
+        let mut stream = self.hang(
+            format!(
+                "GET {path} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {}\r\n\
+                 Connection: close\r\n\r\n",
+                self.token
+            )
+            .as_bytes(),
+        );
+        let got = closed_within(&mut stream, Duration::from_secs(10))?;
+        got.strip_prefix("HTTP/1.1 ")?.get(..3)?.parse().ok()
+    }
+
+    /// A connection that has sent `bytes` and nothing more.
+    fn hang(&self, bytes: &[u8]) -> TcpStream {
+        let address = self.address.parse().unwrap();
+        // A server that stops accepting leaves connects to time out in the
+        // kernel's queue (after minutes): 5 s says enough.
+        let mut stream = TcpStream::connect_timeout(&address, Duration::from_secs(5))
+            .unwrap_or_else(|e| panic!("connect: {e} (is the server still accepting?)"));
+        stream.write_all(bytes).unwrap();
+        stream
+    }
+
+    /// SIGTERM, then how long until it exited (None: not within `limit`).
+    fn terminate(&mut self, limit: Duration) -> Option<Duration> {
+        let sent = Instant::now();
+        // SAFETY: kill(2) on our own child's pid.
+        unsafe { libc::kill(self.child.id() as libc::pid_t, libc::SIGTERM) };
+        while sent.elapsed() < limit {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                assert!(status.success(), "dlq serve exited with {status}");
+                return Some(sent.elapsed());
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        None
+    }
+}
+
+impl Drop for Serving {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// What the server did with a connection within `limit`: `Some(text)` it
+/// sent before closing (empty for a plain close or a reset), `None` if it
+/// kept it open all that time.
+fn closed_within(stream: &mut TcpStream, limit: Duration) -> Option<String> {
+    let until = Instant::now() + limit;
+    let mut got = Vec::new();
+    let mut buffer = [0u8; 4096];
+    loop {
+        let left = until.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return None;
+        }
+        stream.set_read_timeout(Some(left)).unwrap();
+        match stream.read(&mut buffer) {
+            Ok(0) => return Some(String::from_utf8_lossy(&got).into_owned()),
+            Ok(n) => got.extend_from_slice(&buffer[..n]),
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+                return None
+            }
+            Err(e) if e.kind() == ErrorKind::Interrupted => {}
+            // A reset is a close too.
+            Err(_) => return Some(String::from_utf8_lossy(&got).into_owned()),
+        }
+    }
+}
+
+fn database(label: &str) -> (TempDir, std::path::PathBuf) {
+    let dir = TempDir::new(label);
+    let db = dir.path().join("dlq.db");
+    add_lines(&db, "job", [item("a", 1, "2025-01-01T00:00:00Z", "boom")]);
+    (dir, db)
+}
+
+#[test]
+fn sigterm_stops_the_server_while_clients_hold_half_sent_requests() {
+    let (_dir, db) = database("serve-limits-stop");
+    let mut server = Serving::start(&db, &[], None);
+    assert_eq!(server.get("/api/jobs"), 200);
+    // Half a request head; a whole head and half its body; a connection
+    // that sent nothing. None of them needs the token to be held open.
+    let _head = server.hang(b"GET /api/jobs HTTP/1.1\r\nHost: x\r\n");
+    let _body = server.hang(
+        b"POST /api/actions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n\
+          Content-Length: 1000\r\n\r\n{\"action\":",
+    );
+    let _idle = server.hang(b"");
+    // Give the server the time to read what was sent.
+    std::thread::sleep(Duration::from_millis(300));
+    let took = server.terminate(Duration::from_secs(15));
+    // The grace is 5 s; this only tells a stop from none.
+    assert!(
+        took.is_some_and(|t| t < Duration::from_secs(10)),
+        "dlq serve did not exit within 10 s of SIGTERM ({took:?})"
+    );
+}
+
+#[test]
+fn a_connection_that_does_not_send_its_request_head_in_time_is_closed() {
+    let (_dir, db) = database("serve-limits-header");
+    let server = Serving::start(&db, &["--header-timeout", "1"], None);
+    let started = Instant::now();
+    let mut half = server.hang(b"GET /api/jobs HTTP/1.1\r\nHost: x\r\nAccept: ");
+    let mut idle = server.hang(b"");
+    for (name, stream) in [("half a head", &mut half), ("nothing", &mut idle)] {
+        let got = closed_within(stream, Duration::from_secs(8))
+            .unwrap_or_else(|| panic!("a connection that sent {name} is still open after 8 s"));
+        assert_eq!(got, "", "{name}: no answer, only the close");
+    }
+    assert!(started.elapsed() >= Duration::from_millis(900));
+    // A whole request within the timeout is served as ever.
+    assert_eq!(server.get("/api/jobs"), 200);
+}
+
+#[test]
+fn connections_over_the_cap_are_refused_at_once_and_the_server_serves_after() {
+    let (_dir, db) = database("serve-limits-cap");
+    const CAP: usize = 8;
+    // Fewer file descriptors than the connections thrown at it: the cap
+    // must keep it from running out.
+    let server = Serving::start(
+        &db,
+        &["--max-connections", "8", "--header-timeout", "60"],
+        Some(128),
+    );
+    assert_eq!(server.get("/api/jobs"), 200);
+    let mut held: Vec<TcpStream> = (0..CAP).map(|_| server.hang(b"")).collect();
+    // Let the server take them all before the next ones come.
+    std::thread::sleep(Duration::from_millis(300));
+    let mut over: Vec<TcpStream> = (0..300).map(|_| server.hang(b"")).collect();
+    for (i, stream) in over.iter_mut().enumerate() {
+        let got = closed_within(stream, Duration::from_secs(5))
+            .unwrap_or_else(|| panic!("connection {i} over the cap is still open after 5 s"));
+        // A refusal says why when the socket took the answer.
+        assert!(
+            got.is_empty() || got.starts_with("HTTP/1.1 503"),
+            "connection {i}: {got:?}"
+        );
+    }
+    drop(over);
+    // A request while the cap is full is refused too, not queued.
+    let mut asking = server.hang(b"GET /api/jobs HTTP/1.1\r\nHost: x\r\n\r\n");
+    let got = closed_within(&mut asking, Duration::from_secs(5))
+        .expect("a request over the cap waited instead of being refused");
+    assert!(got.is_empty() || got.starts_with("HTTP/1.1 503"), "{got:?}");
+    // The held ones are still open: the cap refused the rest, not them.
+    for stream in &mut held {
+        assert_eq!(closed_within(stream, Duration::from_millis(50)), None);
+    }
+    drop(held);
+    // Once they are gone, it serves again (their closes reach it soon).
+    let until = Instant::now() + Duration::from_secs(5);
+    while server.status("/api/jobs") != Some(200) {
+        assert!(
+            Instant::now() < until,
+            "still refusing 5 s after the held connections closed"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    for _ in 0..3 * CAP {
+        assert_eq!(server.get("/api/jobs"), 200);
+    }
+}
