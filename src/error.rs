@@ -44,6 +44,9 @@ pub enum ErrorKind {
     /// What the database's backend cannot do (yet): PostgreSQL does not
     /// have every operation SQLite has ([`Error::Unsupported`]).
     Unsupported,
+    /// A read stopped because its thread's time budget ran out or was
+    /// cancelled ([`crate::store::Budget`]): nothing changed.
+    Interrupted,
     /// Anything else (a bug, or an error SQLite does not classify).
     Other,
 }
@@ -342,6 +345,7 @@ pub(crate) fn sqlite_kind(error: &rusqlite::Error) -> ErrorKind {
         Some(Code::CannotOpen) => ErrorKind::NotFound,
         Some(Code::SystemIoFailure) => ErrorKind::Io,
         Some(Code::ConstraintViolation) => ErrorKind::InvalidInput,
+        Some(Code::OperationInterrupted) => ErrorKind::Interrupted,
         _ => ErrorKind::Other,
     }
 }

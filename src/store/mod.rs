@@ -39,6 +39,7 @@
 
 pub mod adhoc;
 mod analysis;
+mod budget;
 mod bulk;
 mod categories;
 mod check;
@@ -67,6 +68,7 @@ pub use analysis::{
     normalise_message, Analysis, AnalyzeOptions, MessageGroup, Omitted, PatternGroup,
     SignatureSample, TemporalDistribution,
 };
+pub use budget::{Budget, BudgetGuard};
 pub use bulk::{DeleteStep, PurgeProgress, PurgeReport};
 pub use categories::{Category, CategoryChange, CategoryRule};
 pub use check::{NewSignature, OldestItem, SignatureNews};
@@ -467,7 +469,7 @@ impl Dlq {
             Pools::Sqlite(_) => {
                 let conn = self.conn()?;
                 let read = conn.unchecked_transaction()?;
-                let value = f(sql::Conn::Sqlite(&read))?;
+                let value = budget::bounded(&read, || f(sql::Conn::Sqlite(&read)))?;
                 read.commit()?;
                 Ok(value)
             }

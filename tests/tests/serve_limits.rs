@@ -240,3 +240,43 @@ fn connections_over_the_cap_are_refused_at_once_and_the_server_serves_after() {
         assert_eq!(server.get("/api/jobs"), 200);
     }
 }
+
+/// A search that runs past `--request-timeout` is interrupted inside
+/// SQLite and answered 503; the server goes on answering.
+#[test]
+fn a_search_past_its_time_budget_is_interrupted() {
+    if crate::common::sqlite_only("PostgreSQL reads are bounded by statement_timeout") {
+        return;
+    }
+    let dir = crate::common::TempDir::new("serve-request-budget");
+    let db = dir.path().join("dlq.db");
+    let filler = "abcdefghij".repeat(400);
+    crate::common::add_lines(
+        &db,
+        "j",
+        (0..5000).map(|n| {
+            crate::common::item(
+                &format!("i{n}"),
+                1,
+                "2025-01-01T00:00:00Z",
+                &format!("{filler} {n}"),
+            )
+        }),
+    );
+    // 200 tests that each scan every message to its end.
+    let filter = (0..200)
+        .map(|n| format!("error_message contains \"zz{n}\""))
+        .collect::<Vec<_>>()
+        .join(" || ");
+    let server = crate::http::Server::start(&db, &["--request-timeout", "0.2"]);
+    let started = std::time::Instant::now();
+    let answer = server.get(&format!(
+        "/api/items?job=j&filter={}",
+        crate::http::enc(&filter)
+    ));
+    let took = started.elapsed();
+    assert_eq!(answer.status, 503, "{took:?}: {}", answer.body);
+    assert!(answer.body.contains("interrupted"), "{}", answer.body);
+    // A light request still gets its answer.
+    assert_eq!(server.get("/api/items?job=j&limit=1").status, 200);
+}

@@ -14,7 +14,9 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
 use dlqlite::{Dlq, ErrorKind};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
 /// Request bodies larger than this are refused (413): the biggest is a
 /// selection of [`dlqlite::store::MAX_NAMED_ITEMS`] named items.
@@ -51,6 +53,11 @@ pub struct App {
     /// leaves ends its request, not its search, which still holds a
     /// connection until it is done.
     pub heavy: Arc<tokio::sync::Semaphore>,
+    /// How long one request's store work may take (`--request-timeout`)
+    /// before it is interrupted inside SQLite.
+    pub request_budget: std::time::Duration,
+    /// Set when the server stops: store work still running is interrupted.
+    pub stopping: Arc<AtomicBool>,
     /// The database path, for the page footer.
     pub db_label: String,
     /// The database file's path and (device, inode) when the server
@@ -354,7 +361,7 @@ impl From<dlqlite::Error> for Failure {
             ErrorKind::InvalidInput => StatusCode::BAD_REQUEST,
             ErrorKind::NotFound => StatusCode::NOT_FOUND,
             ErrorKind::Conflict => StatusCode::CONFLICT,
-            ErrorKind::Busy => StatusCode::SERVICE_UNAVAILABLE,
+            ErrorKind::Busy | ErrorKind::Interrupted => StatusCode::SERVICE_UNAVAILABLE,
             ErrorKind::ReadOnly => StatusCode::FORBIDDEN,
             _ => StatusCode::INTERNAL_SERVER_ERROR,
         };
@@ -404,12 +411,33 @@ pub async fn blocking<T: Send + 'static>(
     f: impl FnOnce(&App) -> Result<T, Failure> + Send + 'static,
 ) -> Result<T, Failure> {
     let app = Arc::clone(app);
-    match tokio::task::spawn_blocking(move || f(&app)).await {
+    // The store work stops inside SQLite when this request is dropped (its
+    // client left), when its time is up, or when the server stops.
+    let cancel = CancelOnDrop(Arc::new(AtomicBool::new(false)));
+    let budget = dlqlite::store::Budget::until(Some(Instant::now() + app.request_budget))
+        .cancelled_by(cancel.0.clone())
+        .cancelled_by(app.stopping.clone());
+    match tokio::task::spawn_blocking(move || {
+        let _budget = budget.enter();
+        f(&app)
+    })
+    .await
+    {
         Ok(result) => result,
         Err(e) => Err(Failure::new(
             StatusCode::INTERNAL_SERVER_ERROR,
             format!("internal error: {e}"),
         )),
+    }
+}
+
+/// Sets its flag when dropped: with the request's future, when the
+/// request ends or its client goes away.
+struct CancelOnDrop(Arc<AtomicBool>);
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Relaxed);
     }
 }
 

@@ -82,6 +82,10 @@ pub struct Args {
     #[arg(long, value_name = "N", default_value_t = 256,
           value_parser = clap::value_parser!(u32).range(1..=65_536))]
     max_connections: u32,
+    /// Seconds one request's database work may take; longer, it is
+    /// interrupted and answered 503 (so is the work of a client that left)
+    #[arg(long, value_name = "SECONDS", default_value_t = 60.0)]
+    request_timeout: f64,
 }
 
 /// Requests that can read a whole search at once: the store pools 8
@@ -164,6 +168,15 @@ pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
             args.header_timeout
         );
     }
+    if !(args.request_timeout.is_finite()
+        && args.request_timeout > 0.0
+        && args.request_timeout <= 86_400.0)
+    {
+        super::usage!(
+            "invalid --request-timeout {}: seconds, more than 0 and at most 86400",
+            args.request_timeout
+        );
+    }
     let limits = server::Limits {
         header_timeout: Duration::from_secs_f64(args.header_timeout),
         max_connections: args.max_connections,
@@ -207,6 +220,8 @@ pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
         runs: Mutex::new(Vec::new()),
         insight: insight::Cache::default(),
         heavy: Arc::new(tokio::sync::Semaphore::new(HEAVY_AT_ONCE)),
+        request_budget: Duration::from_secs_f64(args.request_timeout),
+        stopping: Arc::new(std::sync::atomic::AtomicBool::new(false)),
         db_label: if on_server {
             dlqlite::db::redacted_url(&ctx.db_path.to_string_lossy())
         } else {
@@ -287,6 +302,9 @@ pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
             }
         );
     }));
+    // Store work still running for requests is interrupted now; what ends
+    // within the grace is answered.
+    app.stopping.store(true, Ordering::Relaxed);
     if stopped.abandoned > 0 {
         eprintln!(
             "dlq serve: closed {} connection{} still open after {} s",
