@@ -28,9 +28,21 @@ use std::path::{Path, PathBuf};
 pub struct OutputFile {
     file: File,
     /// Where it goes when committed; `None` for a stream (device or fifo).
-    rename: Option<(PathBuf, PathBuf)>,
+    rename: Option<Renaming>,
     /// What errors name.
     path: PathBuf,
+}
+
+/// A temporary file in the destination's directory, held open by
+/// descriptor: created, renamed over the destination and removed by name
+/// in that directory, so no component of the path is looked up again
+/// after it was opened.
+struct Renaming {
+    dir: Dir,
+    tmp: std::ffi::OsString,
+    dest: std::ffi::OsString,
+    /// The temporary file's path, for [`OutputFile::temp_path`].
+    tmp_path: PathBuf,
 }
 
 fn new_file_options() -> OpenOptions {
@@ -86,20 +98,36 @@ impl OutputFile {
             }
             _ => {}
         }
-        if path.file_name().is_none() {
+        let Some(dest) = path.file_name() else {
             return Err(Error::io(
                 path,
                 std::io::Error::new(std::io::ErrorKind::InvalidInput, "no file name"),
             ));
-        }
+        };
+        let parent = path
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
+        let dir = Dir::open_root(parent)?.ok_or_else(|| {
+            Error::io(
+                parent,
+                std::io::Error::new(std::io::ErrorKind::NotFound, "no such directory"),
+            )
+        })?;
         for attempt in 0..100u32 {
             // Short, so a destination name at the length limit still works.
-            let tmp = path.with_file_name(format!(".dlq-tmp-{}-{attempt}", std::process::id()));
-            match new_file_options().open(&tmp) {
+            let tmp =
+                std::ffi::OsString::from(format!(".dlq-tmp-{}-{attempt}", std::process::id()));
+            match dir.try_create_file(&tmp) {
                 Ok(file) => {
                     return Ok(OutputFile {
                         file,
-                        rename: Some((tmp, path.to_path_buf())),
+                        rename: Some(Renaming {
+                            tmp_path: path.with_file_name(&tmp),
+                            dir,
+                            tmp,
+                            dest: dest.to_os_string(),
+                        }),
                         path: path.to_path_buf(),
                     })
                 }
@@ -132,7 +160,7 @@ impl OutputFile {
     /// The file being written beside the destination, until committed
     /// (`None` for a stream): what an interrupted writer must remove.
     pub fn temp_path(&self) -> Option<&Path> {
-        self.rename.as_ref().map(|(tmp, _)| tmp.as_path())
+        self.rename.as_ref().map(|r| r.tmp_path.as_path())
     }
 
     /// Finishes: syncs the file, renames it over the destination and syncs
@@ -140,29 +168,26 @@ impl OutputFile {
     /// is only flushed.
     pub fn commit(mut self) -> Result<()> {
         self.file.flush().map_err(|e| Error::io(&self.path, e))?;
-        let Some((tmp, dest)) = self.rename.take() else {
+        let Some(renaming) = self.rename.take() else {
             return Ok(());
         };
         let result = (|| {
             self.file.sync_all()?;
-            std::fs::rename(&tmp, &dest)?;
-            if let Some(dir) = dest.parent().filter(|d| !d.as_os_str().is_empty()) {
-                File::open(dir)?.sync_all()?;
-            }
-            Ok(())
+            renaming.dir.rename(&renaming.tmp, &renaming.dest)?;
+            renaming.dir.sync()
         })();
         if result.is_err() {
-            let _ = std::fs::remove_file(&tmp);
+            let _ = renaming.dir.remove_file(&renaming.tmp);
         }
-        result.map_err(|e: std::io::Error| Error::io(&dest, e))
+        result.map_err(|e: std::io::Error| Error::io(&self.path, e))
     }
 }
 
 impl Drop for OutputFile {
     fn drop(&mut self) {
         // Not committed: the temporary file goes, the destination stays.
-        if let Some((tmp, _)) = self.rename.take() {
-            let _ = std::fs::remove_file(tmp);
+        if let Some(renaming) = self.rename.take() {
+            let _ = renaming.dir.remove_file(&renaming.tmp);
         }
     }
 }
@@ -295,7 +320,14 @@ impl Dir {
     /// Creates the new file `name` in this directory, mode 0600: never an
     /// existing file, never through a link (`O_CREAT|O_EXCL|O_NOFOLLOW`).
     pub fn create_file(&self, name: &OsStr) -> Result<File> {
-        let c_name = self.entry_name(name)?;
+        self.try_create_file(name)
+            .map_err(|e| Error::io(self.path.join(name), e))
+    }
+
+    /// [`Dir::create_file`] with the bare I/O error (an existing name is
+    /// `AlreadyExists`).
+    fn try_create_file(&self, name: &OsStr) -> std::io::Result<File> {
+        let c_name = self.plain_name(name)?;
         // SAFETY: a held directory descriptor and a NUL-terminated name;
         // the descriptor is owned by the File below.
         let fd = unsafe {
@@ -307,13 +339,31 @@ impl Dir {
             )
         };
         if fd < 0 {
-            return Err(Error::io(
-                self.path.join(name),
-                std::io::Error::last_os_error(),
-            ));
+            return Err(std::io::Error::last_os_error());
         }
         // SAFETY: fd was just opened and is owned by nothing else.
         Ok(File::from(unsafe { OwnedFd::from_raw_fd(fd) }))
+    }
+
+    /// Renames the entry `from` to `to`, both in this directory (a `to`
+    /// that exists, a link included, is replaced).
+    fn rename(&self, from: &OsStr, to: &OsStr) -> std::io::Result<()> {
+        let (from, to) = (self.plain_name(from)?, self.plain_name(to)?);
+        let fd = self.fd.as_raw_fd();
+        // SAFETY: a held directory descriptor and NUL-terminated names.
+        if unsafe { libc::renameat(fd, from.as_ptr(), fd, to.as_ptr()) } != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(())
+    }
+
+    /// Makes the directory's entries durable (fsync of the directory).
+    fn sync(&self) -> std::io::Result<()> {
+        // SAFETY: fsync(2) on a held descriptor.
+        if unsafe { libc::fsync(self.fd.as_raw_fd()) } != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(())
     }
 
     /// Removes the entry `name` (the name itself: a link is removed, never
@@ -368,14 +418,20 @@ impl Dir {
     /// `name` as a C string, refused unless it is one plain entry name:
     /// a `/` or `..` would leave the held directory.
     fn entry_name(&self, name: &OsStr) -> Result<CString> {
+        self.plain_name(name)
+            .map_err(|e| Error::io(self.path.join(name), e))
+    }
+
+    /// [`Dir::entry_name`] with the bare I/O error.
+    fn plain_name(&self, name: &OsStr) -> std::io::Result<CString> {
         let bytes = name.as_bytes();
         if bytes.is_empty() || bytes == b"." || bytes == b".." || bytes.contains(&b'/') {
-            return Err(Error::io(
-                self.path.join(name),
-                std::io::Error::new(std::io::ErrorKind::InvalidInput, "not a plain file name"),
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                "not a plain file name",
             ));
         }
-        cstring(name).map_err(|e| Error::io(self.path.join(name), e))
+        cstring(name)
     }
 
     /// Whether the entry `name` is a symbolic link (not followed).

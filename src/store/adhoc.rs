@@ -200,48 +200,20 @@ impl Shared {
     }
 }
 
-/// An unnamed scratch file (made 0600 with O_EXCL, never through a link,
-/// unlinked at once) in the temporary directory: the rows as JSON arrays,
-/// one per line. Memory stays flat whatever the result's size.
+/// A scratch file with no name ([`crate::outfile::spool`]) in the temporary
+/// directory: the rows as JSON arrays, one per line. Memory stays flat
+/// whatever the result's size.
 struct Spool {
+    /// Its directory, for messages.
     path: std::path::PathBuf,
     file: std::fs::File,
 }
 
 impl Spool {
     fn create() -> Result<Self> {
-        use std::os::unix::fs::OpenOptionsExt;
-        let dir = std::env::temp_dir();
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_nanos())
-            .unwrap_or(0);
-        let mut last = None;
-        for attempt in 0..16u32 {
-            let path = dir.join(format!(
-                "dlq-sql-{}-{nanos:x}-{attempt}",
-                std::process::id()
-            ));
-            match std::fs::OpenOptions::new()
-                .read(true)
-                .write(true)
-                .create_new(true)
-                .mode(0o600)
-                .custom_flags(libc::O_NOFOLLOW)
-                .open(&path)
-            {
-                Ok(file) => {
-                    let _ = std::fs::remove_file(&path);
-                    return Ok(Spool { path, file });
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => last = Some(e),
-                Err(e) => return Err(Error::io(dir.join("dlq-sql-*"), e)),
-            }
-        }
-        Err(Error::io(
-            dir.join("dlq-sql-*"),
-            last.unwrap_or_else(|| std::io::Error::other("no free name")),
-        ))
+        let path = std::env::temp_dir();
+        let file = crate::outfile::spool(&path)?;
+        Ok(Spool { path, file })
     }
 
     /// Appends whole lines, once the reader is less than [`SPOOL_AHEAD`]

@@ -1397,3 +1397,24 @@ fn a_leap_second_attempt_is_counted_per_day_and_exported_as_it_came() {
     );
     assert_eq!(value["last_attempt"], "2016-12-31T23:59:60.500Z", "{value}");
 }
+
+/// A single output file (`--output`, `export FILE`, reports) is written
+/// into the directory it was started in, held by descriptor: that
+/// directory swapped for a link to another before the commit does not
+/// move the file there.
+#[test]
+fn an_output_file_lands_in_the_directory_it_started_in() {
+    use std::io::Write;
+    let dir = TempDir::new("outfile-swap");
+    let out = dir.join("out");
+    let victim = dir.join("victim");
+    std::fs::create_dir(&out).unwrap();
+    std::fs::create_dir(&victim).unwrap();
+    let mut file = dlqlite::outfile::OutputFile::create(&out.join("report.json")).unwrap();
+    file.file().write_all(b"{}").unwrap();
+    std::fs::rename(&out, dir.join("moved")).unwrap();
+    std::os::unix::fs::symlink(&victim, &out).unwrap();
+    file.commit().unwrap();
+    assert_eq!(std::fs::read_dir(&victim).unwrap().count(), 0);
+    assert_eq!(std::fs::read(dir.join("moved/report.json")).unwrap(), b"{}");
+}
