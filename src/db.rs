@@ -325,25 +325,27 @@ fn directory_of(path: &Path) -> PathBuf {
 /// would open and close it beside this process's connections, which drops
 /// their locks (see `check_file`); callers refuse it instead.
 pub fn is_database_file(db: &Path, file: &Path) -> bool {
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::MetadataExt;
-        if db.to_str().is_some_and(is_url) {
-            return false;
-        }
-        let Ok(input) = std::fs::metadata(file) else {
-            return false;
-        };
-        ["", "-wal", "-shm"].iter().any(|suffix| {
-            std::fs::metadata(sibling(db, suffix))
-                .is_ok_and(|m| (m.dev(), m.ino()) == (input.dev(), input.ino()))
-        })
+    let ids = database_file_ids(db);
+    !ids.is_empty() && file_id(file).is_some_and(|id| ids.contains(&id))
+}
+
+/// The (device, inode) of the database at `db` and of its `-wal` and
+/// `-shm`, those that exist (none for a server URL): the files nothing in
+/// dlqlite may open and close outside SQLite (see [`check_file`]).
+pub fn database_file_ids(db: &Path) -> Vec<(u64, u64)> {
+    if db.to_str().is_some_and(is_url) {
+        return Vec::new();
     }
-    #[cfg(not(unix))]
-    {
-        let _ = (db, file);
-        false
-    }
+    ["", "-wal", "-shm"]
+        .iter()
+        .filter_map(|suffix| file_id(&sibling(db, suffix)))
+        .collect()
+}
+
+/// A file's (device, inode), by stat: the file is not opened.
+pub fn file_id(file: &Path) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(file).ok().map(|m| (m.dev(), m.ino()))
 }
 
 /// Whether this process may create files in `dir`.

@@ -111,7 +111,18 @@ fn display(path: &Path) -> String {
 
 /// Walks `roots` and hands every record to `emit`, in walk order; stops early
 /// when `emit` returns false. Reads only.
-pub fn scan(roots: &[PathBuf], mut emit: impl FnMut(Record) -> bool) -> Result<Vec<RejectedFile>> {
+pub fn scan(roots: &[PathBuf], emit: impl FnMut(Record) -> bool) -> Result<Vec<RejectedFile>> {
+    scan_avoiding(roots, &[], emit)
+}
+
+/// [`scan`] that never opens the files `avoid` names by (device, inode):
+/// the database being imported into, and its -wal and -shm
+/// ([`crate::db::database_file_ids`]), wherever they lie in the tree.
+pub fn scan_avoiding(
+    roots: &[PathBuf],
+    avoid: &[(u64, u64)],
+    mut emit: impl FnMut(Record) -> bool,
+) -> Result<Vec<RejectedFile>> {
     let mut skipped = Vec::new();
     for root in roots {
         if root.is_file() {
@@ -120,7 +131,9 @@ pub fn scan(roots: &[PathBuf], mut emit: impl FnMut(Record) -> bool) -> Result<V
             }
             continue;
         }
-        let mut walker = Walker::new(root).map_err(|e| Error::io(root, e))?;
+        let mut walker = Walker::new(root)
+            .map_err(|e| Error::io(root, e))?
+            .avoiding(avoid.to_vec());
         let mut go_on = true;
         walker.for_each_job_dir(|walker, job| {
             go_on = scan_job(walker, job, &mut emit);
@@ -173,13 +186,18 @@ fn scan_job(walker: &mut Walker, job: JobDir, emit: &mut impl FnMut(Record) -> b
     let items_dir = job.path.join(crate::legacy::layout::ITEMS_DIR);
     let mut top_level: BTreeSet<String> = BTreeSet::new();
     let mut go_on = true;
+    let avoid = walker.avoided_files().to_vec();
     walker.for_each_item_file(&items_dir, |path| {
         if path.parent() == Some(items_dir.as_path()) {
             if let Some(stem) = path.file_stem() {
                 top_level.insert(stem.to_string_lossy().into_owned());
             }
         }
-        let record = match read_item(path) {
+        let read = match crate::legacy::discover::avoided(&avoid, path) {
+            Some(reason) => Err(reason.to_string()),
+            None => read_item(path).map_err(|e| e.to_string()),
+        };
+        let record = match read {
             Ok(item) => Record::Item {
                 job_id: job_id.clone(),
                 repo: repo.clone(),
@@ -188,7 +206,7 @@ fn scan_job(walker: &mut Walker, job: JobDir, emit: &mut impl FnMut(Record) -> b
             },
             Err(error) => Record::Rejected(RejectedFile {
                 path: display(path),
-                error: error.to_string(),
+                error,
             }),
         };
         go_on = emit(record);
@@ -411,9 +429,13 @@ pub fn import(
     const CHUNK: usize = 64;
     let (sender, receiver) = mpsc::sync_channel::<Vec<Record>>(32);
     let scan_roots = roots.to_vec();
+    let avoid = dlq
+        .path()
+        .map(crate::db::database_file_ids)
+        .unwrap_or_default();
     let scanner = std::thread::spawn(move || {
         let mut chunk = Vec::with_capacity(CHUNK);
-        let scanned = scan(&scan_roots, |record| {
+        let scanned = scan_avoiding(&scan_roots, &avoid, |record| {
             chunk.push(record);
             chunk.len() < CHUNK
                 || sender

@@ -31,6 +31,9 @@ pub struct Skipped {
 pub struct Walker {
     root: PathBuf,
     visited: HashSet<(u64, u64)>,
+    /// Files never to open: the database being written and its -wal and
+    /// -shm ([`Walker::avoiding`]).
+    avoid: Vec<(u64, u64)>,
     pub skipped: Vec<Skipped>,
 }
 
@@ -59,8 +62,28 @@ impl Walker {
         Ok(Walker {
             root,
             visited: HashSet::new(),
+            avoid: Vec::new(),
             skipped: Vec::new(),
         })
+    }
+
+    /// Never opens these files (by device and inode): opening and closing
+    /// a database this process has a connection to would drop the
+    /// process's POSIX locks on it (the database file, or its -wal or
+    /// -shm, lying in the tree under an item's name or linked there).
+    pub fn avoiding(mut self, files: Vec<(u64, u64)>) -> Self {
+        self.avoid = files;
+        self
+    }
+
+    /// The files this walker avoids.
+    pub fn avoided_files(&self) -> &[(u64, u64)] {
+        &self.avoid
+    }
+
+    /// Why `path` must not be opened, if it is one of the files avoided.
+    pub fn avoided(&self, path: &Path) -> Option<&'static str> {
+        avoided(&self.avoid, path)
     }
 
     /// The canonical root.
@@ -99,6 +122,10 @@ impl Walker {
         }
         match self.classify(path) {
             Entry::File(file) => {
+                if let Some(reason) = self.avoided(&file) {
+                    self.skip(path, reason.to_string());
+                    return Err(reason.to_string());
+                }
                 let opened = fs::File::open(&file).map_err(|e| e.to_string());
                 let opened = opened.and_then(|f| {
                     let meta = f.metadata().map_err(|e| e.to_string())?;
@@ -247,4 +274,15 @@ impl Walker {
             stack.extend(subdirs.into_iter().rev());
         }
     }
+}
+
+/// Why `path` must not be opened, if it is one of the files `avoid` names
+/// (asked by stat, without opening it).
+pub fn avoided(avoid: &[(u64, u64)], path: &Path) -> Option<&'static str> {
+    if avoid.is_empty() {
+        return None;
+    }
+    crate::db::file_id(path)
+        .filter(|id| avoid.contains(id))
+        .map(|_| "is the database being written (or its -wal or -shm); not read")
 }

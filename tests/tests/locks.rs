@@ -100,3 +100,41 @@ fn the_database_is_refused_as_input_under_any_name() {
     }
     assert_eq!(dump(&db), before);
 }
+
+/// The database (or its -wal) lying in an imported tree under an item's
+/// name, hard-linked there: the import must not open it (its close would
+/// drop the process's locks, as `check_file` once did). It is reported as
+/// not read.
+#[test]
+fn an_import_never_opens_the_database_it_finds_in_its_tree() {
+    if sqlite_only("a server database has no file to find") {
+        return;
+    }
+    acknowledged_adds_survive("locks-import-tree", |db| {
+        let items = db.parent().unwrap().join("tree/mapreduce/dlq/j/items");
+        std::fs::create_dir_all(&items).unwrap();
+        std::fs::hard_link(db, items.join("db.json")).unwrap();
+        std::fs::hard_link(db.with_file_name("dlq.db-wal"), items.join("wal.json")).unwrap();
+        let second = Dlq::open(db).unwrap();
+        let report = dlqlite::import::import(
+            &second,
+            &[db.parent().unwrap().join("tree")],
+            &Default::default(),
+            |_| {},
+        )
+        .unwrap();
+        let reasons: Vec<&str> = report
+            .files_rejected
+            .iter()
+            .map(|r| r.error.as_str())
+            .collect();
+        assert_eq!(reasons.len(), 2, "{reasons:?}");
+        assert!(
+            reasons
+                .iter()
+                .all(|r| r.contains("is the database being written")),
+            "{reasons:?}"
+        );
+        Box::new(second)
+    });
+}
