@@ -170,9 +170,10 @@ impl Dlq {
     }
 
     /// Takes up to `limit` items of the filter's job with a row key above
-    /// `after`, free, with an expired lease or leased to `run_id` already
-    /// (a confirmed selection, leased in advance), and leases them to
-    /// `run_id` until `until`. Returns their row keys in order.
+    /// `after`, free or with an expired lease (or, for a filter of items
+    /// leased in advance, [`ListFilter::leased_to`], leased to `run_id`
+    /// already), and leases them to `run_id` until `until`. Returns their
+    /// row keys in order.
     #[doc(hidden)] // The retry engine's; the counter tests drive it directly.
     pub fn claim(
         &self,
@@ -193,8 +194,15 @@ impl Dlq {
                 Value::Text(until.to_storage()),
                 Value::Integer(after),
                 Value::Text(now.to_storage()),
-                Value::Text(run_id.to_string()),
             ];
+            // A selection leased in advance is taken again by its own run;
+            // otherwise a claim takes only what nobody holds.
+            let own = if filter.leased_to.is_some() {
+                values.push(Value::Text(run_id.to_string()));
+                " OR i.lease_owner = ?"
+            } else {
+                ""
+            };
             filter.push_conditions_on(tx.sql().backend(), age_now, &mut condition, &mut values);
             values.push(Value::Integer(i64::try_from(limit).unwrap_or(i64::MAX)));
             // Fixed SQL from ListFilter; every value is bound.
@@ -208,7 +216,7 @@ impl Dlq {
                     "UPDATE items SET lease_owner = ?, lease_expires = ?
                      WHERE id IN (
                          SELECT i.id FROM items i NOT INDEXED
-                         WHERE i.id > ? AND (i.lease_owner IS NULL OR i.lease_expires < ? OR i.lease_owner = ?){condition}
+                         WHERE i.id > ? AND (i.lease_owner IS NULL OR i.lease_expires < ?{own}){condition}
                          ORDER BY i.id LIMIT ?)
                      RETURNING id"
                 ),
@@ -220,7 +228,7 @@ impl Dlq {
                     "UPDATE items SET lease_owner = ?, lease_expires = ?
                      WHERE id IN (
                          SELECT i.id FROM items i
-                         WHERE i.id > ? AND (i.lease_owner IS NULL OR i.lease_expires < ? OR i.lease_owner = ?){condition}
+                         WHERE i.id > ? AND (i.lease_owner IS NULL OR i.lease_expires < ?{own}){condition}
                          ORDER BY i.id LIMIT ?
                          FOR UPDATE SKIP LOCKED)
                      RETURNING id"
