@@ -370,7 +370,7 @@ impl super::Dlq {
         })?;
         if items > 0 {
             // The purge is committed; this only hands its pages back.
-            self.release_free_pages()?;
+            self.release_free_pages();
         }
         Ok(PurgeReport {
             cutoff,

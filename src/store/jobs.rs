@@ -416,7 +416,7 @@ impl Dlq {
     fn clear_job_with(&self, job_id: &str, remove_on: Option<&str>) -> Result<usize> {
         let cleared = self.clear_job_in_one(job_id, remove_on)?;
         if cleared > 0 {
-            self.release_free_pages()?;
+            self.release_free_pages();
         }
         Ok(cleared)
     }

@@ -518,7 +518,7 @@ impl Dlq {
             Ok(report(false, now, outcomes))
         })?;
         if report.removed > 0 {
-            self.release_free_pages()?;
+            self.release_free_pages();
         }
         Ok(report)
     }
