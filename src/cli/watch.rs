@@ -47,7 +47,10 @@ use std::time::{Duration, Instant};
 /// cursor being written runs that one hook again (at least once). A
 /// missing FILE is created at the starting point, an existing one is
 /// rewritten at the start (a FILE that cannot be written stops the watch
-/// before any hook runs); a FILE of another database is refused.
+/// before any hook runs); a FILE of another database is refused. When
+/// `dlq retention apply` trimmed the audit log past FILE's place, or past
+/// a running watch's, the watch stops (exit 1) and says so rather than
+/// skip events; --from-start starts after the trimmed part.
 ///
 /// Ctrl-C or SIGTERM stops it cleanly (exit 0; a running hook is killed and
 /// runs again on the next start). With --once it handles what is there and
