@@ -19,8 +19,9 @@ use std::process::ExitCode;
 /// at once (and switches an older database to incremental auto-vacuum).
 /// It takes the write lock, so it is refused (exit 1, one line) when
 /// another process holds the database busy past --busy-timeout-ms, and it
-/// needs free disk about the database's size while it runs. On
-/// PostgreSQL the server reclaims space (autovacuum): nothing is done.
+/// needs free disk of about twice the database's size while it runs (a
+/// temporary copy, then the WAL). On PostgreSQL the server reclaims space
+/// (autovacuum): nothing is done.
 ///
 /// Examples:
 ///   dlq --db demo.db db

@@ -73,8 +73,9 @@ impl Dlq {
     /// one time an existing database can switch), then checkpoints the
     /// WAL so the file shrinks. Takes the write lock like any write: busy
     /// past the busy timeout ([`crate::ErrorKind::Busy`]) when another
-    /// process holds it, and nothing changed then. Needs room for a copy
-    /// of the database in the WAL while it runs.
+    /// process holds it, and nothing changed then. Needs room for two
+    /// copies of the database while it runs (a temporary one, then the
+    /// WAL).
     pub fn vacuum(&self) -> Result<VacuumReport> {
         let _turn = self.write_turn.take();
         let conn = self.conn()?;
