@@ -304,3 +304,46 @@ fn a_watch_cursor_in_the_trimmed_part_says_so() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("trimmed by retention up to event"));
     assert_eq!(String::from_utf8_lossy(&out.stdout).lines().count(), 10);
 }
+
+#[test]
+fn a_follower_that_falls_behind_a_trim_stops_with_events_trimmed() {
+    if sqlite_only("events aged in SQL") {
+        return;
+    }
+    let dir = TempDir::new("disk-follower");
+    let db = dir.join("dlq.db");
+    add_lines(&db, "j", bulky("a", 12, "2020-06-01T00:00:00Z"));
+    let dlq = dlqlite::Dlq::open(&db).unwrap();
+    // A follower placed after the 3rd event, as one that was running when
+    // the log was trimmed past it.
+    let third = nth_event_id(&db, 3);
+    let mut behind =
+        dlqlite::watch::Watcher::new(&dlq, third, dlqlite::watch::WatchOptions::default()).unwrap();
+    age_events(&db, 6);
+    dlq.set_events_retention(Some(2 * 86_400)).unwrap();
+    let report = dlq.trim_events(false).unwrap();
+    assert_eq!(report.removed, 6);
+    assert_eq!(report.through_id, Some(nth_event_id(&db, 1) - 1));
+    match behind.next_pending() {
+        Err(dlqlite::Error::EventsTrimmed {
+            position,
+            through_id,
+        }) => {
+            assert_eq!(position, third);
+            assert_eq!(Some(through_id), report.through_id);
+        }
+        other => panic!("expected EventsTrimmed, got {other:?}"),
+    }
+    // One at the last event trimmed goes on, missing nothing.
+    let mut at = dlqlite::watch::Watcher::new(
+        &dlq,
+        report.through_id.unwrap(),
+        dlqlite::watch::WatchOptions::default(),
+    )
+    .unwrap();
+    let mut seen = 0;
+    while at.next_pending().unwrap().is_some() {
+        seen += 1;
+    }
+    assert_eq!(seen, 6, "the 6 adds kept");
+}
