@@ -84,8 +84,9 @@ fn read_max_age(conn: Conn<'_>) -> Result<Option<i64>> {
     Ok(value.and_then(|v| v.parse::<i64>().ok()).filter(|s| *s > 0))
 }
 
-/// The events a trim at `now` removes: the cutoff and the last id (`None`
-/// when there is no policy or nothing to remove), and how many there are.
+/// The events a trim at `now` removes: the policy's max age and cutoff
+/// (`None`: no policy), and the last id that goes (`None`: nothing goes);
+/// every event up to it goes, none after it.
 fn plan(conn: Conn<'_>, now: Timestamp) -> Result<(Option<i64>, Option<Timestamp>, Option<i64>)> {
     let Some(max_age) = read_max_age(conn)? else {
         return Ok((None, None, None));
