@@ -234,6 +234,12 @@ fn build_new(temp: &Path, busy: Duration) -> Result<()> {
     .map_err(|e| open_error(temp, e))?;
     conn.pragma_update(None, "page_size", 4096)
         .map_err(|e| open_error(temp, e))?;
+    // Before the first table, the only time it can be set without a
+    // VACUUM: pages freed by deletes can then be given back to the file
+    // system as they go (store/space.rs runs `PRAGMA incremental_vacuum`
+    // after purges and retention), so a purged DLQ does not keep its size.
+    conn.pragma_update(None, "auto_vacuum", "INCREMENTAL")
+        .map_err(|e| open_error(temp, e))?;
     // FULL: the link must not publish a database whose pages are not yet
     // on disk.
     conn.pragma_update(None, "synchronous", "FULL")

@@ -166,6 +166,14 @@ pub enum Error {
     #[error("no retention policy for {scope}")]
     RetentionPolicyNotFound { scope: String },
 
+    /// A follower of the audit log fell behind its retention: the events
+    /// after its position up to `through_id` were trimmed before it read
+    /// them (`dlq watch`).
+    #[error(
+        "the audit log was trimmed by retention up to event {through_id} while this watch was at event {position}: the events between are gone; to go on from the oldest event kept, start it again with --from-start (after removing its --since-cursor file)"
+    )]
+    EventsTrimmed { position: i64, through_id: i64 },
+
     /// The items of a counted selection changed before the action on them
     /// ran (added, removed or merged into or out of the search).
     #[error(
@@ -287,7 +295,8 @@ impl Error {
             | Error::Filter(_) => ErrorKind::InvalidInput,
             Error::ItemNotFound { .. }
             | Error::JobNotFound(_)
-            | Error::RetentionPolicyNotFound { .. } => ErrorKind::NotFound,
+            | Error::RetentionPolicyNotFound { .. }
+            | Error::EventsTrimmed { .. } => ErrorKind::NotFound,
             Error::SelectionChanged { .. } => ErrorKind::Conflict,
             Error::LeasesLapsing { .. } => ErrorKind::Busy,
             Error::Unsupported { .. } => ErrorKind::Unsupported,

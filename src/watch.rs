@@ -10,7 +10,9 @@
 //! `imported` event per item, in the writing transaction, and events commit
 //! in id order (see `store/events.rs`). So a position is one event id, and a
 //! follower that keeps it (a cursor file) misses nothing and repeats
-//! nothing.
+//! nothing. Retention may trim the oldest events (a prefix of the log);
+//! a watcher whose position falls inside the trimmed part stops with
+//! [`Error::EventsTrimmed`] rather than skip what it never saw.
 
 use crate::error::{Error, Result};
 use crate::filter::{Column, Expr, Field, Literal, Op};
@@ -86,7 +88,8 @@ impl std::fmt::Debug for Watcher {
 
 impl Watcher {
     /// A watcher handing out what comes after event `after` (0: the whole
-    /// log; [`Dlq::last_event_id`]: only what comes next).
+    /// log, or in a log retention trimmed the through_id of
+    /// [`Dlq::last_trim`]; [`Dlq::last_event_id`]: only what comes next).
     pub fn new(dlq: &Dlq, after: i64, options: WatchOptions) -> Result<Self> {
         Ok(Watcher {
             dlq: dlq.clone(),
@@ -121,6 +124,15 @@ impl Watcher {
             // next probe say yes.
             if !self.more && !self.probe.changed()? {
                 return Ok(None);
+            }
+            // One indexed lookup per batch (idle polls stop above).
+            if let Some(trim) = self.dlq.last_trim()? {
+                if self.position < trim.through_id {
+                    return Err(Error::EventsTrimmed {
+                        position: self.position,
+                        through_id: trim.through_id,
+                    });
+                }
             }
             let end = self.dlq.last_event_id()?;
             let kinds = (!self.options.every_event).then_some(&DEAD_LETTER_KINDS[..]);

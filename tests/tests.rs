@@ -25,6 +25,8 @@ mod common;
 mod conventions;
 #[path = "tests/counters.rs"]
 mod counters;
+#[path = "tests/disk.rs"]
+mod disk;
 #[path = "tests/engine.rs"]
 mod engine;
 #[path = "tests/examples.rs"]

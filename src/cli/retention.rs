@@ -1,5 +1,6 @@
 //! `dlq retention`: retention policies, how long items are kept by job and
-//! failure category, and applying them (from cron).
+//! failure category and how long the audit log is kept (`--events`), and
+//! applying them (from cron).
 
 use super::output::{column, note, plural, print_json, Column, Format, Kind, RowWriter};
 use super::{usage, Context};
@@ -21,17 +22,28 @@ use std::process::ExitCode;
 /// job. `list` shows what each policy governs. With no policy (the
 /// default) nothing is ever removed.
 ///
+/// `--events` is the audit log's policy (`dlq events`): events older than
+/// its max age (at least 1d) go on apply, oldest first, never one younger
+/// than a retry run still going, and never the newest. Without it (the
+/// default) the log is kept forever. A `dlq watch --since-cursor` whose
+/// place was trimmed stops and says so; keep the max age longer than a
+/// watcher may be down.
+///
 /// `apply` removes, in one transaction, every item older than its policy's
-/// max age, each with a `purged` event naming the policy; it asks nothing
-/// (a person set the policies) and is meant for cron. `apply --dry-run`
-/// counts exactly what `apply` would remove at the same time (`--now`).
-/// Changes to policies are `retention_set` events.
+/// max age, each with a `purged` event naming the policy; then the audit
+/// log's old events, in batches, with one `events_trimmed` event; then,
+/// in a database made by this dlq, the freed pages go back to the file
+/// system. It asks nothing (a person set the policies) and is meant for
+/// cron. `apply --dry-run` counts exactly what `apply` would remove at the
+/// same time (`--now`; event ages always by the real clock, as events are
+/// stamped). Changes to policies are `retention_set` events.
 ///
 /// Examples:
 ///   dlq retention set --max-age 30d
 ///   dlq retention set --category transient --max-age 7d
 ///   dlq retention set --category permanent --keep-forever
 ///   dlq retention set --job-id J --max-age 12h --json
+///   dlq retention set --events --max-age 90d
 ///   dlq retention list
 ///   dlq retention apply --dry-run
 ///   dlq retention apply --json
@@ -94,13 +106,14 @@ enum Action {
         dry_run: bool,
         /// Print the result as JSON ({"dry_run", "now", "policies": [{"id",
         /// "job_id", "category", "max_age_seconds", "cutoff", "removed"}],
-        /// "removed"})
+        /// "removed", "events": {"max_age_seconds", "cutoff", "through_id",
+        /// "removed"}})
         #[arg(long)]
         json: bool,
     },
 }
 
-/// Which items a policy is for.
+/// Which items a policy is for, or the audit log.
 #[derive(Debug, clap::Args)]
 struct Scope {
     /// Only this job (default: any job); it need not exist yet
@@ -109,6 +122,10 @@ struct Scope {
     /// Only items of this failure category (default: any category)
     #[arg(long, value_name = "C", value_parser = super::categories::parse_category)]
     category: Option<Category>,
+    /// The audit log's policy instead (how long events are kept; at least
+    /// 1d)
+    #[arg(long, conflicts_with_all = ["job_id", "category"])]
+    events: bool,
 }
 
 /// A job id for a policy: a blank one names no job anyone has.
@@ -192,8 +209,12 @@ pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
             if max_age.is_none() && !keep_forever {
                 usage!("retention set needs --max-age DURATION or --keep-forever");
             }
+            if scope.events {
+                return set_events(max_age, json, ctx);
+            }
             set(&scope, max_age, json, ctx)
         }
+        Some(Action::Unset { scope, json }) if scope.events => set_events(None, json, ctx),
         Some(Action::Unset { scope, json }) => unset(&scope, json, ctx),
         Some(Action::Apply { dry_run, json }) => apply(dry_run, json, ctx),
     }
@@ -224,6 +245,61 @@ fn list(format: Format, ctx: &Context) -> Result<ExitCode> {
         ])?;
     }
     out.finish("no retention policies (nothing is removed by apply)")?;
+    // The audit log's policy is one line on stderr: it has no job or
+    // category, and the rows above stay what scripts read.
+    let events = dlq.trim_events(true)?;
+    note(&events_line(&events));
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The audit log's policy and what an apply would do to it, in one line.
+fn events_line(report: &dlqlite::store::EventsTrimReport) -> String {
+    let verb = if report.dry_run {
+        "would remove"
+    } else {
+        "removed"
+    };
+    match report.max_age_seconds {
+        None => "audit log: kept forever (no --events policy)".to_string(),
+        Some(age) => format!(
+            "audit log: events kept {}; {verb} {}{}",
+            age_text(Some(age)),
+            plural(report.removed, "event"),
+            match (report.through_id, report.cutoff) {
+                (Some(id), Some(cutoff)) if report.removed > 0 => format!(
+                    " (up to event {id}, older than {})",
+                    super::term::get().time(&cutoff.to_string())
+                ),
+                _ => String::new(),
+            }
+        ),
+    }
+}
+
+/// `set --events` (`max_age` None: keep forever) and `unset --events`.
+fn set_events(max_age: Option<i64>, json: bool, ctx: &Context) -> Result<ExitCode> {
+    if let Some(age) = max_age.filter(|a| *a < dlqlite::store::MIN_EVENTS_MAX_AGE) {
+        usage!(
+            "--events --max-age {} is too short: the audit log is kept at least 1d, \
+             so a watcher stopped overnight still finds its place",
+            age_text(Some(age))
+        );
+    }
+    let dlq = ctx.open_existing_to_write()?;
+    let change = dlq.set_events_retention(max_age)?;
+    let was = match change.before {
+        _ if change.before == change.after => "unchanged".to_string(),
+        None => "was: kept forever".to_string(),
+        Some(before) => format!("was: {}", keep_text(Some(before))),
+    };
+    note(&format!(
+        "audit log: {}; {was}; the next apply would remove {}",
+        keep_text(change.after),
+        plural(change.would_remove, "event")
+    ));
+    if json {
+        print_json(&change)?;
+    }
     Ok(ExitCode::SUCCESS)
 }
 
@@ -303,11 +379,18 @@ fn apply(dry_run: bool, json: bool, ctx: &Context) -> Result<ExitCode> {
         ctx.open_existing_to_write()?
     };
     let report = dlq.apply_retention(dry_run)?;
+    // After the items: the `purged` events just written are young.
+    let events = dlq.trim_events(dry_run)?;
     if json {
-        print_json(&report)?;
+        let mut value = serde_json::to_value(&report)?;
+        if let Some(object) = value.as_object_mut() {
+            object.insert("events".into(), serde_json::to_value(&events)?);
+        }
+        print_json(&value)?;
     }
     if report.policies.is_empty() {
-        note("no retention policies (nothing is removed by apply)");
+        note("no retention policies for items (no item is removed by apply)");
+        note(&events_line(&events));
         return Ok(ExitCode::SUCCESS);
     }
     let verb = if dry_run { "would remove" } else { "removed" };
@@ -329,5 +412,6 @@ fn apply(dry_run: bool, json: bool, ctx: &Context) -> Result<ExitCode> {
         }
     }
     note(&format!("{verb} {} in all", plural(report.removed, "item")));
+    note(&events_line(&events));
     Ok(ExitCode::SUCCESS)
 }

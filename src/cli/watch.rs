@@ -47,7 +47,10 @@ use std::time::{Duration, Instant};
 /// cursor being written runs that one hook again (at least once). A
 /// missing FILE is created at the starting point, an existing one is
 /// rewritten at the start (a FILE that cannot be written stops the watch
-/// before any hook runs); a FILE of another database is refused.
+/// before any hook runs); a FILE of another database is refused. When
+/// `dlq retention apply` trimmed the audit log past FILE's place, or past
+/// a running watch's, the watch stops (exit 1) and says so rather than
+/// skip events; --from-start starts after the trimmed part.
 ///
 /// Ctrl-C or SIGTERM stops it cleanly (exit 0; a running hook is killed and
 /// runs again on the next start). With --once it handles what is there and
@@ -159,7 +162,7 @@ pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
     }
     let start = match &cursor {
         Some(cursor) => cursor.saved,
-        None if args.from_start => 0,
+        None if args.from_start => log_start(&dlq)?,
         None => dlq.last_event_id()?,
     };
     let hook = args
@@ -487,9 +490,14 @@ impl Cursor {
                     .as_i64()
                     .filter(|id| *id >= 0)
                     .with_context(|| format!("cursor {shown}: no event_id"))?;
-                if id > 0 {
-                    let time = value["event_time"].as_str().unwrap_or("");
-                    let why = match dlq.event(id)? {
+                let time = value["event_time"].as_str().unwrap_or("");
+                let event = match id {
+                    0 => None,
+                    id => dlq.event(id)?,
+                };
+                let trimmed = event.is_none() && trimmed_past(dlq, &shown, id, time)?;
+                if id > 0 && !trimmed {
+                    let why = match event {
                         None => "is not in this one",
                         Some(e) if e.time.to_storage() != time => "has another time here",
                         Some(_) => "",
@@ -514,7 +522,11 @@ impl Cursor {
                 Ok(cursor)
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                let start = if from_start { 0 } else { dlq.last_event_id()? };
+                let start = if from_start {
+                    log_start(dlq)?
+                } else {
+                    dlq.last_event_id()?
+                };
                 let mut cursor = Cursor {
                     path: path.to_path_buf(),
                     saved: -1,
@@ -569,6 +581,60 @@ impl Cursor {
         self.saved = id;
         Ok(())
     }
+}
+
+/// Where `--from-start` starts: before the first event, or, in a log that
+/// retention trimmed, after the last event trimmed (said on stderr: the
+/// start is not the first event ever written).
+fn log_start(dlq: &Dlq) -> Result<i64> {
+    let Some(trim) = dlq.last_trim()? else {
+        return Ok(0);
+    };
+    note(&format!(
+        "dlq: note: the audit log was trimmed by retention up to event {}: \
+         the watch starts after it",
+        trim.through_id
+    ));
+    Ok(trim.through_id)
+}
+
+/// Stops a watch whose cursor (at event `id`, 0: the start) lies in the
+/// part of the log that retention trimmed with events after it: those are
+/// gone, and going on would skip them without a word. A cursor exactly at
+/// the last event trimmed missed nothing: a note, and true (the watch goes
+/// on). Anything else (never trimmed, or a cursor past the trim whose
+/// event is missing, or one younger than the trim's cutoff) is false: for
+/// the caller.
+fn trimmed_past(dlq: &Dlq, shown: &str, id: i64, time: &str) -> Result<bool> {
+    let Some(trim) = dlq.last_trim()? else {
+        return Ok(false);
+    };
+    if id > trim.through_id {
+        return Ok(false);
+    }
+    // Every event a trim removed was older than its cutoff.
+    let stamped = dlqlite::Timestamp::parse(time).ok();
+    if let (Some(stamped), Some(cutoff)) = (stamped, trim.cutoff) {
+        if stamped >= cutoff {
+            return Ok(false);
+        }
+    }
+    let when = term::get().time(&trim.time.to_storage());
+    if id == trim.through_id {
+        note(&format!(
+            "dlq: note: cursor {shown}: its event {id} was trimmed from the audit log by \
+             `dlq retention apply` ({when}); nothing after it was"
+        ));
+        return Ok(true);
+    }
+    anyhow::bail!(
+        "cursor {shown} is at event {id}, but `dlq retention apply` trimmed the audit log up to \
+         event {} ({when}): the events after the cursor up to it are gone and cannot be \
+         watched; to go on from the oldest event kept, remove the file and run again with \
+         --from-start (and keep `dlq retention set --events --max-age` longer than a watcher \
+         may be stopped)",
+        trim.through_id
+    );
 }
 
 /// An I/O error for people, without "(os error N)".

@@ -368,6 +368,10 @@ impl super::Dlq {
             }
             Ok(items)
         })?;
+        if items > 0 {
+            // The purge is committed; this only hands its pages back.
+            self.release_free_pages();
+        }
         Ok(PurgeReport {
             cutoff,
             items,

@@ -3,9 +3,10 @@
 //! oldest first from a position, which `dlq watch` follows). Events are
 //! written inside each change's own transaction: one at a time by
 //! [`super::WriteTx::event`], one per deleted item in a single statement by
-//! the set-based deletes (bulk.rs). Nothing deletes or rewrites an event,
-//! and writers are serialised by SQLite, so events commit in id order: "the
-//! last event id handled" is an exact position in the log.
+//! the set-based deletes (bulk.rs). Nothing rewrites an event, only the
+//! log's retention policy deletes them, and only a prefix of the log
+//! (log_retention.rs); writers are serialised by SQLite, so events commit
+//! in id order: "the last event id handled" is an exact position in the log.
 
 use super::sql::{vals, Val};
 use super::Dlq;
@@ -52,11 +53,15 @@ pub enum EventKind {
     CategorySet,
     /// A retention policy was set or removed (`dlq retention`).
     RetentionSet,
+    /// Old events were trimmed from this log by its retention policy
+    /// (`dlq retention apply`): one summary event per apply that removed
+    /// any, naming the last id removed.
+    EventsTrimmed,
 }
 
 impl EventKind {
     /// Every kind, in the order the help text lists them.
-    pub const ALL: [EventKind; 16] = [
+    pub const ALL: [EventKind; 17] = [
         EventKind::Added,
         EventKind::Merged,
         EventKind::Removed,
@@ -73,6 +78,7 @@ impl EventKind {
         EventKind::JobRemoved,
         EventKind::CategorySet,
         EventKind::RetentionSet,
+        EventKind::EventsTrimmed,
     ];
 
     /// The name stored in the `kind` column.
@@ -94,6 +100,7 @@ impl EventKind {
             EventKind::JobRemoved => "job_removed",
             EventKind::CategorySet => "category_set",
             EventKind::RetentionSet => "retention_set",
+            EventKind::EventsTrimmed => "events_trimmed",
         }
     }
 

@@ -414,6 +414,14 @@ impl Dlq {
 
     /// Clears a job; with `remove_on`, also removes it.
     fn clear_job_with(&self, job_id: &str, remove_on: Option<&str>) -> Result<usize> {
+        let cleared = self.clear_job_in_one(job_id, remove_on)?;
+        if cleared > 0 {
+            self.release_free_pages();
+        }
+        Ok(cleared)
+    }
+
+    fn clear_job_in_one(&self, job_id: &str, remove_on: Option<&str>) -> Result<usize> {
         self.write_bulk(|tx| {
             // On PostgreSQL this also takes the job's row lock (see
             // WriteTx::lock_job).

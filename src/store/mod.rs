@@ -24,6 +24,8 @@
 //! | `analysis.rs`, `message_groups.rs` | `analyze`: pattern and message groups, distributions |
 //! | `categories.rs` | failure categories: [`Category`], the `error_categories` table, an item's category in SQL |
 //! | `retention.rs` | retention policies: the `retention_policies` table, which policy governs an item, applying them |
+//! | `log_retention.rs` | the audit log's retention policy: how long events are kept, trimming the log (a prefix, in batches) |
+//! | `space.rs` | disk space of a SQLite file: free pages, VACUUM, incremental vacuum after big deletes |
 //! | `filter_sql.rs` | the filter language compiled to SQL |
 //! | `adhoc.rs` | read-only ad-hoc SQL (`dlq sql`) |
 //! | `check.rs` | what thresholds read (`dlq check`, metrics): oldest items, arrivals, new signatures and the checks' state |
@@ -53,12 +55,14 @@ mod items;
 mod jobs;
 mod leases;
 mod load;
+mod log_retention;
 mod message_groups;
 mod metrics;
 mod open;
 mod retention;
 mod rows;
 mod selection;
+mod space;
 pub(crate) mod sql;
 mod stats;
 mod take;
@@ -82,12 +86,14 @@ pub use items::{MarkRequest, Marked, SortBy};
 pub use jobs::{CapacityInfo, JobInfo, JobOptions, JobSpan, RemovedJob};
 pub use leases::{RunCounts, RunInfo, RunStatus, Succeeded};
 pub use load::{LoadOptions, Loader};
+pub use log_retention::{EventsRetentionChange, EventsTrimReport, Trimmed, MIN_EVENTS_MAX_AGE};
 pub use metrics::{ErrorTypeCount, JobCounts, MetricsSnapshot, RunStatusCount};
 pub use open::OpenOptions;
 pub use retention::{
     scope_text, PolicyOutcome, PolicyStatus, RetentionChange, RetentionPolicy, RetentionReport,
 };
 pub use selection::{ActionReport, Selection, Target, MAX_NAMED_ITEMS};
+pub use space::{Space, VacuumReport};
 pub use stats::{Stats, StatsHead, StatsPart};
 pub use take::{TakeOptions, TakenItem};
 pub use write::{AddOutcome, AddReport, CapacityRaised, EvictedItem, WriteTx};

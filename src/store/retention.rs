@@ -490,7 +490,7 @@ impl Dlq {
         }
         // The policies are read inside the write transaction: a policy set
         // meanwhile is either applied whole or not at all.
-        self.write_bulk(|tx| {
+        let report = self.write_bulk(|tx| {
             let mut outcomes = Vec::new();
             for (policy, condition) in plan(tx.sql(), now)? {
                 let removed = match condition {
@@ -516,7 +516,11 @@ impl Dlq {
                 outcomes.push(outcome(&policy, now, removed));
             }
             Ok(report(false, now, outcomes))
-        })
+        })?;
+        if report.removed > 0 {
+            self.release_free_pages();
+        }
+        Ok(report)
     }
 }
 
