@@ -11,7 +11,9 @@
 //! The
 //! destination's audit log gets one `imported` event per item the copy
 //! changed (outcome new or merged, and the source) and one summary per
-//! job; the source is only read.
+//! job; the source is only read. Into a database without families, the
+//! source's families come along with their ids and every item keeps its
+//! family.
 
 use crate::error::Result;
 use crate::store::{AddOutcome, CapacityRaised, Dlq, JobOptions, ListFilter, LoadOptions};
@@ -69,6 +71,10 @@ pub fn copy(
         }
         repos.insert(job.job_id.clone(), job.repo.clone());
     }
+    // Into a database with no families yet, the source's families come
+    // along with their ids, and each item keeps its family; into one that
+    // has families, items are mined into the destination's.
+    let families_kept = to.adopt_families(&from.family_rows()?)?;
     let source_json = serde_json::to_string(source)?;
     let mut tallies: BTreeMap<String, [u64; 3]> = BTreeMap::new();
     let mut failed = None;
@@ -85,6 +91,9 @@ pub fn copy(
         let repo = repos.get(&job_item.job_id).cloned().flatten();
         tx.job(&job_item.job_id, repo.as_deref())?;
         let mut outcome = tx.item(&job_item.job_id, repo.as_deref(), &job_item.item)?;
+        if let (true, Some(family)) = (families_kept, job_item.family_id) {
+            tx.family(&job_item.job_id, &job_item.item.item_id, family)?;
+        }
         // The flags a person marked there stay marked here (else a later
         // merge would undo that decision).
         if tx.marks(&job_item.job_id, &job_item.item, job_item.marked)?

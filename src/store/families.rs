@@ -323,6 +323,86 @@ fn family_row(conn: Conn<'_>, id: i64, items: i64) -> Result<Option<FamilyInfo>>
     Ok(Some(info))
 }
 
+/// One family row whole (its miner state included): what `dlq copy`
+/// carries into a database that has no families yet, ids and all.
+#[derive(Clone, Debug)]
+pub struct FamilyRow {
+    pub id: i64,
+    pub template: String,
+    pub error_type: Option<String>,
+    pub site: Option<String>,
+    /// The miner's state of the family (JSON).
+    pub state: String,
+    pub first_seen: Timestamp,
+    pub last_seen: Timestamp,
+    pub rev: i64,
+}
+
+impl Dlq {
+    /// Every family row, in id order (families are few next to items: one
+    /// per cause).
+    pub fn family_rows(&self) -> Result<Vec<FamilyRow>> {
+        self.read(|conn| {
+            conn.collect(
+                "SELECT id, template, error_type, site, state, first_seen, last_seen, rev
+                 FROM families ORDER BY id",
+                &[],
+                |row| {
+                    Ok(FamilyRow {
+                        id: row.i64(0)?,
+                        template: row.text(1)?,
+                        error_type: row.opt_text(2)?,
+                        site: row.opt_text(3)?,
+                        state: row.text(4)?,
+                        first_seen: row.ts(5)?,
+                        last_seen: row.ts(6)?,
+                        rev: row.i64(7)?,
+                    })
+                },
+            )
+        })
+    }
+
+    /// Takes `rows` as this database's families, with their ids, if it has
+    /// none yet (`dlq copy` into a new database keeps every family id);
+    /// false, and nothing changed, if it has some.
+    pub fn adopt_families(&self, rows: &[FamilyRow]) -> Result<bool> {
+        self.write(|tx| {
+            let conn = tx.sql();
+            let any = conn.row("SELECT 1 FROM families LIMIT 1", &[], |row| row.i64(0))?;
+            if any.is_some() {
+                return Ok(false);
+            }
+            for family in rows {
+                conn.exec(
+                    "INSERT INTO families (id, template, error_type, site, state, first_seen, last_seen, rev)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+                    vals![
+                        family.id,
+                        family.template.as_str(),
+                        family.error_type.as_deref(),
+                        family.site.as_deref(),
+                        family.state.as_str(),
+                        family.first_seen,
+                        family.last_seen,
+                        family.rev
+                    ],
+                )?;
+            }
+            if conn.backend() == super::Backend::Postgres && !rows.is_empty() {
+                // Ids given explicitly do not move the identity on: new
+                // families must start above the adopted ones.
+                conn.row(
+                    "SELECT setval(pg_get_serial_sequence('families', 'id'), (SELECT MAX(id) FROM families))",
+                    &[],
+                    |row| row.i64(0),
+                )?;
+            }
+            Ok(true)
+        })
+    }
+}
+
 /// Items mined per transaction by [`Dlq::mine_missing_families`].
 const MINE_BATCH: i64 = 5_000;
 

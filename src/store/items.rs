@@ -470,6 +470,7 @@ impl Dlq {
                     item,
                     marked,
                     version,
+                    family_id,
                     ..
                 }) = rows::load_item_by_key(read, key)?
                 {
@@ -478,6 +479,7 @@ impl Dlq {
                         item,
                         marked,
                         version,
+                        family_id,
                     });
                 }
             }
@@ -673,6 +675,8 @@ pub struct JobItem {
     /// Its change counter as read (`items.version`, bumped by every change
     /// to the item): what takes it later checks it still has.
     pub version: i64,
+    /// Its failure family as read (`None` until mined).
+    pub family_id: Option<i64>,
 }
 
 /// Streams whole items; see [`Dlq::items`].

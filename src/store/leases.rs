@@ -278,6 +278,7 @@ impl Dlq {
                     item: stored.item,
                     marked: stored.marked,
                     version,
+                    family_id: stored.family_id,
                 };
                 (item, version)
             }))

@@ -15,6 +15,7 @@
 //! rebuilds them at the end: much faster, and a crash leaves the database
 //! empty, as it was.
 
+use super::sql::vals;
 use super::{AddReport, CapacityRaised, Dlq, EventKind, WriteTx};
 use crate::error::Result;
 use crate::model::DeadLetteredItem;
@@ -72,6 +73,17 @@ impl Loader<'_, '_> {
         marked: crate::model::MarkedFlags,
     ) -> Result<bool> {
         self.tx.keep_marks(job_id, &item.item_id, marked, item)
+    }
+
+    /// Puts the item in family `family_id` of this database (one carried
+    /// over with its id by [`Dlq::adopt_families`]), whatever it was mined
+    /// into.
+    pub fn family(&mut self, job_id: &str, item_id: &str, family_id: i64) -> Result<()> {
+        self.tx.sql().exec(
+            "UPDATE items SET family_id = ?3 WHERE job_id = ?1 AND item_id = ?2 AND (family_id IS NULL OR family_id <> ?3)",
+            vals![job_id, item_id, family_id],
+        )?;
+        Ok(())
     }
 
     /// Records that the load brought in (or changed) one item: an

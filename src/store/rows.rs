@@ -18,6 +18,8 @@ pub struct StoredItem {
     pub marked: MarkedFlags,
     /// The item's change counter (schema V9) as read.
     pub version: i64,
+    /// Its failure family (schema V10), `None` until mined.
+    pub family_id: Option<i64>,
 }
 
 const WORKTREE_ARTIFACTS: &str = "worktree_artifacts";
@@ -306,6 +308,7 @@ columns! {
         EXTRA = "extra",
         OMITTED_FIELDS = "omitted_fields",
         VERSION = "version",
+        FAMILY_ID = "family_id",
     }
 }
 
@@ -323,6 +326,7 @@ struct ItemRow {
     extra: Option<String>,
     omitted: Option<String>,
     version: i64,
+    family_id: Option<i64>,
 }
 
 fn item_row(row: &Row<'_>) -> Result<ItemRow> {
@@ -344,6 +348,7 @@ fn item_row(row: &Row<'_>) -> Result<ItemRow> {
         extra: row.opt_text(c::EXTRA)?,
         omitted: row.opt_text(c::OMITTED_FIELDS)?,
         version: row.i64(c::VERSION)?,
+        family_id: row.opt_i64(c::FAMILY_ID)?,
     })
 }
 
@@ -412,6 +417,7 @@ fn assemble(conn: Conn<'_>, row: ItemRow) -> Result<StoredItem> {
         item,
         marked: row.marked,
         version: row.version,
+        family_id: row.family_id,
     })
 }
 

@@ -245,3 +245,56 @@ fn reimport_keeps_family_ids_and_rebuild_mines_items_without_one() {
     let again = json(&ok(dlq(&db).args(["families", "rebuild", "--json"])));
     assert_eq!(again["items_mined"], 0);
 }
+
+/// `dlq copy` into a new database keeps every family id, also where
+/// mining the copied items again would number them otherwise (the first
+/// family's items are gone from the source); the copy goes on mining on
+/// top of them.
+#[test]
+fn copy_keeps_family_ids() {
+    let dir = TempDir::new("families-copy");
+    let db = dir.join("from.db");
+    add_lines(
+        &db,
+        "j",
+        [
+            failure("x", 1, 1, "alpha exploded in the reactor"),
+            failure("y1", 1, 2, "could not connect to db-7 on port 5432"),
+            failure("y2", 1, 3, "could not connect to db-9 on port 5432"),
+        ],
+    );
+    Dlq::open(target(&db))
+        .unwrap()
+        .remove(Some("j"), "x")
+        .unwrap();
+    let before = families_of(&db);
+    assert!(before.iter().all(|(_, f)| *f == Some(2)), "{before:?}");
+    let to = dir.join("to.db");
+    ok(dlq(&dir.join("unused.db"))
+        .arg("copy")
+        .arg("--from")
+        .arg(target(&db))
+        .arg("--to")
+        .arg(target(&to)));
+    assert_eq!(families_of(&to), before);
+    assert_sound(&to);
+    // The same cause added there later joins the kept family.
+    add_lines(
+        &to,
+        "j",
+        [failure(
+            "y3",
+            1,
+            4,
+            "could not connect to db-3 on port 5432",
+        )],
+    );
+    assert_eq!(
+        count(&to, "SELECT family_id FROM items WHERE item_id = 'y3'"),
+        2
+    );
+    assert_eq!(
+        strings(&to, "SELECT template FROM families WHERE id = 2"),
+        strings(&db, "SELECT template FROM families WHERE id = 2")
+    );
+}
