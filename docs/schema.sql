@@ -423,7 +423,11 @@ CREATE TABLE families (
     last_seen   TEXT NOT NULL,
     -- Bumped by every change to the row: a process that mined before
     -- reads the families changed since (families_rev > the one it saw).
-    rev         INTEGER NOT NULL
+    rev         INTEGER NOT NULL,
+    -- (V12) The family a person merged this one into (`dlq families
+    -- merge`), or a rebuild retired it into: its items are there, and a
+    -- failure the miner still finds in it goes there. NULL: its own.
+    merged_into INTEGER
 );
 CREATE INDEX families_rev ON families (rev);
 CREATE INDEX items_family ON items (family_id);

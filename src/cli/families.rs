@@ -16,12 +16,16 @@ use std::process::ExitCode;
 /// shows `<*>` where the family's failures differ. docs/families.md says
 /// how families are found.
 ///
-/// `dlq families rebuild` mines the items stored before families existed.
+/// `dlq families merge INTO FROM...` puts causes a person knows are one
+/// together (kept when families are rebuilt). `dlq families rebuild` mines
+/// the items stored before families existed; `--all` mines every item
+/// again, keeping ids.
 ///
 /// Examples:
 ///   dlq families
 ///   dlq families show 3 --json
 ///   dlq list --filter 'family == 3'
+///   dlq families merge 3 4
 ///   dlq families rebuild
 #[derive(Debug, clap::Args)]
 #[command(verbatim_doc_comment, args_conflicts_with_subcommands = true)]
@@ -56,10 +60,28 @@ enum Action {
         #[arg(long)]
         json: bool,
     },
+    /// Merge families a person knows are one cause: the items of FROM move
+    /// to INTO, and what the miner still finds in FROM goes to INTO too
+    /// (a `families_merged` event; kept by `rebuild --all`)
+    Merge {
+        /// The family that stays
+        into: i64,
+        /// The families merged into it
+        #[arg(required = true)]
+        from: Vec<i64>,
+        /// Also print what was done as JSON on stdout
+        #[arg(long)]
+        json: bool,
+    },
     /// Mine a family for every item that has none (items stored before
     /// this version); resumable: an interrupted run goes on where it
-    /// stopped
+    /// stopped. With --all, every item is mined again from scratch in one
+    /// transaction, each new family keeping the id of the family that held
+    /// most of its items, and merges kept
     Rebuild {
+        /// Mine every item again, not only those without a family
+        #[arg(long)]
+        all: bool,
         /// Also print what was done as JSON on stdout
         #[arg(long)]
         json: bool,
@@ -81,7 +103,8 @@ pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
         None => list(args.limit, args.format, ctx),
         Some(Action::List { limit, format }) => list(limit, format, ctx),
         Some(Action::Show { id, json }) => show(id, json, ctx),
-        Some(Action::Rebuild { json }) => rebuild(json, ctx),
+        Some(Action::Merge { into, from, json }) => merge(into, &from, json, ctx),
+        Some(Action::Rebuild { all, json }) => rebuild(all, json, ctx),
     }
 }
 
@@ -159,8 +182,49 @@ fn show(id: i64, json: bool, ctx: &Context) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn rebuild(json: bool, ctx: &Context) -> Result<ExitCode> {
+fn merge(into: i64, from: &[i64], json: bool, ctx: &Context) -> Result<ExitCode> {
     let dlq = ctx.open_existing_to_write()?;
+    let merge = match dlq.merge_families(into, from) {
+        Err(e) if e.kind() == dlqlite::ErrorKind::InvalidInput => anyhow::bail!("{e}"),
+        other => other?,
+    };
+    let merged: Vec<String> = merge
+        .merged
+        .iter()
+        .map(|id| format!("family {id}"))
+        .collect();
+    note(&format!(
+        "merged {} into family {}: {} moved",
+        merged.join(", "),
+        merge.into,
+        plural(merge.items_moved, "item")
+    ));
+    if json {
+        print_json(&merge)?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn rebuild(all: bool, json: bool, ctx: &Context) -> Result<ExitCode> {
+    let dlq = ctx.open_existing_to_write()?;
+    if all {
+        let report = dlq.rebuild_families(|_| {})?;
+        note(&format!(
+            "mined {} again into {} ({} kept their id; {} retired into the family that took their items)",
+            plural(report.items, "item"),
+            if report.families == 1 {
+                "1 family".to_string()
+            } else {
+                format!("{} families", report.families)
+            },
+            report.kept_ids,
+            report.retired
+        ));
+        if json {
+            print_json(&report)?;
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
     let mined = dlq.mine_missing_families(|_| {})?;
     note(&format!("mined a family for {}", plural(mined, "item")));
     if json {

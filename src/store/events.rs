@@ -57,11 +57,17 @@ pub enum EventKind {
     /// (`dlq retention apply`): one summary event per apply that removed
     /// any, naming the last id removed.
     EventsTrimmed,
+    /// Families were merged by a person (`dlq families merge`): detail
+    /// `{"into", "from", "items"}`.
+    FamiliesMerged,
+    /// Every item's family was mined again (`dlq families rebuild
+    /// --all`): detail says how many families kept their id.
+    FamiliesRebuilt,
 }
 
 impl EventKind {
     /// Every kind, in the order the help text lists them.
-    pub const ALL: [EventKind; 17] = [
+    pub const ALL: [EventKind; 19] = [
         EventKind::Added,
         EventKind::Merged,
         EventKind::Removed,
@@ -79,6 +85,8 @@ impl EventKind {
         EventKind::CategorySet,
         EventKind::RetentionSet,
         EventKind::EventsTrimmed,
+        EventKind::FamiliesMerged,
+        EventKind::FamiliesRebuilt,
     ];
 
     /// The name stored in the `kind` column.
@@ -101,6 +109,8 @@ impl EventKind {
             EventKind::CategorySet => "category_set",
             EventKind::RetentionSet => "retention_set",
             EventKind::EventsTrimmed => "events_trimmed",
+            EventKind::FamiliesMerged => "families_merged",
+            EventKind::FamiliesRebuilt => "families_rebuilt",
         }
     }
 

@@ -31,6 +31,9 @@ pub(crate) struct Cache {
     /// The database id of the miner's family at each index.
     ids: Vec<i64>,
     index: HashMap<i64, usize>,
+    /// Families merged into another (`merged_into`), by database id: a
+    /// failure mined into one goes to the family it points at.
+    merged: HashMap<i64, i64>,
     /// The highest `rev` read or written.
     rev: i64,
     /// Set while a transaction may have changed the cache without
@@ -70,6 +73,18 @@ pub(crate) struct Pending {
 }
 
 impl Cache {
+    /// The family `id` stands for: itself, or the one it was merged into
+    /// (followed to the end; a cycle, which no write makes, stops).
+    fn resolve(&self, mut id: i64) -> i64 {
+        for _ in 0..64 {
+            match self.merged.get(&id) {
+                Some(&into) if into != id => id = into,
+                _ => break,
+            }
+        }
+        id
+    }
+
     /// Reads the families changed since the cache last looked (all of
     /// them when it is stale).
     fn sync(&mut self, conn: Conn<'_>) -> Result<()> {
@@ -80,7 +95,7 @@ impl Cache {
             *self = Cache::default();
         }
         let changed = conn.collect(
-            "SELECT id, error_type, site, state, rev FROM families WHERE rev > ?1 ORDER BY rev",
+            "SELECT id, error_type, site, state, rev, merged_into FROM families WHERE rev > ?1 ORDER BY rev",
             vals![self.rev],
             |row| {
                 Ok((
@@ -89,10 +104,15 @@ impl Cache {
                     row.opt_text(2)?,
                     row.text(3)?,
                     row.i64(4)?,
+                    row.opt_i64(5)?,
                 ))
             },
         )?;
-        for (id, error_type, site, state, rev) in changed {
+        for (id, error_type, site, state, rev, merged_into) in changed {
+            match merged_into {
+                Some(into) => self.merged.insert(id, into),
+                None => self.merged.remove(&id),
+            };
             let family = Family::from_state(error_type.as_deref(), site.as_deref(), &state)
                 .map_err(|e| {
                     Error::invalid_argument("families", format!("family {id}: bad state: {e}"))
@@ -160,7 +180,7 @@ pub(crate) fn assign(
         if assigned.generalised {
             pending.generalised.insert(assigned.family);
         }
-        cache.ids[assigned.family]
+        cache.resolve(cache.ids[assigned.family])
     };
     let seen = pending.seen.entry(id).or_insert(last.timestamp);
     *seen = (*seen).max(last.timestamp);
@@ -201,6 +221,14 @@ pub(crate) fn flush(
         )?;
     }
     Ok(())
+}
+
+/// Forgets every family the cache knows: the next assignment reads them
+/// all again (after a merge or a rebuild changed many at once).
+pub(crate) fn reset(cache: &std::sync::Mutex<Cache>) {
+    *cache
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner()) = Cache::default();
 }
 
 /// Called after a commit: what the cache mined is now the database's.
@@ -399,6 +427,331 @@ impl Dlq {
                 )?;
             }
             Ok(true)
+        })
+    }
+}
+
+/// What [`Dlq::merge_families`] did.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct FamilyMerge {
+    /// The family the others went into.
+    pub into: i64,
+    /// The families merged into it (each as the family it stood for).
+    pub merged: Vec<i64>,
+    /// Items that moved.
+    pub items_moved: u64,
+}
+
+/// What [`Dlq::rebuild_families`] did.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct FamilyRebuild {
+    /// Items mined again.
+    pub items: u64,
+    /// Families the new mining found.
+    pub families: u64,
+    /// Of those, how many kept the id of the family that held most of
+    /// their items before.
+    pub kept_ids: u64,
+    /// Families that gather nothing any more, each pointed at the family
+    /// that took most of its items (`merged_into`).
+    pub retired: u64,
+}
+
+/// The family `id` stands for in the database: itself, or the end of its
+/// `merged_into` chain. An id that is not a family is an error.
+fn root_family(conn: Conn<'_>, id: i64) -> Result<i64> {
+    let mut at = id;
+    for _ in 0..64 {
+        let merged = conn.row(
+            "SELECT merged_into FROM families WHERE id = ?1",
+            vals![at],
+            |row| row.opt_i64(0),
+        )?;
+        match merged {
+            None => {
+                return Err(Error::invalid_argument(
+                    "family",
+                    format!("no family {id} in this database"),
+                ))
+            }
+            Some(Some(into)) if into != at => at = into,
+            Some(_) => return Ok(at),
+        }
+    }
+    Ok(at)
+}
+
+/// A `rev` above every family's, for rows changed now (other processes
+/// read the families changed since the highest they saw).
+fn next_rev(conn: Conn<'_>) -> Result<i64> {
+    Ok(conn
+        .row(
+            "SELECT COALESCE(MAX(rev), 0) + 1 FROM families",
+            &[],
+            |row| row.i64(0),
+        )?
+        .unwrap_or(1))
+}
+
+impl Dlq {
+    /// Merges the families `from` into `into`, in one transaction: their
+    /// items move to `into`, and each becomes an alias of it
+    /// (`merged_into`), so a failure the miner still finds in one of them
+    /// goes to `into` too, in every process. A `families_merged` event
+    /// records it; a rebuild keeps it.
+    pub fn merge_families(&self, into: i64, from: &[i64]) -> Result<FamilyMerge> {
+        if from.is_empty() {
+            return Err(Error::invalid_argument(
+                "families",
+                "name at least one family to merge",
+            ));
+        }
+        let merge = self.write(|tx| {
+            let conn = tx.sql();
+            let into = root_family(conn, into)?;
+            let rev = next_rev(conn)?;
+            let mut merged = Vec::new();
+            let mut items_moved = 0u64;
+            for &id in from {
+                let root = root_family(conn, id)?;
+                if root == into || merged.contains(&root) {
+                    continue;
+                }
+                items_moved += conn.exec(
+                    "UPDATE items SET family_id = ?1 WHERE family_id = ?2",
+                    vals![into, root],
+                )? as u64;
+                conn.exec(
+                    "UPDATE families SET
+                         first_seen = (SELECT MIN(first_seen) FROM families WHERE id IN (?1, ?2)),
+                         last_seen = (SELECT MAX(last_seen) FROM families WHERE id IN (?1, ?2)),
+                         rev = ?3
+                     WHERE id = ?1",
+                    vals![into, root, rev],
+                )?;
+                conn.exec(
+                    "UPDATE families SET merged_into = ?1, rev = ?2 WHERE id = ?3 OR merged_into = ?3",
+                    vals![into, rev, root],
+                )?;
+                merged.push(root);
+            }
+            if merged.is_empty() {
+                return Err(Error::invalid_argument(
+                    "families",
+                    format!("every family named is family {into} already"),
+                ));
+            }
+            let merge = FamilyMerge {
+                into,
+                merged,
+                items_moved,
+            };
+            tx.reset_families();
+            tx.event(
+                super::EventKind::FamiliesMerged,
+                None,
+                None,
+                serde_json::to_value(&merge)?,
+            )?;
+            Ok(merge)
+        })?;
+        Ok(merge)
+    }
+
+    /// Mines every item's family again, from scratch, in one transaction
+    /// (the write lock is held for its length; an interrupted rebuild
+    /// changes nothing): what a better miner is applied with.
+    ///
+    /// Ids are kept where they mean the same cause: each new family takes
+    /// the id of the family that held most of its items, largest first,
+    /// one new family per id, except that every new family whose items
+    /// were mostly in a family a person merged others into goes back into
+    /// it (a merge is kept). A new family that finds no id free gets a new
+    /// one; an old family left with no items points at the family that
+    /// took most of them (`merged_into`), so nothing points at a family
+    /// that no longer gathers anything. Memory is the miner's (bounded,
+    /// see [`crate::families`]) and the families' own; the items are
+    /// streamed and their new families kept in a scratch table.
+    pub fn rebuild_families(&self, mut progress: impl FnMut(u64)) -> Result<FamilyRebuild> {
+        self.write(|tx| {
+            let conn = tx.sql();
+            let backend = conn.backend();
+            conn.exec(
+                "CREATE TEMP TABLE IF NOT EXISTS family_rebuild (item BIGINT PRIMARY KEY, fam BIGINT NOT NULL)",
+                &[],
+            )?;
+            conn.exec("DELETE FROM family_rebuild", &[])?;
+            // 1. Mine every item's last attempt with a fresh miner.
+            let mut miner = Miner::default();
+            let mut report = FamilyRebuild::default();
+            let mut after = 0i64;
+            let sql = format!(
+                "SELECT i.id, f.error_type, f.error_message, f.stack_trace
+                 FROM items i JOIN failure_history f ON f.id = {last}
+                 WHERE i.id > ?1 ORDER BY i.id LIMIT ?2",
+                last = super::counters::last_attempt_select_on(backend, "id", "i.id"),
+            );
+            loop {
+                let rows = conn.collect(&sql, vals![after, MINE_BATCH], |row| {
+                    Ok((
+                        row.i64(0)?,
+                        row.opt_text(1)?.unwrap_or_default(),
+                        row.text(2)?,
+                        row.opt_text(3)?,
+                    ))
+                })?;
+                for (key, error_type, message, stack_trace) in &rows {
+                    let assigned = miner.assign(Some(error_type), message, stack_trace.as_deref());
+                    conn.exec(
+                        "INSERT INTO family_rebuild (item, fam) VALUES (?1, ?2)",
+                        vals![*key, assigned.family as i64],
+                    )?;
+                }
+                report.items += rows.len() as u64;
+                progress(report.items);
+                match rows.last() {
+                    Some(last) if rows.len() as i64 == MINE_BATCH => after = last.0,
+                    _ => break,
+                }
+            }
+            report.families = miner.families().len() as u64;
+            // 2. Which old family each new one mostly holds.
+            let overlap = conn.collect(
+                "SELECT r.fam, i.family_id, COUNT(*) FROM family_rebuild r JOIN items i ON i.id = r.item
+                 WHERE i.family_id IS NOT NULL GROUP BY r.fam, i.family_id",
+                &[],
+                |row| Ok((row.i64(0)?, row.i64(1)?, row.i64(2)?)),
+            )?;
+            let merge_targets: BTreeSet<i64> = conn
+                .collect(
+                    "SELECT DISTINCT merged_into FROM families WHERE merged_into IS NOT NULL",
+                    &[],
+                    |row| row.i64(0),
+                )?
+                .into_iter()
+                .collect();
+            let mut pairs = overlap.clone();
+            pairs.sort_by(|a, b| b.2.cmp(&a.2).then(a.0.cmp(&b.0)).then(a.1.cmp(&b.1)));
+            let mut id_of: HashMap<i64, i64> = HashMap::new();
+            let mut taken: BTreeSet<i64> = BTreeSet::new();
+            for &(fam, old, _) in &pairs {
+                if id_of.contains_key(&fam) {
+                    continue;
+                }
+                if merge_targets.contains(&old) || !taken.contains(&old) {
+                    id_of.insert(fam, old);
+                    taken.insert(old);
+                }
+            }
+            // 3. Write the families: kept ids updated, the rest new.
+            let rev = next_rev(conn)?;
+            let now = tx.now();
+            let mut first_of: HashMap<i64, usize> = HashMap::new();
+            for (index, family) in miner.families().iter().enumerate() {
+                let fam = index as i64;
+                let kept = id_of.get(&fam).copied();
+                let merged_into = kept.and_then(|id| first_of.get(&id).map(|_| id));
+                match (kept, merged_into) {
+                    (Some(id), None) => {
+                        first_of.insert(id, index);
+                        report.kept_ids += 1;
+                        conn.exec(
+                            "UPDATE families SET template = ?1, error_type = ?2, site = ?3, state = ?4,
+                                 rev = ?5, merged_into = NULL WHERE id = ?6",
+                            vals![
+                                family.template().as_str(),
+                                family.error_type.as_deref(),
+                                family.site.as_deref(),
+                                family.state().as_str(),
+                                rev,
+                                id
+                            ],
+                        )?;
+                    }
+                    // A second new family of a merged one: its own row,
+                    // an alias of the merge's family.
+                    (_, into) => {
+                        let id = conn
+                            .row(
+                                "INSERT INTO families (template, error_type, site, state, first_seen, last_seen, rev, merged_into)
+                                 VALUES (?1, ?2, ?3, ?4, ?5, ?5, ?6, ?7) RETURNING id",
+                                vals![
+                                    family.template().as_str(),
+                                    family.error_type.as_deref(),
+                                    family.site.as_deref(),
+                                    family.state().as_str(),
+                                    now,
+                                    rev,
+                                    into
+                                ],
+                                |row| row.i64(0),
+                            )?
+                            .ok_or_else(|| Error::invalid_argument("families", "no id for a new family"))?;
+                        if into.is_none() {
+                            first_of.insert(id, index);
+                        }
+                        id_of.insert(fam, into.unwrap_or(id));
+                    }
+                }
+            }
+            // 4. Every item to its family's id.
+            conn.exec(
+                "CREATE TEMP TABLE IF NOT EXISTS family_rebuild_ids (fam BIGINT PRIMARY KEY, id BIGINT NOT NULL)",
+                &[],
+            )?;
+            conn.exec("DELETE FROM family_rebuild_ids", &[])?;
+            for (fam, id) in &id_of {
+                conn.exec(
+                    "INSERT INTO family_rebuild_ids (fam, id) VALUES (?1, ?2)",
+                    vals![*fam, *id],
+                )?;
+            }
+            conn.exec(
+                "UPDATE items SET family_id = (
+                     SELECT m.id FROM family_rebuild r JOIN family_rebuild_ids m ON m.fam = r.fam
+                     WHERE r.item = items.id)
+                 WHERE family_id IS NOT NULL OR id IN (SELECT item FROM family_rebuild)",
+                &[],
+            )?;
+            // 5. Old families with no item left: pointed at the family
+            //    that took most of their items.
+            let mut retire: HashMap<i64, (i64, i64)> = HashMap::new();
+            for &(fam, old, n) in &overlap {
+                let Some(&new_id) = id_of.get(&fam) else { continue };
+                if new_id == old {
+                    continue;
+                }
+                let best = retire.entry(old).or_insert((new_id, 0));
+                if n > best.1 {
+                    *best = (new_id, n);
+                }
+            }
+            for (old, (new_id, _)) in retire {
+                let still_used = conn
+                    .row(
+                        "SELECT 1 FROM items WHERE family_id = ?1 LIMIT 1",
+                        vals![old],
+                        |row| row.i64(0),
+                    )?
+                    .is_some();
+                let is_kept = first_of.contains_key(&old);
+                if !still_used && !is_kept {
+                    report.retired += conn.exec(
+                        "UPDATE families SET merged_into = ?1, rev = ?2 WHERE id = ?3 OR merged_into = ?3",
+                        vals![new_id, rev, old],
+                    )? as u64;
+                }
+            }
+            conn.exec("DELETE FROM family_rebuild", &[])?;
+            conn.exec("DELETE FROM family_rebuild_ids", &[])?;
+            tx.reset_families();
+            tx.event(
+                super::EventKind::FamiliesRebuilt,
+                None,
+                None,
+                serde_json::to_value(&report)?,
+            )?;
+            Ok(report)
         })
     }
 }

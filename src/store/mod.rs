@@ -79,7 +79,7 @@ pub use check::{NewSignature, OldestItem, SignatureNews};
 
 pub use counters::RecountReport;
 pub use events::{ChangeProbe, Event, EventKind, EventQuery};
-pub use families::{Families, FamilyInfo};
+pub use families::{Families, FamilyInfo, FamilyMerge, FamilyRebuild, FamilyRow};
 pub use filter_sql::Condition;
 pub use items::{ItemIter, ItemSummary, JobItem, ListFilter, Page, PageCursor, SummaryIter};
 pub use items::{MarkRequest, Marked, SortBy};

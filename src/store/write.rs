@@ -158,6 +158,12 @@ impl<'c> WriteTx<'c> {
         )
     }
 
+    /// Makes this process's miner read every family again at its next
+    /// assignment.
+    pub(super) fn reset_families(&self) {
+        super::families::reset(self.families);
+    }
+
     /// Writes what this transaction mined; just before the commit.
     pub(super) fn flush_families(&mut self) -> Result<()> {
         super::families::flush(self.families, &mut self.families_pending, self.conn)

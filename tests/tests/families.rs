@@ -298,3 +298,107 @@ fn copy_keeps_family_ids() {
         strings(&db, "SELECT template FROM families WHERE id = 2")
     );
 }
+
+/// A merge moves every item of the merged family, records an event, sends
+/// what the miner still finds in the merged family to the one it went into
+/// (in another process too), and survives a full rebuild, which keeps ids.
+#[test]
+fn a_merge_moves_items_is_recorded_and_survives_a_rebuild() {
+    let dir = TempDir::new("families-merge");
+    let db = dir.join("dlq.db");
+    add_lines(
+        &db,
+        "j",
+        [
+            failure("a1", 1, 1, "connection refused by db-1:5432"),
+            failure("a2", 1, 2, "connection refused by db-2:5432"),
+            failure(
+                "b1",
+                1,
+                3,
+                "TLS handshake timed out after 30s talking to the primary",
+            ),
+            failure(
+                "b2",
+                1,
+                4,
+                "TLS handshake timed out after 31s talking to the primary",
+            ),
+            failure("c1", 1, 5, "disk quota exceeded on /var/lib/runner"),
+        ],
+    );
+    let fam = |id: &str| {
+        count(
+            &db,
+            &format!("SELECT family_id FROM items WHERE item_id = '{id}'"),
+        )
+    };
+    let (a, b, c) = (fam("a1"), fam("b1"), fam("c1"));
+    assert!(a != b && b != c && a != c, "{a} {b} {c}");
+    let out = json(&ok(dlq(&db).args([
+        "families",
+        "merge",
+        &a.to_string(),
+        &b.to_string(),
+        "--json",
+    ])));
+    assert_eq!(out["items_moved"], 2, "{out}");
+    assert_eq!((fam("b1"), fam("b2")), (a, a));
+    assert_eq!(
+        count(
+            &db,
+            "SELECT COUNT(*) FROM events WHERE kind = 'families_merged'"
+        ),
+        1
+    );
+    assert_sound(&db);
+    // A new failure of b's cause, from another process: into a.
+    add_lines(
+        &db,
+        "j",
+        [failure(
+            "b3",
+            1,
+            6,
+            "TLS handshake timed out after 45s talking to the primary",
+        )],
+    );
+    assert_eq!(fam("b3"), a);
+    // Merging into a merged family means the family it went into.
+    let refused = fails(dlq(&db).args(["families", "merge", &a.to_string(), &b.to_string()]));
+    assert!(refused.contains("already"), "{refused}");
+    assert_eq!(refused.trim().lines().count(), 1, "{refused}");
+    let refused = fails(dlq(&db).args(["families", "merge", &a.to_string(), "999"]));
+    assert!(refused.contains("no family 999"), "{refused}");
+    // A full rebuild keeps the ids and the merge.
+    let before = families_of(&db);
+    let rebuilt = json(&ok(
+        dlq(&db).args(["families", "rebuild", "--all", "--json"])
+    ));
+    assert_eq!(rebuilt["items"], 6, "{rebuilt}");
+    assert_eq!(families_of(&db), before, "{rebuilt}");
+    assert_eq!(fam("c1"), c);
+    assert_sound(&db);
+    assert_eq!(
+        count(
+            &db,
+            "SELECT COUNT(*) FROM events WHERE kind = 'families_rebuilt'"
+        ),
+        1
+    );
+    // And mining after the rebuild still lands in the kept families.
+    add_lines(
+        &db,
+        "j",
+        [
+            failure("a3", 1, 7, "connection refused by db-3:5432"),
+            failure(
+                "b4",
+                1,
+                8,
+                "TLS handshake timed out after 50s talking to the primary",
+            ),
+        ],
+    );
+    assert_eq!((fam("a3"), fam("b4")), (a, a));
+}
