@@ -292,7 +292,7 @@ fn families(app: &App, scope: Option<&str>, f: &Families, a: &Analysis) -> Marku
         table.families {
             thead { tr {
                 th.num { "items" } th.num { "family" } th { "template" } th { "error type" } th { "category" }
-                th { "first seen" } th { "last seen" }
+                th { "first seen" br; "last seen" }
                 @if !app.read_only { th { "on all its items" } }
             } }
             tbody {
@@ -308,8 +308,7 @@ fn families(app: &App, scope: Option<&str>, f: &Families, a: &Analysis) -> Marku
                         td.msg.template { code { (template(&family.template)) } }
                         td { span class=(format!("cat {category}")) { (t(error_type)) } }
                         td { (category) }
-                        td.time { (time(&family.first_seen)) }
-                        td.time { (time(&family.last_seen)) }
+                        td.time { (time(&family.first_seen)) br; (time(&family.last_seen)) }
                         @if !app.read_only {
                             td {
                                 form.row-action method="post" action="/action" {
