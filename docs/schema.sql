@@ -1,5 +1,5 @@
 -- The schema of a dlqlite database, as the migrations in migrations/sqlite/ leave
--- it (V1 to V10), in one file: what you can query with `sqlite3 dlq.db`.
+-- it (V1 to V11), in one file: what you can query with `sqlite3 dlq.db`.
 -- tests/tests/schema.rs checks that it matches a freshly migrated database,
 -- so it cannot drift. Comments outside the statements are this file's own;
 -- comments inside them are the migrations' (SQLite keeps them), except
@@ -431,3 +431,5 @@ CREATE TABLE families (
 );
 CREATE INDEX families_rev ON families (rev);
 CREATE INDEX items_family ON items (family_id);
+-- A job's items per family (the dashboard's Patterns page of one job).
+CREATE INDEX items_job_family ON items (job_id, family_id);

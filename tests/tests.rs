@@ -74,6 +74,9 @@ mod serve;
 #[path = "tests/serve_counts.rs"]
 mod serve_counts;
 #[cfg(feature = "serve")]
+#[path = "tests/serve_families.rs"]
+mod serve_families;
+#[cfg(feature = "serve")]
 #[path = "tests/serve_limits.rs"]
 mod serve_limits;
 #[path = "tests/terminal.rs"]

@@ -112,9 +112,7 @@ fn list(limit: usize, format: Format, ctx: &Context) -> Result<ExitCode> {
     let dlq = ctx.open_existing()?;
     let families = dlq.families((limit > 0).then_some(limit))?;
     let mut out = RowWriter::new(format, &COLUMNS)?.table_columns(6);
-    let mut shown_items = 0;
     for family in &families.families {
-        shown_items += family.items;
         out.row(vec![
             json!(family.id),
             json!(family.items),
@@ -127,7 +125,7 @@ fn list(limit: usize, format: Format, ctx: &Context) -> Result<ExitCode> {
     }
     out.finish("no families: no items yet")?;
     // What the rows do not hold, so that the listing adds up.
-    let rest = families.total_items - families.items_without_family - shown_items;
+    let rest = families.more_items;
     if rest > 0 {
         note(&format!(
             "and {} more in smaller families (--limit 0 lists all)",

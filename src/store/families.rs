@@ -11,8 +11,8 @@
 //! every family again, so nothing a rolled-back transaction mined is used.
 //!
 //! A family's count is not stored: it is the number of items whose
-//! `family_id` is its id, counted on the `items_family` index when asked,
-//! so it always equals a recount.
+//! `family_id` is its id, counted on the `items_family` index when asked
+//! (one job's on `items_job_family`), so it always equals a recount.
 
 use super::sql::{vals, Conn};
 use super::Dlq;
@@ -257,11 +257,17 @@ pub struct FamilyInfo {
     pub sample: Option<(String, String)>,
 }
 
-/// Every family with items, and how many items have none yet.
+/// Every family with items (of one job or all), and how many items have
+/// none yet.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Families {
     /// Largest first.
     pub families: Vec<FamilyInfo>,
+    /// The families left out by the limit, and their items: with
+    /// `items_without_family` they make the listed counts add up to
+    /// `total_items`.
+    pub more_families: usize,
+    pub more_items: i64,
     /// Items with no family (stored before families were mined, or with
     /// no attempt): `dlq families rebuild` mines them.
     pub items_without_family: i64,
@@ -273,13 +279,29 @@ impl Dlq {
     /// all when `None`), with the counts that make them add up to the
     /// items of the database.
     pub fn families(&self, limit: Option<usize>) -> Result<Families> {
+        self.families_in(None, limit)
+    }
+
+    /// [`Dlq::families`] of one job's items (all when `job_id` is
+    /// `None`): counts, totals and the sample item are the job's; a
+    /// family's template, first and last seen are the family's, whichever
+    /// job its failures came from.
+    pub fn families_in(&self, job_id: Option<&str>, limit: Option<usize>) -> Result<Families> {
         self.read(|conn| {
-            // One pass over the items_family index for every count.
-            let counts = conn.collect(
-                "SELECT family_id, COUNT(*) FROM items GROUP BY family_id",
-                &[],
-                |row| Ok((row.opt_i64(0)?, row.i64(1)?)),
-            )?;
+            // One pass over an index for every count: items_family for the
+            // database, items_job_family (covering) for one job.
+            let counts = match job_id {
+                None => conn.collect(
+                    "SELECT family_id, COUNT(*) FROM items GROUP BY family_id",
+                    &[],
+                    |row| Ok((row.opt_i64(0)?, row.i64(1)?)),
+                )?,
+                Some(job) => conn.collect(
+                    "SELECT family_id, COUNT(*) FROM items WHERE job_id = ?1 GROUP BY family_id",
+                    vals![job],
+                    |row| Ok((row.opt_i64(0)?, row.i64(1)?)),
+                )?,
+            };
             let mut without = 0;
             let mut total = 0;
             let mut by_size: Vec<(i64, i64)> = Vec::new();
@@ -291,15 +313,26 @@ impl Dlq {
                 }
             }
             by_size.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
-            by_size.truncate(limit.unwrap_or(usize::MAX));
+            let shown = by_size.len().min(limit.unwrap_or(usize::MAX));
+            let left_out = by_size.split_off(shown);
             let mut families = Vec::with_capacity(by_size.len());
+            let mut more_families = left_out.len();
+            let mut more_items: i64 = left_out.iter().map(|(_, n)| n).sum();
             for (id, items) in by_size {
-                if let Some(info) = family_row(conn, id, items)? {
-                    families.push(info);
+                match family_row(conn, id, items, job_id)? {
+                    Some(info) => families.push(info),
+                    // An id with no row (a foreign key makes it
+                    // impossible): still counted, so the listing adds up.
+                    None => {
+                        more_families += 1;
+                        more_items += items;
+                    }
                 }
             }
             Ok(Families {
                 families,
+                more_families,
+                more_items,
                 items_without_family: without,
                 total_items: total,
             })
@@ -316,14 +349,21 @@ impl Dlq {
                     |row| row.i64(0),
                 )?
                 .unwrap_or(0);
-            family_row(conn, id, items)?.ok_or_else(|| {
+            family_row(conn, id, items, None)?.ok_or_else(|| {
                 Error::invalid_argument("family", format!("no family {id} in this database"))
             })
         })
     }
 }
 
-fn family_row(conn: Conn<'_>, id: i64, items: i64) -> Result<Option<FamilyInfo>> {
+/// A family's row, with `items` as its count and a sample item (of `job_id`
+/// when given).
+fn family_row(
+    conn: Conn<'_>,
+    id: i64,
+    items: i64,
+    job_id: Option<&str>,
+) -> Result<Option<FamilyInfo>> {
     let info = conn.row(
         "SELECT template, error_type, site, first_seen, last_seen FROM families WHERE id = ?1",
         vals![id],
@@ -343,11 +383,19 @@ fn family_row(conn: Conn<'_>, id: i64, items: i64) -> Result<Option<FamilyInfo>>
     let Some(mut info) = info else {
         return Ok(None);
     };
-    info.sample = conn.row(
-        "SELECT job_id, item_id FROM items WHERE family_id = ?1 LIMIT 1",
-        vals![id],
-        |row| Ok((row.text(0)?, row.text(1)?)),
-    )?;
+    let sample = |row: &super::sql::Row<'_>| Ok((row.text(0)?, row.text(1)?));
+    info.sample = match job_id {
+        None => conn.row(
+            "SELECT job_id, item_id FROM items WHERE family_id = ?1 LIMIT 1",
+            vals![id],
+            sample,
+        )?,
+        Some(job) => conn.row(
+            "SELECT job_id, item_id FROM items WHERE job_id = ?1 AND family_id = ?2 LIMIT 1",
+            vals![job, id],
+            sample,
+        )?,
+    };
     Ok(Some(info))
 }
 

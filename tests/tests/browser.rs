@@ -575,3 +575,101 @@ fn a_person_searches_marks_and_deletes_in_a_real_browser() {
         browser.screenshot(name);
     }
 }
+
+/// The reprocess_eligible flag of each item of `job`, by item id.
+fn eligibility(db: &Path) -> Vec<(String, String, i64)> {
+    table_rows(
+        db,
+        "SELECT job_id, item_id, CAST(reprocess_eligible AS INTEGER) FROM items ORDER BY job_id, item_id",
+    )
+    .into_iter()
+    .map(|row| {
+        (
+            row[0].as_str().unwrap().to_string(),
+            row[1].as_str().unwrap().to_string(),
+            row[2].as_i64().unwrap(),
+        )
+    })
+    .collect()
+}
+
+/// The Patterns page's bulk action on one failure family, followed as a
+/// person does: chosen in the family's row, counted, confirmed; then SQL
+/// shows that exactly that family's items of the page's job changed (not
+/// its items in another job, not another family's).
+#[test]
+fn a_bulk_action_on_one_family_changes_exactly_its_items() {
+    let dir = TempDir::new("browser-family");
+    let db = dir.join("dlq.db");
+    let failing = |id: &str, error_type: &str, message: &str| {
+        let mut value = item(id, 1, "2025-01-01T00:00:00Z", message);
+        value["failure_history"][0]["error_type"] = error_type.into();
+        value
+    };
+    // Job j1: four timeouts of one cause (ports differ: one family), three
+    // of another; job j2: two more of the first cause, two of a third.
+    let timeout = |n: usize| format!("connect to db-{n}.internal:5432 timed out after 30s");
+    add_lines(
+        &db,
+        "j1",
+        (0..4)
+            .map(|n| failing(&format!("t{n}"), "Timeout", &timeout(n)))
+            .chain(
+                (0..3).map(|n| failing(&format!("v{n}"), "ValidationFailed", "schema mismatch")),
+            ),
+    );
+    add_lines(
+        &db,
+        "j2",
+        (4..6)
+            .map(|n| failing(&format!("t{n}"), "Timeout", &timeout(n)))
+            .chain((0..2).map(|n| failing(&format!("o{n}"), "OutOfMemory", "heap exhausted"))),
+    );
+    let family = count(&db, "SELECT family_id FROM items WHERE item_id = 't0'");
+    assert_eq!(
+        count(
+            &db,
+            &format!("SELECT count(*) FROM items WHERE family_id = {family}")
+        ),
+        6,
+        "the timeouts are not one family"
+    );
+    let before = eligibility(&db);
+    assert!(before.iter().all(|(_, _, eligible)| *eligible == 1));
+
+    let server = Server::start(&db, &[]);
+    let browser = Browser::start(dir.path());
+    browser.go(&server.url);
+    browser.wait_for_page("/");
+    browser.go(&format!("http://{}/patterns?job=j1", server.address));
+    browser.wait_for_page("/patterns");
+    browser.wait("the patterns to be computed", |b| {
+        b.all("#computing").is_empty()
+    });
+    let row = format!("tr.family[data-family='{family}']");
+    assert_eq!(browser.text(&format!("{row} a.family-items")), "4");
+    assert_eq!(browser.all("tr.family").len(), 2, "j1 has two families");
+    browser.screenshot("patterns-families");
+
+    // The family's action: chosen, then counted and shown before anything
+    // changes.
+    browser.click(&format!("{row} option[value='ineligible:all']"));
+    browser.click(&format!("{row} form.row-action button[type=submit]"));
+    browser.wait_for_page("/action");
+    assert_eq!(browser.text("#confirm-count"), "4 items");
+    assert_eq!(eligibility(&db), before, "changed before the confirmation");
+    browser.click("#confirm");
+    browser.wait_for_page("/patterns");
+    browser.wait("the action's note", |b| !b.all("p.note").is_empty());
+
+    // Exactly the family's items in j1 are no longer eligible.
+    let after = eligibility(&db);
+    for ((job, item, was), (_, _, now)) in before.iter().zip(&after) {
+        let chosen = job == "j1" && item.starts_with('t');
+        assert_eq!(*now, if chosen { 0 } else { *was }, "{job}/{item}");
+    }
+    assert_eq!(
+        count(&db, "SELECT count(*) FROM events WHERE kind = 'marked'"),
+        4
+    );
+}

@@ -317,7 +317,7 @@ fn the_v4_upgrade_recomputes_the_last_attempt_of_stored_items() {
     // Put the database back as V3 left it: the old rule's last error type
     // (the trigger moves the counts), the old view, no new index, and none
     // of V5's and V6's tables nor V7's and V8's indexes, nor V9's version
-    // and V10's families.
+    // and V10's families and V11's index.
     let conn = sql(&db);
     conn.execute_batch(
         "UPDATE items SET last_error_type = 'Timeout' WHERE item_id = 'a';
@@ -330,6 +330,7 @@ fn the_v4_upgrade_recomputes_the_last_attempt_of_stored_items() {
              SELECT l.id FROM failure_history AS l WHERE l.item_key = i.id
              ORDER BY l.attempt_number DESC, l.timestamp DESC LIMIT 1);
          DROP INDEX items_family;
+         DROP INDEX items_job_family;
          ALTER TABLE items DROP COLUMN family_id;
          DROP TABLE families;
          DROP TABLE check_signatures;

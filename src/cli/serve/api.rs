@@ -210,8 +210,10 @@ pub async fn stats(State(app): State<Shared>, params: Params) -> Result<Response
     Ok(answer(&value))
 }
 
-/// `GET /api/analyze?job=`: the analysis (as `dlq analyze --json`), from
-/// the background cache; `"stale": true` while newer figures are computed,
+/// `GET /api/analyze?job=`: the analysis (as `dlq analyze --json`) and the
+/// failure families the Patterns page lists (the largest 50, with
+/// `more_families`/`more_items` and `items_without_family` adding up to
+/// `total_items`), from the background cache; `"stale": true` while newer figures are computed,
 /// `"computing": true` (and no analysis) before the first.
 pub async fn analyze(State(app): State<Shared>, params: Params) -> Result<Response, ApiError> {
     let shared = app.clone();
@@ -230,6 +232,7 @@ pub async fn analyze(State(app): State<Shared>, params: Params) -> Result<Respon
                 "stale": snapshot.stale,
                 "computed_at": figures.computed_at,
                 "analysis": *figures.analysis,
+                "families": *figures.families,
                 "items_per_day": *figures.per_day,
             }),
         })

@@ -2,15 +2,17 @@
 //! day) is computed off the request path and kept per scope (a job or all)
 //! until the audit log moves on: a page answers at once with the newest
 //! figures and says how old they are, while a thread computes the next.
-//! Owns the Patterns page and the arrivals chart of the Overview.
+//! Owns the Patterns page (failure families first, then `dlq analyze`'s
+//! groups) and the arrivals chart of the Overview.
 
-use super::app::{App, PageError, Params, Shared};
+use super::app::{query, App, PageError, Params, Shared};
 use super::pages::{
     brief, calendar, day_chart, job_select, plural, quoted, render, search_link, t, time, Tab,
+    ACTIONS, CELL_CHARS,
 };
 use axum::extract::State;
 use axum::response::Html;
-use dlqlite::store::Analysis;
+use dlqlite::store::{Analysis, Families};
 use dlqlite::Timestamp;
 use maud::{html, Markup};
 use std::collections::HashMap;
@@ -24,10 +26,16 @@ const SCOPES: usize = 32;
 /// "computing" (small databases finish within it).
 const FIRST_WAIT: Duration = Duration::from_millis(60);
 
+/// Families the Patterns page (and `/api/analyze`) lists; the rest are
+/// counted in one line.
+pub const FAMILIES_SHOWN: usize = 50;
+
 /// One scope's figures.
 #[derive(Clone)]
 pub struct Figures {
     pub analysis: Arc<Analysis>,
+    /// The largest [`FAMILIES_SHOWN`] families of the scope.
+    pub families: Arc<Families>,
     pub per_day: Arc<Vec<(String, i64)>>,
     /// The newest event when they were computed.
     pub version: i64,
@@ -121,18 +129,22 @@ pub fn figures(app: &Shared, scope: Option<&str>) -> Snapshot {
 
 fn compute(app: &App, key: Option<String>, version: i64) {
     let scope = key.as_deref();
-    let result = app
-        .dlq
-        .analyze(scope)
-        .and_then(|analysis| Ok((analysis, app.dlq.items_per_day(scope)?)));
+    let result = app.dlq.analyze(scope).and_then(|analysis| {
+        Ok((
+            analysis,
+            app.dlq.families_in(scope, Some(FAMILIES_SHOWN))?,
+            app.dlq.items_per_day(scope)?,
+        ))
+    });
     if let Ok(mut entries) = app.insight.entries.lock() {
         let entry = entries.entry(key).or_default();
         entry.computing = false;
         match result {
-            Ok((analysis, per_day)) => {
+            Ok((analysis, families, per_day)) => {
                 entry.error = None;
                 entry.figures = Some(Figures {
                     analysis: Arc::new(analysis),
+                    families: Arc::new(families),
                     per_day: Arc::new(per_day),
                     version,
                     computed_at: app.dlq.now(),
@@ -199,8 +211,10 @@ pub async fn patterns(
     params: Params,
 ) -> Result<Html<String>, PageError> {
     let job = params.get("job").map(str::to_string);
+    // What an action on a family did, after its confirmation came back here.
+    let note = params.get("note").map(str::to_string);
     let shared = app.clone();
-    Ok(render(&app, "Patterns", Tab::Patterns, None, move |app| {
+    Ok(render(&app, "Patterns", Tab::Patterns, note, move |app| {
         if let Some(job) = &job {
             app.dlq.require_job(job)?;
         }
@@ -213,7 +227,10 @@ pub async fn patterns(
                 button type="submit" { "Show" }
             }
             (freshness(&snapshot))
-            @if let Some(figures) = &snapshot.figures { (analysis(scope, &figures.analysis)) }
+            @if let Some(figures) = &snapshot.figures {
+                (families(app, scope, &figures.families, &figures.analysis))
+                (analysis(scope, &figures.analysis))
+            }
         })
     })
     .await?)
@@ -234,6 +251,93 @@ fn over_time(t: &dlqlite::store::TemporalDistribution) -> (Vec<(String, i64)>, i
             calendar(&t.counts, Some(last), span)
         }
         _ => (t.counts.clone(), 0),
+    }
+}
+
+/// "3 items" of a count from the database.
+fn count(n: i64, one: &str) -> String {
+    plural(u64::try_from(n).unwrap_or(0), one)
+}
+
+/// A template as a cell shows it: its first [`CELL_CHARS`] characters,
+/// escaped, each variable slot (`<*>`) in a `span.slot`.
+fn template(text: &str) -> Markup {
+    let line = dlqlite::text::headline(text);
+    let (shown, cut) = match line.char_indices().nth(CELL_CHARS) {
+        Some((at, _)) => (&line[..at], true),
+        None => (line, false),
+    };
+    let mut parts = shown.split("<*>");
+    let first = parts.next().unwrap_or("");
+    html! {
+        (t(first))
+        @for part in parts { span.slot title="varies between the family's failures" { "<*>" } (t(part)) }
+        @if cut { "…" }
+    }
+}
+
+/// The failure families of the scope, largest first: each with its
+/// template, a link to its items and the bulk actions on all of them (the
+/// items page's "All N matching" flow: counted, confirmed, then done on
+/// exactly the rows counted).
+fn families(app: &App, scope: Option<&str>, f: &Families, a: &Analysis) -> Markup {
+    let back = format!("/patterns{}", query(&[("job", scope)]));
+    let actions = ACTIONS
+        .iter()
+        .filter(|(code, _)| *code != "retry" || app.exec.is_some());
+    html! {
+        h2 { "Failure families" }
+        p.hint { "One row per cause: the items whose last attempt has the same error type, crash site and error line, "
+            span.slot { "<*>" } " where their failures differ. First and last seen are the family's, in every job." }
+        table.families {
+            thead { tr {
+                th.num { "items" } th.num { "family" } th { "template" } th { "error type" } th { "category" }
+                th { "first seen" br; "last seen" }
+                @if !app.read_only { th { "on all its items" } }
+            } }
+            tbody {
+                @for family in &f.families {
+                    @let filter = format!("family == {}", family.id);
+                    @let error_type = family.error_type.as_deref().unwrap_or("-");
+                    @let category = family.error_type.as_deref()
+                        .and_then(|e| a.error_distribution.categories.get(e))
+                        .map(|c| c.as_str()).unwrap_or("unclassified");
+                    tr.family data-family=(family.id) {
+                        td.num { a.family-items href=(search_link(scope, &filter)) { (family.items) } }
+                        td.num { (family.id) }
+                        td.msg.template { code { (template(&family.template)) } }
+                        td { span class=(format!("cat {category}")) { (t(error_type)) } }
+                        td { (category) }
+                        td.time { (time(&family.first_seen)) br; (time(&family.last_seen)) }
+                        @if !app.read_only {
+                            td {
+                                form.row-action method="post" action="/action" {
+                                    input type="hidden" name="csrf" value=(app.csrf);
+                                    input type="hidden" name="back" value=(back);
+                                    @if let Some(job) = scope { input type="hidden" name="job" value=(job); }
+                                    input type="hidden" name="q" value=(filter);
+                                    select name="do" aria-label="action" {
+                                        @for (code, label) in actions.clone() {
+                                            option value=(format!("{code}:all")) { (label) }
+                                        }
+                                    }
+                                    button type="submit" title="counts the family's items and asks first" { "Apply…" }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        @if f.families.is_empty() { p.hint { "No families: no item has one yet." } }
+        @if f.more_families > 0 {
+            p.hint #families-more { (count(f.more_items, "item")) " in " (f.more_families) @if f.more_families == 1 { " smaller family" } @else { " smaller families" } " not shown (" code { "dlq families --limit 0" } " lists all)." }
+        }
+        @if f.items_without_family > 0 {
+            p.hint #families-without { (count(f.items_without_family, "item")) " without a family (stored before families, or with no attempt): "
+                code { "dlq families rebuild" } " mines them." }
+        }
+        p.hint #families-total { (count(f.total_items, "item")) " in all." }
     }
 }
 

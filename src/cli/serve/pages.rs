@@ -26,7 +26,7 @@ pub fn t(text: &str) -> PreEscaped<String> {
 /// The characters a table cell shows of a message, a pattern or a detail
 /// (the item page shows them whole): a megabyte of error text in one row
 /// would stop a browser from laying out the page.
-const CELL_CHARS: usize = 300;
+pub const CELL_CHARS: usize = 300;
 
 /// A table cell's text: the first line, at most [`CELL_CHARS`] characters
 /// (then "…"), escaped as [`t`] does.
@@ -530,16 +530,20 @@ fn flags(eligible: bool, review: bool) -> Markup {
     }
 }
 
+/// The actions on several items, as `/action` takes them (`CODE:all` or
+/// `CODE:selected`), with their labels.
+pub const ACTIONS: [(&str, &str); 6] = [
+    ("eligible", "Mark eligible"),
+    ("ineligible", "Mark not eligible"),
+    ("review", "Flag for review"),
+    ("unreview", "Clear review"),
+    ("delete", "Delete"),
+    ("retry", "Retry"),
+];
+
 /// The buttons: on the ticked rows, or on every item the search matches.
 fn action_bar(app: &App, count: u64) -> Markup {
-    let actions = [
-        ("eligible", "Mark eligible"),
-        ("ineligible", "Mark not eligible"),
-        ("review", "Flag for review"),
-        ("unreview", "Clear review"),
-        ("delete", "Delete"),
-        ("retry", "Retry"),
-    ];
+    let actions = ACTIONS;
     html! {
         div.actions {
             span { "Ticked rows: " }
