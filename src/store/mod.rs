@@ -69,8 +69,8 @@ mod take;
 mod write;
 
 pub use analysis::{
-    normalise_message, Analysis, AnalyzeOptions, MessageGroup, Omitted, PatternGroup,
-    SignatureSample, TemporalDistribution,
+    normalise_message, Analysis, AnalyzeOptions, FamilyGroup, FamilyGroups, MessageGroup, Omitted,
+    PatternGroup, SignatureSample, TemporalDistribution,
 };
 pub use budget::{Budget, BudgetGuard};
 pub use bulk::{DeleteStep, PurgeProgress, PurgeReport};
