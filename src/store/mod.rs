@@ -75,7 +75,9 @@ pub use analysis::{
 pub use budget::{Budget, BudgetGuard};
 pub use bulk::{DeleteStep, PurgeProgress, PurgeReport};
 pub use categories::{Category, CategoryChange, CategoryRule};
-pub use check::{NewSignature, OldestItem, SignatureNews};
+pub use check::{
+    family_check_name, FamilyNews, NewFamily, NewSignature, OldestItem, SignatureNews,
+};
 
 pub use counters::RecountReport;
 pub use events::{ChangeProbe, Event, EventKind, EventQuery};
