@@ -89,7 +89,7 @@ pub use jobs::{CapacityInfo, JobInfo, JobOptions, JobSpan, RemovedJob};
 pub use leases::{RunCounts, RunInfo, RunStatus, Succeeded};
 pub use load::{LoadOptions, Loader};
 pub use log_retention::{EventsRetentionChange, EventsTrimReport, Trimmed, MIN_EVENTS_MAX_AGE};
-pub use metrics::{ErrorTypeCount, JobCounts, MetricsSnapshot, RunStatusCount};
+pub use metrics::{ErrorTypeCount, JobCounts, MetricsSnapshot, RunStatusCount, FAMILY_SERIES};
 pub use open::OpenOptions;
 pub use retention::{
     scope_text, PolicyOutcome, PolicyStatus, RetentionChange, RetentionPolicy, RetentionReport,
