@@ -1,6 +1,7 @@
 //! The state of a DLQ as metrics: the Prometheus text format 0.0.4 (what
 //! node_exporter's textfile collector reads) or OpenMetrics 1.0, from one
-//! [`MetricsSnapshot`] (which reads counters, never items). `dlq metrics`
+//! [`MetricsSnapshot`] (which reads counters, and the items_family index
+//! for the largest failure families, never items' rows). `dlq metrics`
 //! prints or writes [`render`]'s text; a server would serve the same text
 //! with [`Format::content_type`].
 //!
@@ -171,8 +172,16 @@ const RUNS: Family = Family {
     help: "Recorded retry runs by job and status (running, finished, interrupted, crashed).",
 };
 
+const FAILURE_FAMILY_ITEMS: Family = Family {
+    name: "dlq_failure_family_items",
+    kind: Type::Gauge,
+    unit: None,
+    labels: &["family", "template"],
+    help: "Items by failure family of their last attempt: the 10 largest (family id and template), and family=other for the rest and the items without a family; they sum to the items (with --job-id: the job's, with a job_id label).",
+};
+
 /// Every family, in the order the text has them.
-pub const FAMILIES: [Family; 10] = [
+pub const FAMILIES: [Family; 11] = [
     SCHEMA,
     JOBS,
     JOB_ITEMS,
@@ -183,6 +192,7 @@ pub const FAMILIES: [Family; 10] = [
     OLDEST_TIME,
     EVENTS,
     RUNS,
+    FAILURE_FAMILY_ITEMS,
 ];
 
 /// The statuses every job with runs has a sample for (0 included).
@@ -279,6 +289,31 @@ pub fn render_snapshot(snapshot: &MetricsSnapshot, format: Format) -> String {
                 .map_or(0, |r| r.runs);
             out.sample(&RUNS, &[job, status.as_str()], runs);
         }
+    }
+    out.family(&FAILURE_FAMILY_ITEMS);
+    // A series per listed family and one for the rest, 0 included: the
+    // label set is bounded whatever the number of families, and the
+    // series sum to the items.
+    let families = &snapshot.families;
+    let rest = families.omitted.items + families.items_without_family;
+    let ids: Vec<String> = families
+        .listed
+        .iter()
+        .map(|f| f.family_id.to_string())
+        .collect();
+    let series = families
+        .listed
+        .iter()
+        .zip(&ids)
+        .map(|(f, id)| (id.as_str(), f.template.as_str(), f.count))
+        .chain([("other", "", rest)]);
+    for (family, template, count) in series {
+        let mut labels = Vec::with_capacity(3);
+        if let Some(job) = &snapshot.job_id {
+            labels.push(("job_id", job.as_str()));
+        }
+        labels.extend([("family", family), ("template", template)]);
+        out.sample_labelled(&FAILURE_FAMILY_ITEMS, &labels, count);
     }
     if format == Format::OpenMetrics {
         out.text.push_str("# EOF\n");

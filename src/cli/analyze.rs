@@ -1,4 +1,5 @@
-//! `dlq analyze`: failure patterns, distributions and categories.
+//! `dlq analyze`: failure families first, then failure patterns,
+//! distributions and categories.
 
 use super::output::{note, print_json, Kind, Table};
 use super::Context;
@@ -8,9 +9,10 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-/// Analyse failures: pattern groups, error types, failures over time, categories, agents
+/// Analyse failures: families, patterns, error types, over time, categories, agents
 ///
-/// Pattern groups by signature and by normalised message (messages that
+/// First the largest failure families (one per cause, see `dlq families`),
+/// then pattern groups by signature and by normalised message (messages that
 /// differ only in numbers, paths, hex ids, uuids or durations group
 /// together), error types over all attempts and last attempts, failures per
 /// hour or day, failure categories (transient, conditionally_recoverable,
@@ -30,9 +32,10 @@ pub struct Args {
     /// Also write the analysis as JSON to this file
     #[arg(long, value_name = "FILE")]
     export: Option<PathBuf>,
-    /// Pattern groups and message groups to list, the largest first (0 =
-    /// all); the rest are summed up as "and G more groups holding I items"
-    /// (`pattern_groups_omitted` / `message_groups_omitted` in JSON)
+    /// Families, pattern groups and message groups to list, the largest
+    /// first (0 = all); the rest are summed up as "and G more groups
+    /// holding I items" (`families_omitted`, `pattern_groups_omitted`,
+    /// `message_groups_omitted` in JSON)
     #[arg(long, value_name = "N", default_value_t = 20)]
     top: usize,
     /// Print JSON instead of tables
@@ -97,6 +100,7 @@ fn print_tables(a: &Analysis) -> Result<()> {
         "{scope}: {} item(s), {} attempt(s)\n",
         a.total_items, a.total_attempts
     );
+    print_families(a)?;
     print_pattern_groups(a)?;
     print_message_groups(a)?;
     print_error_types(a)?;
@@ -118,6 +122,41 @@ fn print_tables(a: &Analysis) -> Result<()> {
         }
         table.print()?;
     }
+    Ok(())
+}
+
+/// The largest families, and the lines that make the listing add up to
+/// the items.
+fn print_families(a: &Analysis) -> Result<()> {
+    println!("Failure families (items, by last attempt)");
+    // Family first, as `dlq families` lists them.
+    let mut table = Table::new(&[
+        ("FAMILY", Kind::Count),
+        ("ITEMS", Kind::Count),
+        ("TYPE", Kind::ErrorType),
+        ("CATEGORY", Kind::Text),
+        ("TEMPLATE", Kind::Text),
+    ]);
+    for f in &a.families {
+        table.push(vec![
+            f.family_id.to_string(),
+            f.count.to_string(),
+            f.error_type.clone().unwrap_or_default(),
+            f.category
+                .map(|c| c.as_str().to_string())
+                .unwrap_or_default(),
+            f.template.clone(),
+        ]);
+    }
+    table.print()?;
+    print_omitted(&a.families_omitted)?;
+    if a.items_without_family > 0 {
+        println!(
+            "and {} item(s) without a family (dlq families rebuild mines them)",
+            a.items_without_family
+        );
+    }
+    println!();
     Ok(())
 }
 

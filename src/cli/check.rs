@@ -21,10 +21,14 @@ use std::process::ExitCode;
 ///   --max-new N --per DUR  job X: 57 new items in the last 1h > 50
 ///                            (items added or imported within DUR)
 ///   --new-signature        new signature 9bfee574ec1da5f3 "cargo test failed" since the last check
+///   --new-family           new family 12 "npm ERR! code <*>" (3 items) since the last check
 /// Exactly at a limit holds. Durations: 30s 15m 12h 2d 1w. --filter narrows
-/// the items --max-items and --max-age look at. --new-signature keeps what
-/// it saw in the database under --name, so checks from cron on any host
-/// compare with each other; its first run records a baseline.
+/// the items --max-items and --max-age look at. --new-signature and
+/// --new-family have no window of their own: their window is the time
+/// since the last run of the check of this --name. Each keeps what it saw
+/// in the database under --name (apart from each other), so checks from
+/// cron on any host compare with each other; the first run of each records
+/// a baseline.
 ///
 /// Exit codes: 0 every threshold holds (nothing printed); 1 a breach; 2 a
 /// usage error; 3 the check could not be made (no database, not a dlq
@@ -36,8 +40,10 @@ use std::process::ExitCode;
 ///   dlq check --max-new 1000 --per 1h
 ///   dlq check --max-items 100 --filter 'error_type == "Timeout"'
 ///   dlq check --new-signature --name nightly
+///   dlq check --new-family --name nightly
 #[derive(Debug, clap::Args)]
 #[command(verbatim_doc_comment)]
+#[command(group(clap::ArgGroup::new("news").multiple(true).args(["new_signature", "new_family"])))]
 pub struct Args {
     /// Only this job (default: every job)
     #[arg(long)]
@@ -62,13 +68,18 @@ pub struct Args {
     /// of this --name (writes that check's state to the database)
     #[arg(long)]
     new_signature: bool,
-    /// The name --new-signature keeps its state under (checks with
-    /// different names each see their own news)
+    /// Breach: a failure family with items now had none at the last check
+    /// of this --name (a new cause; see `dlq families`; writes that
+    /// check's state to the database)
+    #[arg(long)]
+    new_family: bool,
+    /// The name --new-signature and --new-family keep their state under
+    /// (checks with different names each see their own news)
     #[arg(
         long,
         value_name = "NAME",
         default_value = "default",
-        requires = "new_signature"
+        requires = "news"
     )]
     name: String,
     /// Print one JSON object on stdout: {"ok", "status", "breaches": [{"check",
@@ -126,9 +137,10 @@ pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
         && args.max_age.is_none()
         && args.max_new.is_none()
         && !args.new_signature
+        && !args.new_family
     {
         super::usage!(
-            "no threshold to check: give --max-items, --max-age, --max-new with --per, or --new-signature"
+            "no threshold to check: give --max-items, --max-age, --max-new with --per, --new-signature or --new-family"
         );
     }
     if args.name.is_empty() {
@@ -137,8 +149,12 @@ pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
     if args.name.len() > 200 {
         super::usage!("--name is {} bytes long (at most 200)", args.name.len());
     }
+    if args.name.chars().any(char::is_control) {
+        // U+001F names each check's family state (store/check.rs).
+        super::usage!("--name has a control character: name the check in printable text");
+    }
     if args.filter.is_some() && args.max_items.is_none() && args.max_age.is_none() {
-        // Arrivals and new signatures count every item: a filter that
+        // Arrivals and news count every item: a filter that
         // narrows nothing must not look as if it did.
         super::usage!("--filter narrows --max-items and --max-age only, and neither was given");
     }
@@ -186,9 +202,9 @@ fn evaluate(
     expression: Option<dlqlite::filter::Expr>,
     ctx: &Context,
 ) -> Result<Vec<Breach>> {
-    let dlq = if args.new_signature {
+    let dlq = if args.new_signature || args.new_family {
         ctx.open_existing_to_write().context(
-            "--new-signature records what it saw in the database, which must be writable",
+            "--new-signature and --new-family record what they saw in the database, which must be writable",
         )?
     } else {
         ctx.open_existing()?
@@ -319,6 +335,40 @@ fn evaluate(
                 ),
                 job_id: args.job_id.clone(),
                 value: json!(signature.error_signature),
+                limit: Value::Null,
+                extra,
+            });
+        }
+    }
+    if args.new_family {
+        let news = dlq.new_families(&args.name, job_id)?;
+        if news.baseline {
+            note(&format!(
+                "dlq: check {:?}: no earlier family check of this name and scope to compare with: \
+                 recorded {} as the baseline; new ones are reported from the next check",
+                args.name,
+                match news.recorded {
+                    1 => "1 family".to_string(),
+                    n => format!("{} families", thousands(n as u64)),
+                }
+            ));
+        }
+        for family in news.new {
+            let mut extra = serde_json::Map::new();
+            extra.insert("items".into(), json!(family.items));
+            extra.insert("template".into(), json!(family.template));
+            extra.insert("error_type".into(), json!(family.error_type));
+            extra.insert("first_seen".into(), json!(family.first_seen));
+            breaches.push(Breach {
+                check: "new_family",
+                line: format!(
+                    "new family {} \"{}\" ({}) since the last check",
+                    family.family_id,
+                    short(&family.template),
+                    plural(family.items, "item")
+                ),
+                job_id: args.job_id.clone(),
+                value: json!(family.family_id),
                 limit: Value::Null,
                 extra,
             });

@@ -15,10 +15,11 @@ use std::process::ExitCode;
 /// Prints, in the Prometheus text format 0.0.4 (or OpenMetrics 1.0 with
 /// --format openmetrics): items per job, error type and failure category;
 /// eligible and manual-review items and the oldest item's age per job;
-/// events in the audit log by kind; retry runs by status. The README's
-/// "Metrics for Prometheus" lists every metric. It reads counters, never
-/// the items, so it is cheap to run often, and works on a read-only
-/// database.
+/// events in the audit log by kind; retry runs by status; items of the 10
+/// largest failure families and of all others. The README's "Metrics for
+/// Prometheus" lists every metric. It reads counters (and, for families,
+/// the items_family index), never the items' rows, so it is cheap to run
+/// often, and works on a read-only database.
 ///
 /// --output FILE writes the file beside its destination and renames it into
 /// place, so a collector never reads half of it; it is mode 0600 unless

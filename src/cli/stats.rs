@@ -1,16 +1,18 @@
-//! `dlq stats`: the legacy DLQ statistics, for one job or all.
+//! `dlq stats`: the legacy DLQ statistics, for one job or all; the table
+//! leads with the largest failure families.
 
 use super::output::{Kind, Table};
 use super::Context;
 use anyhow::Result;
 use dlqlite::rank::{ranking, TopN};
-use dlqlite::store::{StatsHead, StatsPart};
+use dlqlite::store::{FamilyGroups, StatsHead, StatsPart};
 use std::io::Write;
 use std::process::ExitCode;
 
-/// Show statistics: totals, flags, oldest and newest, top signatures and types
+/// Show statistics: totals, families, flags, oldest and newest, signatures and types
 ///
-/// Totals, eligibility, manual review, oldest and newest item, items per
+/// Totals, the 10 largest failure families (items, error type, category,
+/// template: see `dlq families`), eligibility, manual review, oldest and newest item, items per
 /// error signature (with a representative message), items per error type of
 /// their last attempt, and the average failure count.
 ///
@@ -63,7 +65,8 @@ pub fn show(ctx: &Context, job_id: Option<&str>, json: bool) -> Result<ExitCode>
             Some(job) => dlqlite::text::for_terminal(job).into_owned(),
             None => format!("all jobs ({jobs})"),
         };
-        table.print(&title, &dlq, job_id)?;
+        let families = dlq.top_families(job_id, TABLE_FAMILIES)?;
+        table.print(&title, &dlq, job_id, &families)?;
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -231,11 +234,62 @@ impl<W: Write> JsonStats<W> {
     }
 }
 
+/// The largest families, and a line for what they leave out, so that the
+/// table adds up to the items.
+fn print_families(families: &FamilyGroups) -> Result<()> {
+    // Family first, as `dlq families` lists them.
+    let mut table = Table::new(&[
+        ("FAMILY", Kind::Count),
+        ("ITEMS", Kind::Count),
+        ("TYPE", Kind::ErrorType),
+        ("CATEGORY", Kind::Text),
+        ("TEMPLATE", Kind::Text),
+    ]);
+    for f in &families.listed {
+        table.push(vec![
+            f.family_id.to_string(),
+            f.count.to_string(),
+            f.error_type.clone().unwrap_or_default(),
+            f.category
+                .map(|c| c.as_str().to_string())
+                .unwrap_or_default(),
+            f.template.clone(),
+        ]);
+    }
+    table.print()?;
+    let mut rest = Vec::new();
+    if families.omitted.groups > 0 {
+        rest.push(format!(
+            "{} item(s) in {} smaller famil{}",
+            families.omitted.items,
+            families.omitted.groups,
+            if families.omitted.groups == 1 {
+                "y"
+            } else {
+                "ies"
+            }
+        ));
+    }
+    if families.items_without_family > 0 {
+        rest.push(format!(
+            "{} item(s) without a family (dlq families rebuild mines them)",
+            families.items_without_family
+        ));
+    }
+    if !rest.is_empty() {
+        println!("... and {}: `dlq families` lists them", rest.join(", "));
+    }
+    Ok(())
+}
+
 /// A time as tables show it, or "-".
 fn time_cell(time: Option<dlqlite::Timestamp>) -> String {
     time.map(|t| super::term::get().time(&t.to_string()))
         .unwrap_or_else(|| "-".to_string())
 }
+
+/// How many families the table lists (`dlq families` lists them all).
+const TABLE_FAMILIES: usize = 10;
 
 /// How many signatures the table lists (the JSON lists all).
 const TABLE_SIGNATURES: usize = 20;
@@ -274,7 +328,13 @@ impl TableStats {
         }
     }
 
-    fn print(mut self, title: &str, dlq: &dlqlite::Dlq, job_id: Option<&str>) -> Result<()> {
+    fn print(
+        mut self,
+        title: &str,
+        dlq: &dlqlite::Dlq,
+        job_id: Option<&str>,
+        families: &FamilyGroups,
+    ) -> Result<()> {
         let stats = &self.head;
         let mut out = std::io::stdout().lock();
         writeln!(out, "{title}")?;
@@ -319,8 +379,16 @@ impl TableStats {
                 super::term::get().fit(&dlqlite::text::for_terminal(&line))
             )?;
         }
+        // The first section: what keeps failing, one row per cause.
+        if !families.listed.is_empty() {
+            writeln!(out)?;
+            writeln!(out, "Failure families (items, by last attempt)")?;
+            out.flush()?;
+            print_families(families)?;
+        }
         if !self.top.is_empty() {
             writeln!(out)?;
+            writeln!(out, "Error signatures")?;
             drop(out);
             let more = self.signatures - self.top.len();
             let top = self.top.into_sorted();

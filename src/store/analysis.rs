@@ -1,6 +1,9 @@
-//! `analyze`: failure patterns by signature and by normalised message, the
-//! distribution of error types, failures over time, failure categories, and
-//! the agents and steps that fail most. One pass over the attempts feeds
+//! `analyze`: the largest failure families, failure patterns by signature
+//! and by normalised message, the distribution of error types, failures
+//! over time, failure categories, and the agents and steps that fail most.
+//! The families' counts ([`family_groups`], also what `stats` and
+//! `metrics` list) are read from the items_family index with the item
+//! count, so that they add up to it. One pass over the attempts feeds
 //! everything that needs them; counts per signature and per last error type
 //! come from the counter tables; a few lookups follow for what is shown
 //! (sample items and messages of the listed groups, and the top agents or
@@ -49,6 +52,109 @@ impl Default for AnalyzeOptions {
 pub struct Omitted {
     pub groups: usize,
     pub items: i64,
+}
+
+/// One failure family (docs/families.md) as `stats`, `analyze` and
+/// `metrics` list it: its items within the scope (one job or all).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct FamilyGroup {
+    pub family_id: i64,
+    /// Items of the scope whose last attempt is of this family.
+    pub count: i64,
+    /// The words of its failures' error line, `<*>` where they differ.
+    pub template: String,
+    /// The last attempt's error type its failures share.
+    pub error_type: Option<String>,
+    /// That error type's failure category (none without an error type).
+    pub category: Option<Category>,
+}
+
+/// The largest families of a scope and what the listing leaves out: the
+/// listed counts, `omitted.items` and `items_without_family` add up to
+/// `total_items`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct FamilyGroups {
+    /// Largest first, ties by id.
+    pub listed: Vec<FamilyGroup>,
+    /// The smaller families, and their items.
+    pub omitted: Omitted,
+    /// Items with no family (stored before families were mined, or with
+    /// no attempt).
+    pub items_without_family: i64,
+    /// Items of the scope, counted by the same statement as the families.
+    pub total_items: i64,
+}
+
+/// Items per family of one job (`?1`) or of all (`?1` NULL): two
+/// statements rather than `?1 IS NULL OR job_id = ?1`, with which SQLite
+/// can use neither index.
+fn family_count_sql(one_job: bool) -> &'static str {
+    if one_job {
+        "SELECT family_id, COUNT(*) FROM items WHERE job_id = ?1 GROUP BY family_id"
+    } else {
+        "SELECT family_id, COUNT(*) FROM items WHERE CAST(?1 AS TEXT) IS NULL
+         GROUP BY family_id"
+    }
+}
+
+/// The `top` largest families of one job or all (`usize::MAX`: every
+/// one), counted when asked (counts are not stored, see
+/// store/families.rs). Over all jobs: one pass over the covering index
+/// items_family, no sort. For one job: its rows through a job index, the
+/// family of each read from its row, grouped in a temporary b-tree (the
+/// cost of the job's items, not of the table's). Then one primary-key
+/// lookup per listed family.
+pub(super) fn family_groups(
+    conn: Conn<'_>,
+    job_id: Option<&str>,
+    top: usize,
+) -> Result<FamilyGroups> {
+    let sql = family_count_sql(job_id.is_some());
+    let mut groups = FamilyGroups::default();
+    let mut families: Vec<(i64, i64)> = Vec::new();
+    conn.each(sql, vals![job_id], |row| {
+        let items = row.i64(1)?;
+        groups.total_items += items;
+        match row.opt_i64(0)? {
+            Some(id) => families.push((id, items)),
+            None => groups.items_without_family += items,
+        }
+        Ok(())
+    })?;
+    let all = families.len();
+    let all_items: i64 = families.iter().map(|(_, n)| n).sum();
+    let families = crate::rank::first_n_by(families, top, |a, b| {
+        b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0))
+    });
+    for (id, count) in families {
+        let row = conn.row(
+            "SELECT f.template, f.error_type, c.category FROM families AS f
+             LEFT JOIN error_categories AS c ON c.error_type = f.error_type
+             WHERE f.id = ?1",
+            vals![id],
+            |row| Ok((row.text(0)?, row.opt_text(1)?, row.opt_text(2)?)),
+        )?;
+        // Families are never deleted; a row missing all the same is listed
+        // by its id, so that the counts still add up.
+        let (template, error_type, category) = row.unwrap_or_default();
+        let category = match (&error_type, category) {
+            (_, Some(category)) => Some(category.parse()?),
+            (Some(_), None) => Some(Category::Unclassified),
+            (None, None) => None,
+        };
+        groups.listed.push(FamilyGroup {
+            family_id: id,
+            count,
+            template,
+            error_type,
+            category,
+        });
+    }
+    groups.omitted = Omitted {
+        groups: all - groups.listed.len(),
+        items: all_items - groups.listed.iter().map(|g| g.count).sum::<i64>(),
+    };
+    Ok(groups)
 }
 
 /// Failures grouped by exact error signature.
@@ -112,6 +218,14 @@ pub struct Analysis {
     pub job_id: Option<String>,
     pub total_items: i64,
     pub total_attempts: i64,
+    /// The largest failure families, first: what keeps failing, one entry
+    /// per cause.
+    pub families: Vec<FamilyGroup>,
+    /// The families not in `families`, and their items.
+    pub families_omitted: Omitted,
+    /// Items with no family yet (`dlq families rebuild` mines them). With
+    /// `families` and `families_omitted` they add up to `total_items`.
+    pub items_without_family: i64,
     pub pattern_groups: Vec<PatternGroup>,
     /// The signatures not in `pattern_groups`, and their items.
     pub pattern_groups_omitted: Omitted,
@@ -329,7 +443,7 @@ impl Dlq {
         // parallel parts need two at once, and an in-memory database has a
         // pool of one (holding one here made them wait out the pool's
         // timeout and fail).
-        let (item_count, last_attempts) = self.read(|conn| {
+        let (item_count, last_attempts, families) = self.read(|conn| {
             let items = conn
                 .row(
                     "SELECT CAST(COALESCE(SUM(item_count), 0) AS BIGINT) FROM jobs
@@ -338,7 +452,10 @@ impl Dlq {
                     |row| row.i64(0),
                 )?
                 .unwrap_or(0);
-            Ok((items, last_error_types(conn, job_id)?))
+            // In the snapshot of the item count: with it, the families'
+            // counts add up to the items.
+            let families = family_groups(conn, job_id, top)?;
+            Ok((items, last_error_types(conn, job_id)?, families))
         })?;
         // Looked up now, not cached: a `dlq categories set` shows at once.
         let category_map = self.category_map()?;
@@ -411,6 +528,9 @@ impl Dlq {
             job_id: job_id.map(str::to_string),
             total_items: signatures.total,
             total_attempts: scan.attempts,
+            families: families.listed,
+            families_omitted: families.omitted,
+            items_without_family: families.items_without_family,
             pattern_groups,
             pattern_groups_omitted,
             message_groups,
@@ -1009,6 +1129,29 @@ mod tests {
         assert_eq!(ranked[0].failures, 5);
         assert_eq!(ranked[19].name, "agent-0017");
         assert!(top_ranked(Tally::default()).is_empty());
+    }
+
+    /// Families are counted on an index: over all jobs the covering
+    /// items_family index in its order (no sort), for one job its range of
+    /// a job index.
+    #[test]
+    fn families_are_counted_on_an_index() {
+        let dlq = Dlq::open_in_memory().unwrap();
+        let conn = dlq.conn().unwrap();
+        let plan = |sql: &str, job: Option<&str>| -> String {
+            let mut stmt = conn.prepare(&format!("EXPLAIN QUERY PLAN {sql}")).unwrap();
+            let rows: Vec<String> = stmt
+                .query_map([job], |row| row.get::<_, String>(3))
+                .unwrap()
+                .collect::<rusqlite::Result<_>>()
+                .unwrap();
+            rows.join("; ")
+        };
+        let all = plan(family_count_sql(false), None);
+        assert!(all.contains("COVERING INDEX items_family"), "{all}");
+        assert!(!all.contains("TEMP B-TREE"), "{all}");
+        let one = plan(family_count_sql(true), Some("j"));
+        assert!(one.contains("SEARCH items USING INDEX items_job"), "{one}");
     }
 
     #[test]

@@ -1,5 +1,7 @@
 //! What `dlq metrics` (and a future `/metrics` endpoint) reads: one
-//! [`MetricsSnapshot`] of the counters, never a scan of items. Items per
+//! [`MetricsSnapshot`] of the counters, never a scan of items' rows. Items
+//! per failure family (the 10 largest, and the rest as one figure) are
+//! counted on the items_family index (families have no counters). Items per
 //! job, error type and category come from `error_type_counts` joined with
 //! `error_categories`; eligible and manual-review counts from `jobs`; the
 //! oldest item per job from [`Dlq::oldest_items`] (one index seek per job);
@@ -9,7 +11,7 @@
 
 use super::leases::run_crashed;
 use super::sql::vals;
-use super::{Dlq, OldestItem, RunStatus};
+use super::{Dlq, FamilyGroups, OldestItem, RunStatus};
 use crate::error::Result;
 use crate::time::Timestamp;
 use serde::Serialize;
@@ -63,7 +65,14 @@ pub struct MetricsSnapshot {
     pub events: BTreeMap<String, i64>,
     /// By job_id, then status; only the statuses present.
     pub runs: Vec<RunStatusCount>,
+    /// The [`FAMILY_SERIES`] largest failure families and what they leave
+    /// out: bounded, however many families there are.
+    pub families: FamilyGroups,
 }
+
+/// How many failure families the metrics name: a label set that stays
+/// bounded (each family is a series, and a DLQ can hold thousands).
+pub const FAMILY_SERIES: usize = 10;
 
 /// The snapshot's statements: jobs, error types, events, runs; `?1` is
 /// the job or NULL. Each table is read by its primary key or an index:
@@ -122,7 +131,7 @@ impl Dlq {
         let real_now = self.now();
         // One read transaction: the counts below agree with each other.
         let (jobs_sql, types_sql, events_sql, runs_sql) = statements(job_id.is_some());
-        let (schema_version, jobs, error_types, events, runs) = self.read(|tx| {
+        let (schema_version, jobs, error_types, events, runs, families) = self.read(|tx| {
             let schema_version = super::schema_version(tx)?;
             let jobs = tx.collect(jobs_sql, vals![job_id], |row| {
                 Ok(JobCounts {
@@ -173,7 +182,8 @@ impl Dlq {
                 runs.entry((job, status.as_str())).or_insert((status, 0)).1 += 1;
                 Ok(())
             })?;
-            Ok((schema_version, jobs, error_types, events, runs))
+            let families = super::analysis::family_groups(tx, job_id, FAMILY_SERIES)?;
+            Ok((schema_version, jobs, error_types, events, runs, families))
         })?;
         let runs = runs
             .into_iter()
@@ -192,6 +202,7 @@ impl Dlq {
             oldest,
             events,
             runs,
+            families,
         })
     }
 }

@@ -69,13 +69,15 @@ mod take;
 mod write;
 
 pub use analysis::{
-    normalise_message, Analysis, AnalyzeOptions, MessageGroup, Omitted, PatternGroup,
-    SignatureSample, TemporalDistribution,
+    normalise_message, Analysis, AnalyzeOptions, FamilyGroup, FamilyGroups, MessageGroup, Omitted,
+    PatternGroup, SignatureSample, TemporalDistribution,
 };
 pub use budget::{Budget, BudgetGuard};
 pub use bulk::{DeleteStep, PurgeProgress, PurgeReport};
 pub use categories::{Category, CategoryChange, CategoryRule};
-pub use check::{NewSignature, OldestItem, SignatureNews};
+pub use check::{
+    family_check_name, FamilyNews, NewFamily, NewSignature, OldestItem, SignatureNews,
+};
 
 pub use counters::RecountReport;
 pub use events::{ChangeProbe, Event, EventKind, EventQuery};
@@ -87,7 +89,7 @@ pub use jobs::{CapacityInfo, JobInfo, JobOptions, JobSpan, RemovedJob};
 pub use leases::{RunCounts, RunInfo, RunStatus, Succeeded};
 pub use load::{LoadOptions, Loader};
 pub use log_retention::{EventsRetentionChange, EventsTrimReport, Trimmed, MIN_EVENTS_MAX_AGE};
-pub use metrics::{ErrorTypeCount, JobCounts, MetricsSnapshot, RunStatusCount};
+pub use metrics::{ErrorTypeCount, JobCounts, MetricsSnapshot, RunStatusCount, FAMILY_SERIES};
 pub use open::OpenOptions;
 pub use retention::{
     scope_text, PolicyOutcome, PolicyStatus, RetentionChange, RetentionPolicy, RetentionReport,

@@ -3,13 +3,17 @@
 //! error type, for one job or all. Everything comes from the counters (see
 //! counters.rs) and two index lookups per job.
 //!
+//! [`Dlq::top_families`] gives the largest failure families of the same
+//! scope, which the table leads with (counted on the items_family index
+//! when asked: families have no counters).
+//!
 //! [`Dlq::stats_stream`] hands the figures over piece by piece in key order,
 //! so that `dlq stats --json` with a million signatures holds none of them:
 //! memory stays flat in the number of signatures and jobs. [`Dlq::stats`]
 //! and [`Dlq::job_stats`] collect the same pieces into [`Stats`].
 
 use super::sql::{vals, Backend, Conn, Row};
-use super::Dlq;
+use super::{Dlq, FamilyGroups};
 use crate::error::{Error, Result};
 use crate::time::Timestamp;
 use serde::Serialize;
@@ -264,6 +268,14 @@ fn job_counts(
 }
 
 impl Dlq {
+    /// The `top` largest failure families of one job or all (0: every
+    /// one), with what the listing leaves out, so that it adds up to the
+    /// scope's items.
+    pub fn top_families(&self, job_id: Option<&str>, top: usize) -> Result<FamilyGroups> {
+        let top = if top == 0 { usize::MAX } else { top };
+        self.read(|conn| super::analysis::family_groups(conn, job_id, top))
+    }
+
     /// The statistics of one job without its signatures and error types
     /// (an error if it does not exist).
     pub fn job_head(&self, job_id: &str) -> Result<StatsHead> {

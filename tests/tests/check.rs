@@ -1,8 +1,9 @@
 //! `dlq check`: each threshold on both sides of its limit (exactly at the
 //! limit holds), the breach lines, JSON, the exit codes (0 hold, 1 breach,
-//! 2 usage, 3 unknown) and --new-signature's state in the database.
+//! 2 usage, 3 unknown) and the state of --new-signature and --new-family
+//! in the database.
 
-use crate::common::{add_lines, dlq, item, json, ok, run, sql, strings, ts, TempDir};
+use crate::common::{add_lines, count, dlq, item, json, ok, run, sql, strings, ts, TempDir};
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
@@ -446,4 +447,116 @@ fn a_read_only_database_checks_all_but_new_signatures() {
         said.contains("--new-signature") && said.contains("writable"),
         "{said}"
     );
+}
+
+#[test]
+fn new_families_are_news_once_and_kept_apart_from_signatures() {
+    let dir = TempDir::new("check-family");
+    let db = dir.join("dlq.db");
+    add_lines(
+        &db,
+        "j",
+        [item(
+            "a",
+            1,
+            "2025-01-01T00:00:00Z",
+            "connect ECONNREFUSED 10.0.0.1:5432",
+        )],
+    );
+    // The first run records a baseline, apart from the signatures' (which
+    // this name has too, so it is not the first run of the name).
+    holds(&db, &["--new-signature"]);
+    let first = check(&db, &["--new-family"]);
+    assert_eq!(first.status.code(), Some(0), "{}", stderr(&first));
+    assert!(stderr(&first).contains("baseline"), "{}", stderr(&first));
+    assert!(stderr(&first).contains("1 family"), "{}", stderr(&first));
+    holds(&db, &["--new-family"]);
+    // Another item of the same cause (another host, another message
+    // signature): no new family, though a new signature.
+    add_lines(
+        &db,
+        "j",
+        [item(
+            "b",
+            1,
+            "2025-01-02T00:00:00Z",
+            "connect ECONNREFUSED 10.0.0.2:6379",
+        )],
+    );
+    holds(&db, &["--new-family"]);
+    assert_eq!(check(&db, &["--new-signature"]).status.code(), Some(1));
+    // A new cause is news, once.
+    add_lines(
+        &db,
+        "j",
+        [
+            item("c", 1, "2025-01-03T00:00:00Z", "npm ERR! code ERESOLVE"),
+            item("d", 1, "2025-01-03T00:01:00Z", "npm ERR! code ERESOLVE"),
+        ],
+    );
+    let id = count(&db, "SELECT family_id FROM items WHERE item_id = 'c'");
+    breaches(
+        &db,
+        &["--new-family"],
+        &[&format!(
+            "new family {id} \"npm ERR! code ERESOLVE\" (2 items) since the last check"
+        )],
+    );
+    holds(&db, &["--new-family"]);
+    assert_eq!(check(&db, &["--new-signature"]).status.code(), Some(1));
+    // With the other checks, in JSON.
+    add_lines(
+        &db,
+        "j",
+        [item("e", 1, "2025-01-04T00:00:00Z", "disk quota exceeded")],
+    );
+    let output = check(&db, &["--new-family", "--new-signature", "--json"]);
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    let report = json(&stdout(&output));
+    let found: Vec<&str> = report["breaches"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| b["check"].as_str().unwrap())
+        .collect();
+    assert_eq!(found, ["new_signature", "new_family"], "{report}");
+    let breach = &report["breaches"][1];
+    assert_eq!(breach["template"], "disk quota exceeded");
+    assert_eq!(breach["items"], 1);
+    assert_eq!(breach["first_seen"], "2025-01-04T00:00:00Z");
+    // Another name has its own baseline; a scope of one job is news of
+    // that job's items only.
+    let other = check(&db, &["--new-family", "--name", "nightly"]);
+    assert_eq!(other.status.code(), Some(0));
+    assert!(stderr(&other).contains("baseline"));
+    add_lines(
+        &db,
+        "k",
+        [item("x", 1, "2025-01-05T00:00:00Z", "out of memory")],
+    );
+    let scoped = ["--new-family", "--job-id", "k", "--name", "k"];
+    assert!(stderr(&check(&db, &scoped)).contains("baseline"));
+    // A family older than the job's baseline is new to the job.
+    add_lines(
+        &db,
+        "k",
+        [item(
+            "y",
+            1,
+            "2025-01-06T00:00:00Z",
+            "npm ERR! code ERESOLVE",
+        )],
+    );
+    let output = check(&db, &scoped);
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    assert!(
+        stdout(&output).starts_with(&format!("new family {id} ")),
+        "{}",
+        stdout(&output)
+    );
+    holds(&db, &scoped);
+    // A name with a control character would reach into another check's
+    // state: refused.
+    let refused = check(&db, &["--new-family", "--name", "a\u{1f}families"]);
+    assert_eq!(refused.status.code(), Some(2), "{}", stderr(&refused));
 }

@@ -401,4 +401,135 @@ fn a_merge_moves_items_is_recorded_and_survives_a_rebuild() {
         ],
     );
     assert_eq!((fam("a3"), fam("b4")), (a, a));
+
+/// A database of seven causes of 7, 6, ... 1 items over two jobs, and one
+/// item whose family is unset (as if stored before families).
+fn seven_causes(dir: &TempDir) -> std::path::PathBuf {
+    let db = dir.join("dlq.db");
+    let causes = [
+        "connect ECONNREFUSED 10.0.0.<n>:5432",
+        "npm ERR! code ERESOLVE while resolving pkg-<n>",
+        "disk quota exceeded on volume vol<n>",
+        "merge conflict in src/file<n>.rs",
+        "permission denied: /etc/secret<n>",
+        "out of memory after <n>ms",
+        "HTTP 503 from upstream api<n>",
+    ];
+    for (rank, cause) in causes.iter().enumerate() {
+        let items = (0..7 - rank).map(|n| {
+            failure(
+                &format!("c{rank}-{n}"),
+                1,
+                1 + n as u32,
+                &cause.replace("<n>", &n.to_string()),
+            )
+        });
+        add_lines(&db, if rank % 2 == 0 { "even" } else { "odd" }, items);
+    }
+    exec(
+        &db,
+        "UPDATE items SET family_id = NULL WHERE item_id = 'c0-0'",
+    );
+    db
+}
+
+#[test]
+fn analyze_leads_with_families_and_its_json_adds_up() {
+    let dir = TempDir::new("families-analyze");
+    let db = seven_causes(&dir);
+    for (top, job) in [
+        ("3", None),
+        ("0", None),
+        ("1", Some("odd")),
+        ("2", Some("even")),
+    ] {
+        let mut args = vec!["analyze", "--json", "--top", top];
+        args.extend(job.map(|job| ["--job-id", job]).into_iter().flatten());
+        let a = json(&ok(dlq(&db).args(&args)));
+        let listed = a["families"].as_array().unwrap();
+        let counts: Vec<i64> = listed
+            .iter()
+            .map(|f| f["count"].as_i64().unwrap())
+            .collect();
+        let sum = counts.iter().sum::<i64>()
+            + a["families_omitted"]["items"].as_i64().unwrap()
+            + a["items_without_family"].as_i64().unwrap();
+        assert_eq!(sum, a["total_items"].as_i64().unwrap(), "{args:?}: {a}");
+        let distinct = count(
+            &db,
+            &format!(
+                "SELECT COUNT(DISTINCT family_id) FROM items WHERE {}",
+                job.map_or("1 = 1".into(), |job| format!("job_id = '{job}'"))
+            ),
+        );
+        assert_eq!(
+            listed.len() as i64 + a["families_omitted"]["groups"].as_i64().unwrap(),
+            distinct,
+            "{args:?}"
+        );
+        // Largest first, each as counted by SQL, named by its template.
+        assert!(counts.windows(2).all(|w| w[0] >= w[1]), "{counts:?}");
+        for family in listed {
+            let id = family["family_id"].as_i64().unwrap();
+            let scope = job.map_or(String::new(), |job| format!(" AND job_id = '{job}'"));
+            assert_eq!(
+                family["count"].as_i64().unwrap(),
+                count(
+                    &db,
+                    &format!("SELECT COUNT(*) FROM items WHERE family_id = {id}{scope}")
+                )
+            );
+            assert_eq!(family["error_type"], "CommandFailed");
+            assert_eq!(family["category"], "conditionally_recoverable");
+        }
+    }
+    let all = json(&ok(dlq(&db).args(["analyze", "--json", "--top", "2"])));
+    assert_eq!(all["total_items"], 28);
+    assert_eq!(all["items_without_family"], 1);
+    assert_eq!(all["families"][0]["count"], 6, "the 7th item has no family");
+    assert!(
+        all["families"][0]["template"]
+            .as_str()
+            .unwrap()
+            .starts_with("connect ECONNREFUSED"),
+        "{all}"
+    );
+    assert_eq!(all["families_omitted"]["groups"], 5);
+    // The tables: families first, and lines for what they leave out.
+    let text = ok(dlq(&db).args(["analyze", "--top", "2"]));
+    let families = text.find("Failure families").expect(&text);
+    assert!(families < text.find("Pattern groups").unwrap(), "{text}");
+    assert!(
+        text.contains("and 5 more group(s) holding 15 item(s)"),
+        "{text}"
+    );
+    assert!(text.contains("and 1 item(s) without a family"), "{text}");
+}
+
+#[test]
+fn stats_lead_with_the_largest_families() {
+    let dir = TempDir::new("families-stats");
+    let db = seven_causes(&dir);
+    let text = ok(dlq(&db).arg("stats"));
+    let families = text.find("Failure families").expect(&text);
+    assert!(families < text.find("ITEMS  SIGNATURE").unwrap(), "{text}");
+    let header = text.lines().find(|l| l.starts_with("FAMILY")).expect(&text);
+    assert_eq!(
+        header.split_whitespace().collect::<Vec<_>>(),
+        ["FAMILY", "ITEMS", "TYPE", "CATEGORY", "TEMPLATE"]
+    );
+    assert!(
+        text.contains("... and 1 item(s) without a family"),
+        "{text}"
+    );
+    // One job's.
+    let text = ok(dlq(&db).args(["stats", "--job-id", "odd"]));
+    let rows: Vec<&str> = text
+        .lines()
+        .skip_while(|l| !l.starts_with("FAMILY"))
+        .skip(1)
+        .take_while(|l| !l.is_empty())
+        .collect();
+    assert_eq!(rows.len(), 3, "{text}");
+    assert_eq!(rows[0].split_whitespace().nth(1), Some("6"), "{text}");
 }

@@ -724,3 +724,96 @@ fn the_readme_documents_every_metric() {
     }
     assert_eq!(documented, dlqlite::metrics::FAMILIES.len());
 }
+
+/// Items per failure family: the 10 largest families and one "other"
+/// series, whatever the number of families, summing to the items; each
+/// listed family's count and template as the tables hold them, the
+/// template escaped and read back whole by the real parser.
+#[test]
+fn family_series_are_bounded_and_sum_to_the_items() {
+    let dir = TempDir::new("metrics-families");
+    let db = dir.join("dlq.db");
+    // 14 causes (error types keep them apart) of 14 to 1 items, and a
+    // cause whose template needs every escape.
+    for cause in 0..14u32 {
+        let items = (0..14 - cause).map(|n| {
+            let time = format!("2025-01-01T00:{:02}:{:02}Z", cause, n);
+            let mut value = item(&format!("c{cause}-{n}"), 1, &time, "the build failed");
+            value["failure_history"][0]["error_type"] = format!("Cause{cause}").into();
+            value
+        });
+        add_lines(&db, if cause % 2 == 0 { "a" } else { "b" }, items);
+    }
+    let odd = "say \"hi\" \\ back\nslash";
+    add_lines(
+        &db,
+        "b",
+        (0..20).map(|n| item(&format!("odd{n}"), 1, "2025-02-01T00:00:00Z", odd)),
+    );
+    // An item with no family (stored before families).
+    exec(
+        &db,
+        "UPDATE items SET family_id = NULL WHERE item_id = 'c0-0'",
+    );
+    let total = count(&db, "SELECT COUNT(*) FROM items");
+    for openmetrics in [false, true] {
+        let args: &[&str] = if openmetrics {
+            &["--format", "openmetrics"]
+        } else {
+            &[]
+        };
+        let families = parse(&metrics(&db, args), openmetrics);
+        let series = samples(
+            &families,
+            "dlq_failure_family_items",
+            &["family", "template"],
+        );
+        assert_eq!(series.len(), 11, "{series:?}");
+        assert_eq!(series.values().sum::<f64>(), total as f64, "{series:?}");
+        let mut listed = 0.0;
+        for (key, value) in &series {
+            let (family, template) = (&key[0], &key[1]);
+            if family == "other" {
+                assert_eq!(template, "");
+                continue;
+            }
+            listed += value;
+            let expected = oracle(
+                &db,
+                &format!(
+                    "SELECT f.template, COUNT(*) FROM items AS i JOIN families AS f
+                     ON f.id = i.family_id WHERE f.id = {family} GROUP BY f.template"
+                ),
+            );
+            assert_eq!(
+                expected,
+                BTreeMap::from([(vec![template.clone()], *value)]),
+                "family {family}"
+            );
+        }
+        // The largest 10: 20 (the odd one), 13 twice (the 14-item cause
+        // lost the item without a family), 12 down to 6; the rest are
+        // "other", the item without a family among them.
+        assert_eq!(
+            listed,
+            (20 + 13 + (6..=13).sum::<i32>()) as f64,
+            "{series:?}"
+        );
+        assert!(
+            series.keys().any(|k| k[1].contains("say \"hi\" \\ back")),
+            "the odd template came back whole: {series:?}"
+        );
+    }
+    // One job: the job's items, labelled with it.
+    let families = parse(&metrics(&db, &["--job-id", "a"]), false);
+    let series = samples(
+        &families,
+        "dlq_failure_family_items",
+        &["job_id", "family", "template"],
+    );
+    assert_eq!(series.len(), 8, "7 families and other: {series:?}");
+    assert_eq!(
+        series.values().sum::<f64>(),
+        count(&db, "SELECT COUNT(*) FROM items WHERE job_id = 'a'") as f64
+    );
+}
