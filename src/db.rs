@@ -335,6 +335,30 @@ pub fn is_database_file(db: &Path, file: &Path) -> bool {
     !ids.is_empty() && file_id(file).is_some_and(|id| ids.contains(&id))
 }
 
+/// The SQLite databases this process has opened: what no file it writes
+/// may replace (an output named after one of them, or its -wal or -shm,
+/// would destroy committed data).
+static OPENED: std::sync::Mutex<Vec<PathBuf>> = std::sync::Mutex::new(Vec::new());
+
+fn note_opened(path: &Path) {
+    let mut opened = lock_ignoring_poison(&OPENED);
+    if !opened.iter().any(|p| p == path) {
+        opened.push(path.to_path_buf());
+    }
+}
+
+/// Whether `file` is a database this process opened, or its -wal or -shm,
+/// under any name (device and inode, asked with stat): an output must not
+/// replace it.
+pub fn is_opened_database_file(file: &Path) -> bool {
+    let Some(id) = file_id(file) else {
+        return false;
+    };
+    lock_ignoring_poison(&OPENED)
+        .iter()
+        .any(|db| database_file_ids(db).contains(&id))
+}
+
 /// The (device, inode) of the database at `db` and of its `-wal` and
 /// `-shm`, those that exist (none for a server URL): the files nothing in
 /// dlqlite may open and close outside SQLite (see [`check_file`]).
@@ -538,6 +562,7 @@ pub(crate) fn open_pool(path: &Path, setup: Setup) -> Result<(DbPool, bool)> {
         (conn, target)
     };
     drop(conn);
+    note_opened(path);
     let immutable = target.flags.contains(OpenFlags::SQLITE_OPEN_URI);
     let manager = SqliteConnectionManager::file(&target.name)
         .with_flags(target.flags)

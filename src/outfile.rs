@@ -76,12 +76,33 @@ impl OutputFile {
         if let Some(stdout) = stdout_if_same(path) {
             return Ok(stream(stdout));
         }
+        if crate::db::is_opened_database_file(path) {
+            // Renamed over, the database (or its -wal) would be gone with
+            // every commit it held.
+            return Err(Error::io(
+                path,
+                std::io::Error::new(
+                    std::io::ErrorKind::AlreadyExists,
+                    "is the database (or its -wal or -shm); refusing to write over it",
+                ),
+            ));
+        }
         match std::fs::metadata(path) {
             Ok(meta) if meta.file_type().is_char_device() || meta.file_type().is_fifo() => {
                 let file = OpenOptions::new()
                     .write(true)
+                    .custom_flags(libc::O_CLOEXEC)
                     .open(path)
                     .map_err(|e| Error::io(path, e))?;
+                // What was opened is what was looked at: a link swapped in
+                // between (to a regular file) must not be written through.
+                let opened = file.metadata().map_err(|e| Error::io(path, e))?;
+                if !(opened.file_type().is_char_device() || opened.file_type().is_fifo()) {
+                    return Err(Error::io(
+                        path,
+                        std::io::Error::other("changed while it was opened; not written"),
+                    ));
+                }
                 return Ok(stream(file));
             }
             Ok(meta) if meta.is_dir() => {
@@ -108,12 +129,18 @@ impl OutputFile {
             .parent()
             .filter(|p| !p.as_os_str().is_empty())
             .unwrap_or(Path::new("."));
-        let dir = Dir::open_root(parent)?.ok_or_else(|| {
-            Error::io(
-                parent,
-                std::io::Error::new(std::io::ErrorKind::NotFound, "no such directory"),
-            )
-        })?;
+        // Errors name the destination, as the user wrote it.
+        let dir = match Dir::open_root(parent) {
+            Ok(Some(dir)) => dir,
+            Ok(None) => {
+                return Err(Error::io(
+                    path,
+                    std::io::Error::new(std::io::ErrorKind::NotFound, "no such directory"),
+                ))
+            }
+            Err(Error::Io { source, .. }) => return Err(Error::io(path, source)),
+            Err(e) => return Err(e),
+        };
         for attempt in 0..100u32 {
             // Short, so a destination name at the length limit still works.
             let tmp =

@@ -401,6 +401,7 @@ fn a_merge_moves_items_is_recorded_and_survives_a_rebuild() {
         ],
     );
     assert_eq!((fam("a3"), fam("b4")), (a, a));
+}
 
 /// A database of seven causes of 7, 6, ... 1 items over two jobs, and one
 /// item whose family is unset (as if stored before families).

@@ -1418,3 +1418,60 @@ fn an_output_file_lands_in_the_directory_it_started_in() {
     assert_eq!(std::fs::read_dir(&victim).unwrap().count(), 0);
     assert_eq!(std::fs::read(dir.join("moved/report.json")).unwrap(), b"{}");
 }
+
+/// No output flag may replace the database, its -wal or its -shm (under
+/// any name): renamed over, they took every commit with them.
+#[test]
+fn an_output_never_replaces_the_database_or_its_wal() {
+    if sqlite_only("a server database has no file") {
+        return;
+    }
+    let dir = TempDir::new("output-over-db");
+    let db = dir.join("e.db");
+    add_lines(
+        &db,
+        "J",
+        (0..5).map(|n| item(&format!("i{n}"), 1, "2025-01-01T00:00:00Z", "boom")),
+    );
+    let link = dir.join("alias.db");
+    std::fs::hard_link(&db, &link).unwrap();
+    let before = dump(&db);
+    let wal = dir.join("e.db-wal");
+    // The WAL exists while a handle holds the database open.
+    let _held = dlqlite::Dlq::open(&db).unwrap();
+    assert!(wal.exists());
+    for args in [
+        vec![
+            "metrics".to_string(),
+            "--output".into(),
+            wal.display().to_string(),
+        ],
+        vec![
+            "export".into(),
+            db.display().to_string(),
+            "--format".into(),
+            "json".into(),
+        ],
+        vec![
+            "export".into(),
+            link.display().to_string(),
+            "--format".into(),
+            "json".into(),
+        ],
+        vec!["report".into(), "--html".into(), db.display().to_string()],
+        vec![
+            "analyze".into(),
+            "--export".into(),
+            db.display().to_string(),
+        ],
+    ] {
+        let error = fails(dlq(&db).args(&args));
+        assert!(
+            error.contains("refusing to write over it"),
+            "{args:?}: {error}"
+        );
+        assert_eq!(error.trim().lines().count(), 1, "{error}");
+    }
+    drop(_held);
+    assert_eq!(dump(&db), before);
+}
