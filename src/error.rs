@@ -186,9 +186,15 @@ pub enum Error {
     /// leases ran out, so no other run can have started an item it was
     /// still running.
     #[error(
-        "the run's leases went unrenewed for {unrenewed:.1}s ({reason}); its commands were killed before the leases ran out, so nothing ran twice: run it again"
+        "the run's leases went unrenewed for {unrenewed:.1}s ({reason}); {}: run it again",
+        lapse_outcome(*running)
     )]
-    LeasesLapsing { unrenewed: f64, reason: String },
+    LeasesLapsing {
+        unrenewed: f64,
+        reason: String,
+        /// Commands (or closures) running when the run stopped.
+        running: u64,
+    },
 
     /// The operation is not available on this database's backend.
     #[error("{what} is not available on PostgreSQL yet (it works on a SQLite database)")]
@@ -226,6 +232,16 @@ impl std::fmt::Display for NotDlqReason {
             NotDlqReason::NotSqlite => "not a SQLite database",
             NotDlqReason::NoDlqSchema => "a PostgreSQL database without the dlq schema",
         })
+    }
+}
+
+fn lapse_outcome(running: u64) -> String {
+    if running == 0 {
+        "it stopped before they ran out (no command was running)".to_string()
+    } else {
+        format!(
+            "its {running} running command(s) were killed before the leases ran out, so none runs twice"
+        )
     }
 }
 

@@ -484,7 +484,7 @@ pub fn retry(
     };
     let outcome: Result<()> = std::thread::scope(|scope| {
         scope.spawn(|| renewer.run(dlq, options));
-        scope.spawn(|| renewer.guard(options, control, started));
+        scope.spawn(|| renewer.guard(options, control, &shared));
         let run = Run {
             dlq,
             options,
@@ -501,7 +501,7 @@ pub fn retry(
             })
             .collect();
         drop(done_tx);
-        claim_and_feed(dlq, options, &take, work_tx, &mut results);
+        claim_and_feed(dlq, options, &take, work_tx, &mut results, &renewer);
         results.drain();
         for worker in workers {
             let _ = worker.join();
@@ -602,18 +602,29 @@ impl Renewer {
         }
     }
 
+    /// Notes a claim about to be made at `asked`: until a renewal goes
+    /// through, the run's leases hold until its first claim's end.
+    fn claiming(&self, asked: Instant, lease: Duration) {
+        let mut secured = crate::db::lock_ignoring_poison(&self.secured);
+        if secured.is_none() {
+            *secured = Some(asked + lease);
+        }
+    }
+
     /// Kills the run's commands (and stops it) once its leases are about
-    /// to run out unrenewed.
-    fn guard(&self, options: &RetryOptions, control: &RunControl, started: Instant) {
+    /// to run out unrenewed. Before its first claim a run holds nothing.
+    fn guard(&self, options: &RetryOptions, control: &RunControl, shared: &Shared) {
         let margin = options.lease / LEASE_MARGIN;
         let tick =
             (options.lease / 20).clamp(Duration::from_millis(10), Duration::from_millis(500));
         while self.sleep(tick) {
-            let secured =
-                crate::db::lock_ignoring_poison(&self.secured).unwrap_or(started + options.lease);
+            let Some(secured) = *crate::db::lock_ignoring_poison(&self.secured) else {
+                continue;
+            };
             if Instant::now() + margin < secured {
                 continue;
             }
+            let running = shared.running.load(Ordering::SeqCst);
             control.kill();
             let reason = crate::db::lock_ignoring_poison(&self.failing)
                 .clone()
@@ -621,6 +632,7 @@ impl Renewer {
             *crate::db::lock_ignoring_poison(&self.lapsed) = Some(Error::LeasesLapsing {
                 unrenewed: (options.lease - margin).as_secs_f64(),
                 reason,
+                running,
             });
             return;
         }
@@ -733,11 +745,13 @@ fn claim_and_feed(
     take: &ListFilter,
     work: mpsc::SyncSender<i64>,
     results: &mut Results<'_>,
+    renewer: &Renewer,
 ) {
     let ahead = 2 * options.parallel;
     let mut after = 0;
     while !results.control.stopping() && results.failure.is_none() {
         let room = ahead.saturating_sub(results.in_flight).max(1);
+        renewer.claiming(Instant::now(), options.lease);
         let until = lease_until(dlq, options.lease);
         let keys = match dlq.claim(&options.run_id, take, after, room, until) {
             Ok(keys) => keys,
@@ -864,6 +878,13 @@ fn work_item(run: Run<'_>, key: i64) -> Result<()> {
             control,
         });
         let duration_ms = u64::try_from(clock.elapsed().as_millis()).unwrap_or(u64::MAX);
+        if control.killing() && !matches!(outcome, Outcome::Success) {
+            // The run killed its own command (a second Ctrl-C, or leases
+            // it could not renew): that is not the item failing again, so
+            // no attempt is recorded; the item counts as not retried.
+            shared.failed.fetch_add(1, Ordering::SeqCst);
+            return dlq.release_lease(&options.run_id, key);
+        }
         match outcome {
             Outcome::Success => {
                 match dlq.retry_succeeded(&options.run_id, key, version, number, duration_ms)? {

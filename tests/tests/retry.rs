@@ -1099,7 +1099,7 @@ fn a_run_that_cannot_renew_its_leases_kills_its_commands_before_they_run_out() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_ne!(output.status.code(), Some(0), "{stderr}");
     assert!(stderr.contains("leases went unrenewed"), "{stderr}");
-    assert!(stderr.contains("nothing ran twice"), "{stderr}");
+    assert!(stderr.contains("none runs twice"), "{stderr}");
     assert_eq!(count(&db, "SELECT COUNT(*) FROM items"), 1);
     assert_eq!(
         count(
@@ -1108,4 +1108,25 @@ fn a_run_that_cannot_renew_its_leases_kills_its_commands_before_they_run_out() {
         ),
         0
     );
+}
+
+/// A run whose start waits for the lock (another writer holds it longer
+/// than a lease) holds no lease while it waits: once it starts, its fresh
+/// commands run to their end, and nothing is recorded as a failure.
+#[test]
+fn a_run_that_waited_for_the_lock_to_start_keeps_its_fresh_commands() {
+    if sqlite_only("the lock held is SQLite's") {
+        return;
+    }
+    let (_dir, db) = job_j("retry-late-start", 2, |_| true);
+    let lock = hold_write_lock(&db);
+    let release = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_secs(3));
+        drop(lock);
+    });
+    let (code, summary) = retry_json(&db, &["j", "--exec", "sleep 0.5; exit 0", "--lease", "2"]);
+    release.join().unwrap();
+    assert_eq!(code, 0, "{summary}");
+    assert_eq!(summary["succeeded"], 2, "{summary}");
+    assert_eq!(count(&db, "SELECT COUNT(*) FROM items"), 0);
 }
