@@ -99,6 +99,11 @@ pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
         dlq.require_job(job)?;
     }
     if format == ExportFormat::Legacy {
+        if args.path.as_os_str() == "-" {
+            super::usage!(
+                "--format legacy writes a directory tree, which stdout (`-`) cannot hold: name a directory"
+            );
+        }
         if expression.is_some() {
             super::usage!(
                 "--filter does not go with --format legacy: a legacy tree holds whole jobs"

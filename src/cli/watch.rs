@@ -652,6 +652,13 @@ fn io_reason(error: &std::io::Error) -> String {
 fn read_no_follow(path: &Path) -> std::io::Result<String> {
     use std::io::Read;
     use std::os::unix::fs::OpenOptionsExt;
+    // Never the database or its -wal or -shm: opening and closing them
+    // would drop this process's locks on the database (asked with stat).
+    if dlqlite::db::is_opened_database_file(path) {
+        return Err(std::io::Error::other(
+            "is the database (or its -wal or -shm), not a cursor",
+        ));
+    }
     // std opens with O_CLOEXEC already.
     let file = std::fs::OpenOptions::new()
         .read(true)

@@ -1475,3 +1475,29 @@ fn an_output_never_replaces_the_database_or_its_wal() {
     drop(_held);
     assert_eq!(dump(&db), before);
 }
+
+/// `-` is stdout, which a legacy tree cannot go to: refused in one line,
+/// no directory named `-` made. A watch cursor that is the database is
+/// refused before it is opened.
+#[test]
+fn a_legacy_export_to_stdout_and_a_cursor_that_is_the_database_are_refused() {
+    let dir = TempDir::new("legacy-dash");
+    let db = dir.join("dlq.db");
+    add_lines(&db, "j", [item("a", 1, "2025-01-01T00:00:00Z", "boom")]);
+    let output = run(dlq(&db)
+        .current_dir(dir.path())
+        .args(["export", "-", "--format", "legacy"]));
+    assert_eq!(output.status.code(), Some(2), "{output:?}");
+    let error = String::from_utf8_lossy(&output.stderr);
+    assert!(error.contains("stdout"), "{error}");
+    assert_eq!(error.trim().lines().count(), 1, "{error}");
+    assert!(!dir.join("-").exists());
+    if !on_postgres() {
+        let error = fails(
+            dlq(&db)
+                .args(["watch", "--once", "--since-cursor"])
+                .arg(&db),
+        );
+        assert!(error.contains("is the database"), "{error}");
+    }
+}

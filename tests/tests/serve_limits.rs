@@ -280,3 +280,36 @@ fn a_search_past_its_time_budget_is_interrupted() {
     // A light request still gets its answer.
     assert_eq!(server.get("/api/items?job=j&limit=1").status, 200);
 }
+
+/// A client refused for its token gets `Connection: close` and the
+/// connection closed: without a token it cannot keep a slot of
+/// --max-connections by asking again and again.
+#[test]
+fn a_refused_client_does_not_keep_its_connection() {
+    use std::io::{Read, Write};
+    let dir = crate::common::TempDir::new("serve-refused-close");
+    let db = dir.path().join("dlq.db");
+    crate::common::add_lines(
+        &db,
+        "j",
+        [crate::common::item("a", 1, "2025-01-01T00:00:00Z", "boom")],
+    );
+    let server = crate::http::Server::start(&db, &[]);
+    let mut stream = std::net::TcpStream::connect(&server.address).unwrap();
+    stream
+        .set_read_timeout(Some(std::time::Duration::from_secs(5)))
+        .unwrap();
+    stream
+        .write_all(b"GET /api/live HTTP/1.1\r\nHost: x\r\nConnection: keep-alive\r\n\r\n")
+        .unwrap();
+    let mut answer = Vec::new();
+    // Read to the end: the server closes after its 401.
+    let read = stream.read_to_end(&mut answer);
+    let text = String::from_utf8_lossy(&answer);
+    assert!(read.is_ok(), "still open: {read:?} {text}");
+    assert!(text.starts_with("HTTP/1.1 401"), "{text}");
+    assert!(
+        text.to_ascii_lowercase().contains("connection: close"),
+        "{text}"
+    );
+}

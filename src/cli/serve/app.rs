@@ -230,11 +230,17 @@ async fn check(app: &App, request: Request, next: Next) -> Response {
     let path = request.uri().path().to_string();
     let refuse = |status: StatusCode, message: &str| {
         let failure = Failure::new(status, message.to_string());
-        if is_api(&path) {
+        let mut response = if is_api(&path) {
             ApiError(failure).into_response()
         } else {
             PageError(failure).into_response()
-        }
+        };
+        // A refused client gets no connection to keep: one that never
+        // shows a token cannot hold a slot of --max-connections for long.
+        response
+            .headers_mut()
+            .insert(header::CONNECTION, HeaderValue::from_static("close"));
+        response
     };
     let params = Params::parse(request.uri().query());
     if let Some(given) = params.get("token") {
