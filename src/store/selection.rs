@@ -87,7 +87,7 @@ impl Target {
 
 /// (count, hash-sum, max) of the rows matching `condition`. Each row's
 /// term takes in its identity and state (`dlq_key_hash` of job_id,
-/// item_id, first and last attempt and signature, see db.rs: a row key
+/// item_id, first and last attempt, signature and item_data, see db.rs: a row key
 /// alone can be given again to a new item once the last row is deleted),
 /// its row key, its failure_count and its version (schema V9, bumped by
 /// every change to the item, a merged attempt that moves none of the other
@@ -99,11 +99,11 @@ fn fingerprint(conn: Conn<'_>, condition: &str, values: &[Value]) -> Result<(u64
     // is only ever compared with one of the same database).
     let hash = match conn.backend() {
         Backend::Sqlite => {
-            "dlq_key_hash(i.job_id, i.item_id, i.first_attempt, i.last_attempt, i.error_signature)"
+            "dlq_key_hash(i.job_id, i.item_id, i.first_attempt, i.last_attempt, i.error_signature, i.item_data)"
         }
         Backend::Postgres => {
             "(hashtextextended(concat_ws(chr(31), i.job_id, i.item_id, i.first_attempt, i.first_attempt_ns,
-                 i.last_attempt, i.last_attempt_ns, i.error_signature), 0) % 4294967291)"
+                 i.last_attempt, i.last_attempt_ns, i.error_signature, i.item_data::text), 0) % 4294967291)"
         }
     };
     let sql = format!(

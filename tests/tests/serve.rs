@@ -1993,3 +1993,36 @@ fn a_confirmed_retry_takes_exactly_the_items_it_counted() {
         0
     );
 }
+
+/// An item removed and stored again with the same row key, times and
+/// signature but other item_data (version 0 both times) is not the item
+/// that was counted: the confirmation is refused.
+#[test]
+fn a_confirmation_is_refused_for_an_item_stored_again_with_other_data() {
+    let dir = TempDir::new("serve-exact-data");
+    let db = dir.path().join("dlq.db");
+    add_lines(
+        &db,
+        "J",
+        ["a", "b"].map(|id| item(id, 1, "2025-01-01T00:00:00Z", "boom")),
+    );
+    let server = Server::start(&db, &[]);
+    let everything = serde_json::json!({"action": "delete", "job_id": "J", "filter": ""});
+    let mut dry = everything.clone();
+    dry["dry_run"] = true.into();
+    let counted = post_action(&server, dry).json();
+    assert_eq!(counted["count"], 2);
+    post_action(
+        &server,
+        serde_json::json!({"action": "delete", "items": [["J", "b"]]}),
+    );
+    let mut again = item("b", 1, "2025-01-01T00:00:00Z", "boom");
+    again["item_data"]["payload"] = "another fresh payload".into();
+    add_lines(&db, "J", [again]);
+    let before = dump(&db);
+    let mut confirmed = everything.clone();
+    confirmed["selection"] = counted["selection"].clone();
+    let refused = post_action(&server, confirmed);
+    assert_eq!(refused.status, 409, "{}", refused.body);
+    assert_eq!(dump(&db), before);
+}
