@@ -83,15 +83,15 @@ pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
         // bar names the one running.
         let bar = Bar::working("purge");
         bar.set_message(format!("removing {} item(s)", preview.items));
-        // The same "now" as the question: exactly what was counted.
-        let report =
-            dlq.purge_at_with_progress(preview.now, args.older_than_days, &filter, false, |p| {
-                bar.set_message(format!(
-                    "removing {} item(s): {}",
-                    preview.items,
-                    step_name(p.step)
-                ))
-            });
+        // The same "now" as the question, and exactly what was counted
+        // (refused if anything counted changed meanwhile).
+        let report = dlq.purge_counted(&preview, args.older_than_days, &filter, |p| {
+            bar.set_message(format!(
+                "removing {} item(s): {}",
+                preview.items,
+                step_name(p.step)
+            ))
+        });
         bar.clear();
         report?
     };

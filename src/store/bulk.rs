@@ -272,6 +272,10 @@ pub struct PurgeReport {
     /// The time the purge took as now (the cutoff is this minus the days).
     #[serde(skip)]
     pub now: crate::time::Timestamp,
+    /// A dry run's token of the items it counted: [`Dlq::purge_counted`]
+    /// removes exactly those or refuses.
+    #[serde(skip)]
+    pub selection: Option<String>,
 }
 
 impl super::Dlq {
@@ -309,6 +313,18 @@ impl super::Dlq {
         older_than_days: u32,
         filter: &super::ListFilter,
         dry_run: bool,
+        progress: impl FnMut(&PurgeProgress),
+    ) -> Result<PurgeReport> {
+        self.purge_checked(now, older_than_days, filter, dry_run, None, progress)
+    }
+
+    fn purge_checked(
+        &self,
+        now: crate::time::Timestamp,
+        older_than_days: u32,
+        filter: &super::ListFilter,
+        dry_run: bool,
+        expect: Option<&str>,
         mut progress: impl FnMut(&PurgeProgress),
     ) -> Result<PurgeReport> {
         let started = std::time::Instant::now();
@@ -329,19 +345,32 @@ impl super::Dlq {
         let mut values = Vec::new();
         filter.push_conditions_on(self.backend(), now, &mut condition, &mut values);
         if dry_run {
-            let sql = format!("SELECT COUNT(*) FROM items i WHERE 1 = 1{condition}");
-            let bound: Vec<Val<'_>> = values.iter().map(Val::from_value).collect();
-            let items = self
-                .read(|conn| conn.row(&sql, &bound, |row| row.i64(0)))?
-                .unwrap_or(0);
+            let print =
+                self.read(|conn| super::selection::fingerprint(conn, &condition, &values))?;
             return Ok(PurgeReport {
                 cutoff,
-                items: usize::try_from(items).unwrap_or(0),
+                items: usize::try_from(print.0).unwrap_or(0),
                 dry_run,
                 now,
+                selection: Some(super::selection::token(now, print)),
             });
         }
         let items = self.write_bulk(|tx| {
+            if let Some(expected) = expect {
+                // Inside the transaction that deletes: exactly what was
+                // counted, or nothing.
+                let print = super::selection::fingerprint(tx.sql(), &condition, &values)?;
+                if super::selection::token(now, print) != expected {
+                    return Err(crate::error::Error::SelectionChanged {
+                        counted: expected
+                            .split('.')
+                            .next()
+                            .and_then(|n| n.parse().ok())
+                            .unwrap_or(0),
+                        now: print.0,
+                    });
+                }
+            }
             let extra = serde_json::json!({"cutoff": cutoff});
             if tx.sql().backend() == Backend::Postgres {
                 return delete_postgres(
@@ -377,6 +406,29 @@ impl super::Dlq {
             items,
             dry_run,
             now,
+            selection: None,
         })
+    }
+
+    /// Removes exactly the items a dry run of the purge counted
+    /// (`counted`, from [`Dlq::purge`] with `dry_run`), at the same now, or
+    /// nothing: [`crate::Error::SelectionChanged`] when any of them changed,
+    /// went, or others came to match meanwhile (what `dlq purge` asks
+    /// about is what it removes).
+    pub fn purge_counted(
+        &self,
+        counted: &PurgeReport,
+        older_than_days: u32,
+        filter: &super::ListFilter,
+        progress: impl FnMut(&PurgeProgress),
+    ) -> Result<PurgeReport> {
+        self.purge_checked(
+            counted.now,
+            older_than_days,
+            filter,
+            false,
+            counted.selection.as_deref(),
+            progress,
+        )
     }
 }

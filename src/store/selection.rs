@@ -94,7 +94,11 @@ impl Target {
 /// fields included): an item that changed after it was counted, or was
 /// removed and stored again under its name, is not the item that was
 /// confirmed. Swapping one matching row for another changes the sum.
-fn fingerprint(conn: Conn<'_>, condition: &str, values: &[Value]) -> Result<(u64, i64, i64)> {
+pub(super) fn fingerprint(
+    conn: Conn<'_>,
+    condition: &str,
+    values: &[Value],
+) -> Result<(u64, i64, i64)> {
     // PostgreSQL hashes the same fields with its own text hash (a token
     // is only ever compared with one of the same database).
     let hash = match conn.backend() {
@@ -122,7 +126,7 @@ fn fingerprint(conn: Conn<'_>, condition: &str, values: &[Value]) -> Result<(u64
     Ok((u64::try_from(count).unwrap_or(0), sum, max))
 }
 
-fn token(now: Timestamp, (count, sum, max): (u64, i64, i64)) -> String {
+pub(super) fn token(now: Timestamp, (count, sum, max): (u64, i64, i64)) -> String {
     format!("{count}.{sum}.{max}.{}", now.to_storage())
 }
 

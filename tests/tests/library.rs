@@ -1108,3 +1108,52 @@ fn a_take_of_items_read_earlier_leaves_the_ones_that_changed() {
     );
     assert_eq!(count(&db, "SELECT COUNT(*) FROM items"), 0);
 }
+
+/// What a purge counted is what it removes: an item merged into, or one
+/// that came to match, after the count makes the purge refuse and remove
+/// nothing (`dlq purge` confirms a count, then removes with it).
+#[test]
+fn a_counted_purge_refuses_when_the_counted_items_changed() {
+    let dir = TempDir::new("purge-counted");
+    let db = dir.join("dlq.db");
+    let dlq = dlqlite::Dlq::open(target(&db)).unwrap();
+    let add = |id: &str, at: &str, message: &str| {
+        let text = item(id, 1, at, message).to_string();
+        dlq.add(
+            "j",
+            &dlqlite::DeadLetteredItem::from_json_str(&text).unwrap(),
+        )
+        .unwrap();
+    };
+    for n in 0..5 {
+        add(&format!("old{n}"), "2020-01-01T00:00:00Z", "boom");
+    }
+    let everything = dlqlite::ListFilter::default();
+    // An old item arrives after the count.
+    let counted = dlq.purge(30, &everything, true).unwrap();
+    assert_eq!(counted.items, 5);
+    add("late", "2020-02-01T00:00:00Z", "boom");
+    let error = dlq
+        .purge_counted(&counted, 30, &everything, |_| {})
+        .unwrap_err();
+    assert_eq!(error.kind(), dlqlite::ErrorKind::Conflict, "{error}");
+    assert_eq!(dlq.count_matching(&everything).unwrap(), 6);
+    // A counted item is merged into (a new failure, still old).
+    let counted = dlq.purge(30, &everything, true).unwrap();
+    let mut again = item("old0", 2, "2020-03-01T00:00:00Z", "boom again");
+    again["failure_count"] = 2.into();
+    dlq.add(
+        "j",
+        &dlqlite::DeadLetteredItem::from_json_str(&again.to_string()).unwrap(),
+    )
+    .unwrap();
+    assert!(dlq
+        .purge_counted(&counted, 30, &everything, |_| {})
+        .is_err());
+    // Counted again, it removes exactly those.
+    let counted = dlq.purge(30, &everything, true).unwrap();
+    let done = dlq
+        .purge_counted(&counted, 30, &everything, |_| {})
+        .unwrap();
+    assert_eq!(done.items, 6);
+}
