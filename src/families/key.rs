@@ -96,17 +96,42 @@ pub fn key_of(message: &str, stack_trace: Option<&str>) -> Key {
             headline = Some(index);
         }
     }
-    // The error line: a Python trace's exception, else the first line
-    // that says it is an error, else the headline.
-    let error = after_trace.or_else(|| {
+    // The error line: a Python trace's exception, else a line that starts
+    // with an exception (`pkg.mod.ConnectionError: ...`: the most specific
+    // thing output says), else the first line that says it is an error,
+    // else the headline.
+    let searched = || {
         lines
             .iter()
             .enumerate()
             .skip(headline.unwrap_or(0))
             .take(MAX_LINES_SEARCHED)
-            .find(|(_, l)| is_error_line(l) && frame_of(l).is_none())
-            .map(|(i, _)| i)
-    });
+    };
+    let error = after_trace
+        .or_else(|| {
+            searched()
+                .find(|(_, l)| starts_with_exception(l))
+                .map(|(i, _)| i)
+        })
+        .or_else(|| {
+            searched()
+                .find(|(_, l)| is_error_line(l) && frame_of(l).is_none())
+                .map(|(i, _)| i)
+        });
+    // No error line in the message, but the stack_trace field has one (a
+    // headline such as "command X failed" over a trace kept apart): the
+    // exception names the cause, as in Sentry's grouping, and the headline
+    // adds its statuses.
+    let trace_error = match (error, stack_trace) {
+        (None, Some(trace)) => exception_line(trace),
+        _ => None,
+    };
+    if let Some(exception) = &trace_error {
+        if let Some(h) = headline {
+            push_statuses(&mut words, lines[h]);
+        }
+        push_words(&mut words, exception);
+    }
     if let (Some(h), Some(e)) = (headline, error) {
         if h != e {
             // A headline that only wraps the error ("command X failed:
@@ -114,7 +139,7 @@ pub fn key_of(message: &str, stack_trace: Option<&str>) -> Key {
             push_statuses(&mut words, lines[h]);
         }
     }
-    if let Some(e) = error.or(headline) {
+    if let Some(e) = error.or(headline).filter(|_| trace_error.is_none()) {
         push_words(&mut words, lines[e]);
         // A line that ends with a colon introduces its cause ("thread
         // 'main' panicked at src/lib.rs:4:5:" then the panic message).
@@ -152,6 +177,18 @@ pub fn key_of(message: &str, stack_trace: Option<&str>) -> Key {
     }
     words.truncate(MAX_WORDS);
     Key { words, site }
+}
+
+/// The error line of a stack trace kept apart from the message: its first
+/// line that says it is an error and is not a frame.
+fn exception_line(trace: &str) -> Option<String> {
+    let trace = clean(trace);
+    trace
+        .split('\n')
+        .take(MAX_LINES_SEARCHED)
+        .map(trim)
+        .find(|l| !l.is_empty() && is_error_line(l) && frame_of(l).is_none() && !is_trace_header(l))
+        .map(str::to_string)
 }
 
 /// The frames of the error line's own trace: a Python trace's frames
@@ -254,6 +291,25 @@ fn is_error_line(line: &str) -> bool {
             .any(|w| is_error_marker(core_of(w)))
 }
 
+/// Whether a line starts with an exception and its message: a type named
+/// `...Error` or `...Exception`, maybe qualified (`requests.exceptions.
+/// ConnectionError:`, `java.lang.IllegalStateException:`), then a colon.
+fn starts_with_exception(line: &str) -> bool {
+    let Some(first) = split_whitespace(line).next() else {
+        return false;
+    };
+    let Some(name) = first.strip_suffix(':') else {
+        return false;
+    };
+    let last = name.rsplit('.').next().unwrap_or(name);
+    (last.ends_with("Error") || last.ends_with("Exception"))
+        && last.len() > 5
+        && last.starts_with(|c: char| c.is_ascii_uppercase())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'_' || b == b'$')
+}
+
 /// The words that mark an error line.
 const ERROR_MARKERS: &[&str] = &[
     "error",
@@ -338,11 +394,25 @@ fn push_statuses(words: &mut Vec<Word>, line: &str) {
 
 fn push_words(words: &mut Vec<Word>, line: &str) {
     let mut previous: Option<&str> = None;
+    // On a line about HTTP, a bare three-digit number from 100 to 599 is
+    // a status (`HTTP request failed: 502 Bad Gateway`): 502 and 503 from
+    // one host are two causes.
+    let mut http = false;
     for raw in split_words(line) {
         if words.len() >= MAX_WORDS {
             return;
         }
-        let next = word(raw, previous);
+        let core = core_of(raw);
+        http |= core.eq_ignore_ascii_case("http")
+            || core
+                .as_bytes()
+                .get(..5)
+                .is_some_and(|head| head.eq_ignore_ascii_case(b"http/"));
+        let mut next = word(raw, previous);
+        if http && is_http_status(core) {
+            next.key = Some(next.raw.clone());
+            next.pinned = true;
+        }
         previous = Some(raw);
         // A list of variables is one variable: lists of versions or ids
         // vary in length as well as in value.
@@ -355,6 +425,13 @@ fn push_words(words: &mut Vec<Word>, line: &str) {
         }
         words.push(next);
     }
+}
+
+/// Whether a word is an HTTP status number (three digits, 100 to 599).
+fn is_http_status(core: &str) -> bool {
+    core.len() == 3
+        && core.bytes().all(|b| b.is_ascii_digit())
+        && (b'1'..=b'5').contains(&core.as_bytes()[0])
 }
 
 /// The words of a line: split at white space, except that a quoted span

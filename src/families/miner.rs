@@ -581,6 +581,55 @@ mod grouping {
     }
 
     #[test]
+    fn http_statuses_after_other_words_stay_apart() {
+        stay_apart(
+            "NetworkError",
+            |n| format!("HTTP request failed: 502 Bad Gateway (PUT https://api.acme.dev/a/{n}.tar)"),
+            |n| {
+                format!(
+                    "HTTP request failed: 503 Service Unavailable (PUT https://api.acme.dev/a/{n}.tar)"
+                )
+            },
+        );
+    }
+
+    #[test]
+    fn the_exception_in_the_output_beats_a_log_line_that_says_error() {
+        let message = |n: usize, exception: &str| {
+            format!(
+                "Command `python run.py {n}` failed: exit code 1\n\
+                 2025-01-0{} ERROR app.client: GET http://api:8000/v1/jobs/{n} failed\n{exception}",
+                n % 9 + 1
+            )
+        };
+        stay_apart(
+            "NetworkError",
+            |n| message(n, "requests.exceptions.ConnectionError: ('Connection aborted.', ConnectionResetError(104, 'Connection reset by peer'))"),
+            |n| message(n, &format!("requests.exceptions.ConnectionError: HTTPConnectionPool(host='api', port=8000): Max retries exceeded with url: /v1/jobs/{n} (Caused by NewConnectionError('<conn at 0x7f{n:x}>: Failed to establish a new connection: [Errno 111] Connection refused'))")),
+        );
+    }
+
+    #[test]
+    fn the_exception_of_a_trace_kept_apart_names_the_cause() {
+        let trace = |exception: &str| {
+            format!(
+                "Traceback (most recent call last):\n  File \"/app/jobs.py\", line 12, in run\n    handle(item)\n{exception}"
+            )
+        };
+        let mut miner = Miner::new();
+        let mut families = std::collections::BTreeSet::new();
+        for n in 0..20 {
+            let message = format!("Command `python jobs.py {n}` failed: exit code 1");
+            let a = miner.assign(Some("CommandFailed"), &message, Some(&trace(&format!("KeyError: 'user_{n}'"))));
+            let b = miner.assign(Some("CommandFailed"), &message, Some(&trace(&format!("ValueError: bad row {n}"))));
+            assert_ne!(a.family, b.family, "{message}");
+            families.insert(a.family);
+            families.insert(b.family);
+        }
+        assert_eq!(families.len(), 2, "{families:?}");
+    }
+
+    #[test]
     fn exit_codes_1_and_2_stay_apart() {
         let command = |code: u32| {
             move |n: usize| {
