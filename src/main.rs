@@ -12,6 +12,7 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
+    quiet_on_closed_stdout();
     let args = match <cli::Cli as clap::Parser>::try_parse() {
         Ok(args) => args,
         Err(error) => {
@@ -95,6 +96,25 @@ fn one_line(error: &anyhow::Error) -> String {
         line.push_str(&text);
     }
     line.replace('\n', " ")
+}
+
+/// A reader that went away (`dlq analyze | head`) ends the output quietly,
+/// as a returned broken-pipe error does: `print!` panics on it instead,
+/// and every text a command prints must not need its own check.
+fn quiet_on_closed_stdout() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let payload = info.payload();
+        let message = payload
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| payload.downcast_ref::<&str>().copied())
+            .unwrap_or("");
+        if message.contains("failed printing to stdout") && message.contains("Broken pipe") {
+            std::process::exit(0);
+        }
+        default(info);
+    }));
 }
 
 fn is_broken_pipe(error: &anyhow::Error) -> bool {

@@ -159,6 +159,9 @@ fn show(id: i64, json: bool, ctx: &Context) -> Result<ExitCode> {
         family.id,
         plural(u64::try_from(family.items).unwrap_or(0), "item")
     );
+    if let Some(into) = family.merged_into {
+        println!("merged into family {into} (its items are there: dlq families show {into})");
+    }
     println!("template:   {}", text(&family.template));
     println!(
         "error type: {}",

@@ -584,7 +584,9 @@ mod grouping {
     fn http_statuses_after_other_words_stay_apart() {
         stay_apart(
             "NetworkError",
-            |n| format!("HTTP request failed: 502 Bad Gateway (PUT https://api.acme.dev/a/{n}.tar)"),
+            |n| {
+                format!("HTTP request failed: 502 Bad Gateway (PUT https://api.acme.dev/a/{n}.tar)")
+            },
             |n| {
                 format!(
                     "HTTP request failed: 503 Service Unavailable (PUT https://api.acme.dev/a/{n}.tar)"
@@ -604,8 +606,12 @@ mod grouping {
         };
         stay_apart(
             "NetworkError",
-            |n| message(n, "requests.exceptions.ConnectionError: ('Connection aborted.', ConnectionResetError(104, 'Connection reset by peer'))"),
-            |n| message(n, &format!("requests.exceptions.ConnectionError: HTTPConnectionPool(host='api', port=8000): Max retries exceeded with url: /v1/jobs/{n} (Caused by NewConnectionError('<conn at 0x7f{n:x}>: Failed to establish a new connection: [Errno 111] Connection refused'))")),
+            |n| {
+                message(n, "requests.exceptions.ConnectionError: ('Connection aborted.', ConnectionResetError(104, 'Connection reset by peer'))")
+            },
+            |n| {
+                message(n, &format!("requests.exceptions.ConnectionError: HTTPConnectionPool(host='api', port=8000): Max retries exceeded with url: /v1/jobs/{n} (Caused by NewConnectionError('<conn at 0x7f{n:x}>: Failed to establish a new connection: [Errno 111] Connection refused'))"))
+            },
         );
     }
 
@@ -620,8 +626,16 @@ mod grouping {
         let mut families = std::collections::BTreeSet::new();
         for n in 0..20 {
             let message = format!("Command `python jobs.py {n}` failed: exit code 1");
-            let a = miner.assign(Some("CommandFailed"), &message, Some(&trace(&format!("KeyError: 'user_{n}'"))));
-            let b = miner.assign(Some("CommandFailed"), &message, Some(&trace(&format!("ValueError: bad row {n}"))));
+            let a = miner.assign(
+                Some("CommandFailed"),
+                &message,
+                Some(&trace(&format!("KeyError: 'user_{n}'"))),
+            );
+            let b = miner.assign(
+                Some("CommandFailed"),
+                &message,
+                Some(&trace(&format!("ValueError: bad row {n}"))),
+            );
             assert_ne!(a.family, b.family, "{message}");
             families.insert(a.family);
             families.insert(b.family);

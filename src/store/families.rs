@@ -255,6 +255,9 @@ pub struct FamilyInfo {
     pub last_seen: Timestamp,
     /// One of its items: (job_id, item_id).
     pub sample: Option<(String, String)>,
+    /// The family it was merged into (`dlq families merge`), where its
+    /// items are; `None` for a family of its own.
+    pub merged_into: Option<i64>,
 }
 
 /// Every family with items (of one job or all), and how many items have
@@ -365,7 +368,7 @@ fn family_row(
     job_id: Option<&str>,
 ) -> Result<Option<FamilyInfo>> {
     let info = conn.row(
-        "SELECT template, error_type, site, first_seen, last_seen FROM families WHERE id = ?1",
+        "SELECT template, error_type, site, first_seen, last_seen, merged_into FROM families WHERE id = ?1",
         vals![id],
         |row| {
             Ok(FamilyInfo {
@@ -377,6 +380,7 @@ fn family_row(
                 first_seen: row.ts(3)?,
                 last_seen: row.ts(4)?,
                 sample: None,
+                merged_into: row.opt_i64(5)?,
             })
         },
     )?;
@@ -412,6 +416,8 @@ pub struct FamilyRow {
     pub first_seen: Timestamp,
     pub last_seen: Timestamp,
     pub rev: i64,
+    /// The family it was merged into, if any.
+    pub merged_into: Option<i64>,
 }
 
 impl Dlq {
@@ -420,7 +426,7 @@ impl Dlq {
     pub fn family_rows(&self) -> Result<Vec<FamilyRow>> {
         self.read(|conn| {
             conn.collect(
-                "SELECT id, template, error_type, site, state, first_seen, last_seen, rev
+                "SELECT id, template, error_type, site, state, first_seen, last_seen, rev, merged_into
                  FROM families ORDER BY id",
                 &[],
                 |row| {
@@ -433,6 +439,7 @@ impl Dlq {
                         first_seen: row.ts(5)?,
                         last_seen: row.ts(6)?,
                         rev: row.i64(7)?,
+                        merged_into: row.opt_i64(8)?,
                     })
                 },
             )
@@ -451,8 +458,8 @@ impl Dlq {
             }
             for family in rows {
                 conn.exec(
-                    "INSERT INTO families (id, template, error_type, site, state, first_seen, last_seen, rev)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+                    "INSERT INTO families (id, template, error_type, site, state, first_seen, last_seen, rev, merged_into)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
                     vals![
                         family.id,
                         family.template.as_str(),
@@ -461,7 +468,8 @@ impl Dlq {
                         family.state.as_str(),
                         family.first_seen,
                         family.last_seen,
-                        family.rev
+                        family.rev,
+                        family.merged_into
                     ],
                 )?;
             }

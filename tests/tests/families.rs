@@ -401,6 +401,33 @@ fn a_merge_moves_items_is_recorded_and_survives_a_rebuild() {
         ],
     );
     assert_eq!((fam("a3"), fam("b4")), (a, a));
+    // A copy carries the merge: what is mined into b there goes to a too.
+    let copy = dir.join("copy.db");
+    ok(dlq(&dir.join("unused.db"))
+        .arg("copy")
+        .arg("--from")
+        .arg(target(&db))
+        .arg("--to")
+        .arg(target(&copy)));
+    add_lines(
+        &copy,
+        "j",
+        [failure(
+            "b5",
+            1,
+            9,
+            "TLS handshake timed out after 55s talking to the primary",
+        )],
+    );
+    assert_eq!(
+        count(&copy, "SELECT family_id FROM items WHERE item_id = 'b5'"),
+        a
+    );
+    let shown = ok(dlq(&db).args(["families", "show", &b.to_string()]));
+    assert!(
+        shown.contains(&format!("merged into family {a}")),
+        "{shown}"
+    );
 }
 
 /// A database of seven causes of 7, 6, ... 1 items over two jobs, and one

@@ -1501,3 +1501,42 @@ fn a_legacy_export_to_stdout_and_a_cursor_that_is_the_database_are_refused() {
         assert!(error.contains("is the database"), "{error}");
     }
 }
+
+/// A reader that goes away ends every command's output quietly: no panic
+/// from a text report (analyze, stats, families show printed with
+/// `println!` and panicked on the broken pipe, exit 101).
+#[test]
+fn a_closed_stdout_ends_every_text_report_quietly() {
+    let dir = TempDir::new("closed-stdout");
+    let db = dir.join("dlq.db");
+    add_lines(
+        &db,
+        "j",
+        (0..50).map(|n| {
+            item(
+                &format!("i{n}"),
+                1,
+                "2025-01-01T00:00:00Z",
+                &format!("cause {n} happened"),
+            )
+        }),
+    );
+    for args in [
+        vec!["analyze"],
+        vec!["stats"],
+        vec!["families", "show", "1"],
+        vec!["families"],
+    ] {
+        let mut child = dlq(&db)
+            .args(&args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        drop(child.stdout.take());
+        let output = child.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+        assert!(output.status.success(), "{args:?}: {output:?}");
+    }
+}
