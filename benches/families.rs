@@ -146,6 +146,51 @@ fn as_input(f: &Labelled) -> (Option<&str>, &str, Option<&str>) {
     )
 }
 
+/// Prints each true family the miner split or merged, with the first line
+/// of one message of each group it made (`DLQ_BENCH_MISSES=1`): where to
+/// look, not a score.
+fn misses(corpus: &[Labelled], predicted: &[usize]) {
+    let mut groups_of: HashMap<u32, HashMap<usize, usize>> = HashMap::new();
+    let mut families_of: HashMap<usize, std::collections::BTreeSet<u32>> = HashMap::new();
+    for (f, &p) in corpus.iter().zip(predicted) {
+        *groups_of.entry(f.family).or_default().entry(p).or_default() += 1;
+        families_of.entry(p).or_default().insert(f.family);
+    }
+    let mut families: Vec<_> = groups_of.into_iter().collect();
+    families.sort_by_key(|(family, _)| *family);
+    for (family, groups) in families {
+        let merged = groups.keys().any(|p| families_of[p].len() > 1);
+        if groups.len() == 1 && !merged {
+            continue;
+        }
+        println!(
+            "\n{family} {} ({}): {} groups{}",
+            dlqlite::corpus::family_name(family),
+            if dlqlite::corpus::held_out(family) {
+                "held out"
+            } else {
+                "development"
+            },
+            groups.len(),
+            if merged { ", shares a group" } else { "" }
+        );
+        for (&p, n) in &groups {
+            let Some((sample, _)) = corpus.iter().zip(predicted).find(|(_, q)| **q == p) else {
+                continue;
+            };
+            let head: String = sample
+                .message
+                .lines()
+                .next()
+                .unwrap_or("")
+                .chars()
+                .take(110)
+                .collect();
+            println!("   {n:5}  {:?} {head}", families_of[&p]);
+        }
+    }
+}
+
 fn throughput(name: &str, messages: &[(Option<&str>, &str, Option<&str>)]) {
     let rounds = (200_000 / messages.len().max(1)).max(1);
     let started = Instant::now();
@@ -205,7 +250,11 @@ fn main() {
     }
     let input: Vec<_> = corpus.iter().map(as_input).collect();
     let truth: Vec<u32> = corpus.iter().map(|f| f.family).collect();
-    print_row("agent failures (all)", &score(&mine(&input), &truth), None);
+    let predicted = mine(&input);
+    print_row("agent failures (all)", &score(&predicted, &truth), None);
+    if std::env::var_os("DLQ_BENCH_MISSES").is_some() {
+        misses(&corpus, &predicted);
+    }
     if !loghub_all.is_empty() {
         let input: Vec<_> = loghub_all
             .iter()
