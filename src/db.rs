@@ -361,7 +361,7 @@ pub fn is_opened_database_file(file: &Path) -> bool {
 
 /// The (device, inode) of the database at `db` and of its `-wal` and
 /// `-shm`, those that exist (none for a server URL): the files nothing in
-/// dlqlite may open and close outside SQLite (see [`check_file`]).
+/// dlqlite may open and close outside SQLite (see `check_file`).
 pub fn database_file_ids(db: &Path) -> Vec<(u64, u64)> {
     if db.to_str().is_some_and(is_url) {
         return Vec::new();

@@ -272,7 +272,7 @@ pub struct PurgeReport {
     /// The time the purge took as now (the cutoff is this minus the days).
     #[serde(skip)]
     pub now: crate::time::Timestamp,
-    /// A dry run's token of the items it counted: [`Dlq::purge_counted`]
+    /// A dry run's token of the items it counted: [`super::Dlq::purge_counted`]
     /// removes exactly those or refuses.
     #[serde(skip)]
     pub selection: Option<String>,
@@ -411,7 +411,7 @@ impl super::Dlq {
     }
 
     /// Removes exactly the items a dry run of the purge counted
-    /// (`counted`, from [`Dlq::purge`] with `dry_run`), at the same now, or
+    /// (`counted`, from [`super::Dlq::purge`] with `dry_run`), at the same now, or
     /// nothing: [`crate::Error::SelectionChanged`] when any of them changed,
     /// went, or others came to match meanwhile (what `dlq purge` asks
     /// about is what it removes).
