@@ -129,26 +129,7 @@ fn print_tables(a: &Analysis) -> Result<()> {
 /// the items.
 fn print_families(a: &Analysis) -> Result<()> {
     println!("Failure families (items, by last attempt)");
-    // Family first, as `dlq families` lists them.
-    let mut table = Table::new(&[
-        ("FAMILY", Kind::Count),
-        ("ITEMS", Kind::Count),
-        ("TYPE", Kind::ErrorType),
-        ("CATEGORY", Kind::Text),
-        ("TEMPLATE", Kind::Text),
-    ]);
-    for f in &a.families {
-        table.push(vec![
-            f.family_id.to_string(),
-            f.count.to_string(),
-            f.error_type.clone().unwrap_or_default(),
-            f.category
-                .map(|c| c.as_str().to_string())
-                .unwrap_or_default(),
-            f.template.clone(),
-        ]);
-    }
-    table.print()?;
+    super::families::print_family_table(&a.families)?;
     print_omitted(&a.families_omitted)?;
     if a.items_without_family > 0 {
         println!(

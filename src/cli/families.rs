@@ -233,3 +233,27 @@ fn rebuild(all: bool, json: bool, ctx: &Context) -> Result<ExitCode> {
     }
     Ok(ExitCode::SUCCESS)
 }
+
+/// The family rows `dlq analyze` and `dlq stats` lead with: family first,
+/// as `dlq families` lists them.
+pub(super) fn print_family_table(families: &[dlqlite::store::FamilyGroup]) -> Result<()> {
+    let mut table = super::output::Table::new(&[
+        ("FAMILY", Kind::Count),
+        ("ITEMS", Kind::Count),
+        ("TYPE", Kind::ErrorType),
+        ("CATEGORY", Kind::Text),
+        ("TEMPLATE", Kind::Text),
+    ]);
+    for f in families {
+        table.push(vec![
+            f.family_id.to_string(),
+            f.count.to_string(),
+            f.error_type.clone().unwrap_or_default(),
+            f.category
+                .map(|c| c.as_str().to_string())
+                .unwrap_or_default(),
+            f.template.clone(),
+        ]);
+    }
+    table.print()
+}

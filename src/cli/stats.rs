@@ -237,26 +237,7 @@ impl<W: Write> JsonStats<W> {
 /// The largest families, and a line for what they leave out, so that the
 /// table adds up to the items.
 fn print_families(families: &FamilyGroups) -> Result<()> {
-    // Family first, as `dlq families` lists them.
-    let mut table = Table::new(&[
-        ("FAMILY", Kind::Count),
-        ("ITEMS", Kind::Count),
-        ("TYPE", Kind::ErrorType),
-        ("CATEGORY", Kind::Text),
-        ("TEMPLATE", Kind::Text),
-    ]);
-    for f in &families.listed {
-        table.push(vec![
-            f.family_id.to_string(),
-            f.count.to_string(),
-            f.error_type.clone().unwrap_or_default(),
-            f.category
-                .map(|c| c.as_str().to_string())
-                .unwrap_or_default(),
-            f.template.clone(),
-        ]);
-    }
-    table.print()?;
+    super::families::print_family_table(&families.listed)?;
     let mut rest = Vec::new();
     if families.omitted.groups > 0 {
         rest.push(format!(

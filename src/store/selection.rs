@@ -85,6 +85,21 @@ impl Target {
     }
 }
 
+/// On PostgreSQL, the row locks of the jobs of the items matching
+/// `condition`, taken first, as adds take them (SQLite has one writer).
+fn lock_jobs_of(conn: Conn<'_>, condition: &str, values: &[Value]) -> Result<()> {
+    if conn.backend() == Backend::Postgres {
+        conn.exec(
+            &format!(
+                "SELECT 1 FROM jobs WHERE job_id IN (SELECT i.job_id FROM items i WHERE 1 = 1{condition})
+                 ORDER BY job_id FOR UPDATE"
+            ),
+            &values.iter().map(Val::from_value).collect::<Vec<_>>(),
+        )?;
+    }
+    Ok(())
+}
+
 /// (count, hash-sum, max) of the rows matching `condition`. Each row's
 /// term takes in its identity and state (`dlq_key_hash` of job_id,
 /// item_id, first and last attempt, signature and item_data, see db.rs: a row key
@@ -198,16 +213,7 @@ impl Dlq {
                 &[],
             )?;
             conn.exec("DELETE FROM selected_ids", &[])?;
-            if conn.backend() == Backend::Postgres {
-                // The jobs' row locks first, as adds take them.
-                conn.exec(
-                    &format!(
-                        "SELECT 1 FROM jobs WHERE job_id IN (SELECT i.job_id FROM items i WHERE 1 = 1{condition})
-                         ORDER BY job_id FOR UPDATE"
-                    ),
-                    &values.iter().map(Val::from_value).collect::<Vec<_>>(),
-                )?;
-            }
+            lock_jobs_of(conn, condition, values)?;
             let bound: Vec<Val<'_>> = values.iter().map(Val::from_value).collect();
             let n = conn.exec(
                 &format!("INSERT INTO selected_ids (id) SELECT i.id FROM items i WHERE 1 = 1{condition}"),
@@ -258,16 +264,7 @@ impl Dlq {
     ) -> Result<ActionReport> {
         self.act(target, expect, |tx, condition, values| {
             let conn = tx.sql();
-            if conn.backend() == Backend::Postgres {
-                // The jobs' row locks first, as adds take them.
-                conn.exec(
-                    &format!(
-                        "SELECT 1 FROM jobs WHERE job_id IN (SELECT i.job_id FROM items i WHERE 1 = 1{condition})
-                         ORDER BY job_id FOR UPDATE"
-                    ),
-                    &values.iter().map(Val::from_value).collect::<Vec<_>>(),
-                )?;
-            }
+            lock_jobs_of(conn, condition, values)?;
             let now = tx.now();
             let mut bound: Vec<Val<'_>> = vals![run_id, now].to_vec();
             bound.extend(values.iter().map(Val::from_value));
