@@ -211,7 +211,7 @@ fn rebuild(all: bool, json: bool, ctx: &Context) -> Result<ExitCode> {
     if all {
         let report = dlq.rebuild_families(|_| {})?;
         note(&format!(
-            "mined {} again into {} ({} kept their id; {} retired into the family that took their items)",
+            "mined {} again into {} ({} kept their id, {} joined a family merged by hand, {} new; {} old retired into the family that took their items)",
             plural(report.items, "item"),
             if report.families == 1 {
                 "1 family".to_string()
@@ -219,6 +219,8 @@ fn rebuild(all: bool, json: bool, ctx: &Context) -> Result<ExitCode> {
                 format!("{} families", report.families)
             },
             report.kept_ids,
+            report.aliases,
+            report.families - report.kept_ids - report.aliases,
             report.retired
         ));
         if json {

@@ -508,6 +508,9 @@ pub struct FamilyRebuild {
     /// Of those, how many kept the id of the family that held most of
     /// their items before.
     pub kept_ids: u64,
+    /// Of those, how many went into a family a person merged others into
+    /// (an alias row of it, as the merge made).
+    pub aliases: u64,
     /// Families that gather nothing any more, each pointed at the family
     /// that took most of its items (`merged_into`).
     pub retired: u64,
@@ -699,7 +702,18 @@ impl Dlq {
                     taken.insert(old);
                 }
             }
-            // 3. Write the families: kept ids updated, the rest new.
+            // 3. Write the families: kept ids updated, the rest new. A
+            //    second new family of a merged one takes an alias row of
+            //    that family (one a merge or an earlier rebuild made), so
+            //    rebuilding again adds no rows.
+            let mut spare: HashMap<i64, Vec<i64>> = HashMap::new();
+            for (id, into) in conn.collect(
+                "SELECT id, merged_into FROM families WHERE merged_into IS NOT NULL ORDER BY id DESC",
+                &[],
+                |row| Ok((row.i64(0)?, row.i64(1)?)),
+            )? {
+                spare.entry(into).or_default().push(id);
+            }
             let rev = next_rev(conn)?;
             let now = tx.now();
             let mut first_of: HashMap<i64, usize> = HashMap::new();
@@ -724,9 +738,30 @@ impl Dlq {
                             ],
                         )?;
                     }
-                    // A second new family of a merged one: its own row,
-                    // an alias of the merge's family.
+                    (_, Some(into)) if spare.get(&into).is_some_and(|v| !v.is_empty()) => {
+                        let alias = spare.get_mut(&into).and_then(Vec::pop).unwrap_or(into);
+                        report.aliases += 1;
+                        conn.exec(
+                            "UPDATE families SET template = ?1, error_type = ?2, site = ?3, state = ?4,
+                                 rev = ?5, merged_into = ?6 WHERE id = ?7",
+                            vals![
+                                family.template().as_str(),
+                                family.error_type.as_deref(),
+                                family.site.as_deref(),
+                                family.state().as_str(),
+                                rev,
+                                into,
+                                alias
+                            ],
+                        )?;
+                        id_of.insert(fam, into);
+                    }
+                    // A second new family of a merged one with no alias row
+                    // to take: its own row, an alias of the merge's family.
                     (_, into) => {
+                        if into.is_some() {
+                            report.aliases += 1;
+                        }
                         let id = conn
                             .row(
                                 "INSERT INTO families (template, error_type, site, state, first_seen, last_seen, rev, merged_into)

@@ -378,13 +378,18 @@ fn a_merge_moves_items_is_recorded_and_survives_a_rebuild() {
     assert_eq!(rebuilt["items"], 6, "{rebuilt}");
     assert_eq!(families_of(&db), before, "{rebuilt}");
     assert_eq!(fam("c1"), c);
+    // Again: the same families, and no new rows.
+    let rows = count(&db, "SELECT COUNT(*) FROM families");
+    ok(dlq(&db).args(["families", "rebuild", "--all"]));
+    assert_eq!(families_of(&db), before);
+    assert_eq!(count(&db, "SELECT COUNT(*) FROM families"), rows);
     assert_sound(&db);
     assert_eq!(
         count(
             &db,
             "SELECT COUNT(*) FROM events WHERE kind = 'families_rebuilt'"
         ),
-        1
+        2
     );
     // And mining after the rebuild still lands in the kept families.
     add_lines(
