@@ -41,6 +41,16 @@ impl Timestamp {
         let parsed = DateTime::parse_from_rfc3339(text.trim())
             .map_err(|e| format!("invalid timestamp {text:?}: {e}"))?;
         let utc = parsed.with_timezone(&Utc);
+        // Leap seconds are inserted at 23:59:60 UTC only; chrono takes a
+        // 60th second at any offset's midnight minute (`23:59:60+01:00`,
+        // 22:59:60 UTC), which never happened.
+        if chrono::Timelike::nanosecond(&utc) >= 1_000_000_000
+            && (chrono::Timelike::hour(&utc), chrono::Timelike::minute(&utc)) != (23, 59)
+        {
+            return Err(format!(
+                "invalid timestamp {text:?}: a leap second is 23:59:60 in UTC only"
+            ));
+        }
         let year = chrono::Datelike::year(&utc);
         if !(0..=9999).contains(&year) {
             return Err(format!("timestamp {text:?} is outside the years 0000-9999"));
@@ -307,6 +317,11 @@ mod tests {
             Ok(Timestamp(leap))
         );
         assert_eq!(Timestamp(leap).to_legacy(), "2016-12-31T23:59:60.500Z");
+        assert!(Timestamp::parse("2016-12-31T23:59:60.5Z").is_ok());
+        assert!(Timestamp::parse("2016-12-31T23:59:60+00:00").is_ok());
+        assert!(Timestamp::parse("2017-01-01T00:59:60+01:00").is_ok());
+        assert!(Timestamp::parse("2016-12-31T23:59:60+01:00").is_err());
+        assert!(Timestamp::parse("2016-12-31T12:59:60Z").is_err());
         let far = Timestamp::now().plus_millis(i64::MAX).to_storage();
         assert!(
             far.len() == 32 && far.ends_with("-12-31T23:59:59.999999999Z"),

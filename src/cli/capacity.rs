@@ -52,8 +52,9 @@ pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
     } else {
         None
     };
+    let mut over = 0;
     if changing {
-        let over = dlq.capacity_evictions(job, args.set)?;
+        over = dlq.capacity_evictions(job, args.set)?;
         if over > 0 {
             let whose = match job {
                 Some(job) => format!("job {job}"),
@@ -70,7 +71,7 @@ pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
         }
     }
     let evicted = if changing {
-        dlq.set_capacity(job, args.set)?
+        dlq.set_capacity_counted(job, args.set, over)?
     } else {
         Vec::new()
     };

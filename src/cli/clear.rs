@@ -3,6 +3,7 @@
 use super::output::{confirm, note, plural, print_json};
 use super::Context;
 use anyhow::Result;
+use dlqlite::store::{ListFilter, Target};
 use std::process::ExitCode;
 
 /// Remove every item of a job (each recorded as a `cleared` event)
@@ -32,21 +33,23 @@ pub struct Args {
 
 pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
     let dlq = ctx.open_existing_to_write()?;
-    let stats = dlq.job_head(&args.job_id)?;
+    dlq.job_head(&args.job_id)?;
+    let counted = dlq.select(&Target::Filter(ListFilter {
+        job_id: Some(args.job_id.clone()),
+        ..ListFilter::default()
+    }))?;
     let action = format!(
         "remove all {} of job {}",
-        plural(stats.total_items, "item"),
+        plural(counted.count, "item"),
         args.job_id
     );
     if !confirm(&action, args.yes)? {
         note("nothing removed");
         return Ok(ExitCode::from(1));
     }
-    let removed = if args.forget {
-        dlq.clear_and_remove_job(&args.job_id, &dlqlite::retry::hostname())?
-    } else {
-        dlq.clear_job(&args.job_id)?
-    };
+    // Removes what was counted (and asked about), or nothing.
+    let host = args.forget.then(dlqlite::retry::hostname);
+    let removed = dlq.clear_job_counted(&args.job_id, host.as_deref(), &counted.token)?;
     if args.json {
         print_json(&serde_json::json!({
             "job_id": args.job_id,

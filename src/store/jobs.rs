@@ -4,6 +4,7 @@
 //! ([`Dlq::prune_jobs`]). Capacity changes, clears and removals leave rows
 //! in `events`; nothing leaves the DLQ silently.
 
+use super::items::ListFilter;
 use super::leases::{process_alive, RunStatus};
 use super::sql::{vals, Backend};
 use super::write::{default_capacity, EvictedItem, WriteTx};
@@ -242,37 +243,7 @@ impl Dlq {
     /// How many items [`Dlq::set_capacity`] with the same arguments would
     /// evict now (what `dlq capacity --set` asks about first).
     pub fn capacity_evictions(&self, job_id: Option<&str>, max_items: Option<i64>) -> Result<i64> {
-        self.read(|conn| {
-            let default = default_capacity(conn)?;
-            let over = |sql: &str, params: &[super::sql::Val<'_>]| -> Result<i64> {
-                Ok(conn
-                    .row(sql, params, |row| row.opt_i64(0))?
-                    .flatten()
-                    .unwrap_or(0))
-            };
-            match job_id {
-                Some(job) => {
-                    let limit = max_items.unwrap_or(default);
-                    if limit == 0 {
-                        return Ok(0);
-                    }
-                    over(
-                        "SELECT CASE WHEN item_count > ?2 THEN item_count - ?2 ELSE 0 END
-                         FROM jobs WHERE job_id = ?1",
-                        vals![job, limit],
-                    )
-                }
-                // The default binds the jobs without an override.
-                None => match max_items {
-                    Some(limit) if limit > 0 => over(
-                        "SELECT CAST(SUM(item_count - ?1) AS BIGINT) FROM jobs
-                         WHERE max_items IS NULL AND item_count > ?1",
-                        vals![limit],
-                    ),
-                    _ => Ok(0),
-                },
-            }
-        })
+        self.read(|conn| evictions_for(conn, job_id, max_items))
     }
 
     /// Sets the default capacity (`job_id` None) or one job's override
@@ -283,6 +254,30 @@ impl Dlq {
         job_id: Option<&str>,
         max_items: Option<i64>,
     ) -> Result<Vec<EvictedItem>> {
+        self.set_capacity_with(job_id, max_items, None)
+    }
+
+    /// [`Dlq::set_capacity`], only if it evicts exactly `evictions_counted`
+    /// items (a [`Dlq::capacity_evictions`] made before asking), counted
+    /// again inside its transaction: [`Error::SelectionChanged`], changing
+    /// nothing, when adds or removals since then changed how many it would
+    /// evict (`dlq capacity --set` evicts what it asked about, and nothing
+    /// when it asked about nothing).
+    pub fn set_capacity_counted(
+        &self,
+        job_id: Option<&str>,
+        max_items: Option<i64>,
+        evictions_counted: i64,
+    ) -> Result<Vec<EvictedItem>> {
+        self.set_capacity_with(job_id, max_items, Some(evictions_counted))
+    }
+
+    fn set_capacity_with(
+        &self,
+        job_id: Option<&str>,
+        max_items: Option<i64>,
+        evictions_counted: Option<i64>,
+    ) -> Result<Vec<EvictedItem>> {
         if let Some(n) = max_items {
             if n < 0 {
                 return Err(Error::invalid_argument(
@@ -292,6 +287,15 @@ impl Dlq {
             }
         }
         self.write(|tx| {
+            if let Some(counted) = evictions_counted {
+                let now = evictions_for(tx.sql(), job_id, max_items)?;
+                if now != counted {
+                    return Err(Error::SelectionChanged {
+                        counted: u64::try_from(counted).unwrap_or(0),
+                        now: u64::try_from(now).unwrap_or(0),
+                    });
+                }
+            }
             let jobs: Vec<String> = match job_id {
                 Some(job) => {
                     if !set_job_capacity(tx, job, max_items)? {
@@ -401,7 +405,23 @@ impl Dlq {
     /// Removes every item of a job, one `cleared` event per item. Returns how
     /// many were removed. The job row (and its capacity) stays.
     pub fn clear_job(&self, job_id: &str) -> Result<usize> {
-        self.clear_job_with(job_id, None)
+        self.clear_job_with(job_id, None, None)
+    }
+
+    /// [`Dlq::clear_job`] (and with `remove_on`, [`Dlq::clear_and_remove_job`])
+    /// of exactly the items `counted` holds: `counted` is the token of a
+    /// [`Dlq::select`] of the job's items ([`ListFilter`] with only
+    /// `job_id`), taken again inside the clearing transaction.
+    /// [`Error::SelectionChanged`], removing nothing, when an item came,
+    /// went or changed since it was counted (`dlq clear` removes what it
+    /// asked about).
+    pub fn clear_job_counted(
+        &self,
+        job_id: &str,
+        remove_on: Option<&str>,
+        counted: &str,
+    ) -> Result<usize> {
+        self.clear_job_with(job_id, remove_on, Some(counted))
     }
 
     /// [`Dlq::clear_job`], then removes the job itself (with its capacity
@@ -409,19 +429,33 @@ impl Dlq {
     /// removing nothing, while a retry run may be working on the job (see
     /// [`Dlq::prune_jobs`]; `host` is this machine's name).
     pub fn clear_and_remove_job(&self, job_id: &str, host: &str) -> Result<usize> {
-        self.clear_job_with(job_id, Some(host))
+        self.clear_job_with(job_id, Some(host), None)
     }
 
     /// Clears a job; with `remove_on`, also removes it.
-    fn clear_job_with(&self, job_id: &str, remove_on: Option<&str>) -> Result<usize> {
-        let cleared = self.clear_job_in_one(job_id, remove_on)?;
+    fn clear_job_with(
+        &self,
+        job_id: &str,
+        remove_on: Option<&str>,
+        counted: Option<&str>,
+    ) -> Result<usize> {
+        let cleared = self.clear_job_in_one(job_id, remove_on, counted)?;
         if cleared > 0 {
             self.release_free_pages();
         }
         Ok(cleared)
     }
 
-    fn clear_job_in_one(&self, job_id: &str, remove_on: Option<&str>) -> Result<usize> {
+    fn clear_job_in_one(
+        &self,
+        job_id: &str,
+        remove_on: Option<&str>,
+        counted: Option<&str>,
+    ) -> Result<usize> {
+        let target = super::selection::Target::Filter(ListFilter {
+            job_id: Some(job_id.to_string()),
+            ..ListFilter::default()
+        });
         self.write_bulk(|tx| {
             // On PostgreSQL this also takes the job's row lock (see
             // WriteTx::lock_job).
@@ -431,6 +465,9 @@ impl Dlq {
             };
             if tx.sql().row(lock, vals![job_id], |_| Ok(()))?.is_none() {
                 return Err(Error::JobNotFound(job_id.to_string()));
+            }
+            if let Some(token) = counted {
+                super::selection::expect_unchanged(tx.sql(), &target, token)?;
             }
             let removed = super::bulk::delete_items(
                 tx,
@@ -452,6 +489,44 @@ impl Dlq {
             }
             Ok(removed)
         })
+    }
+}
+
+/// How many items a capacity of `max_items` for `job_id` (None: the
+/// default) would evict, as the jobs stand on `conn`.
+fn evictions_for(
+    conn: super::sql::Conn<'_>,
+    job_id: Option<&str>,
+    max_items: Option<i64>,
+) -> Result<i64> {
+    let default = default_capacity(conn)?;
+    let over = |sql: &str, params: &[super::sql::Val<'_>]| -> Result<i64> {
+        Ok(conn
+            .row(sql, params, |row| row.opt_i64(0))?
+            .flatten()
+            .unwrap_or(0))
+    };
+    match job_id {
+        Some(job) => {
+            let limit = max_items.unwrap_or(default);
+            if limit == 0 {
+                return Ok(0);
+            }
+            over(
+                "SELECT CASE WHEN item_count > ?2 THEN item_count - ?2 ELSE 0 END
+                 FROM jobs WHERE job_id = ?1",
+                vals![job, limit],
+            )
+        }
+        // The default binds the jobs without an override.
+        None => match max_items {
+            Some(limit) if limit > 0 => over(
+                "SELECT CAST(SUM(item_count - ?1) AS BIGINT) FROM jobs
+                 WHERE max_items IS NULL AND item_count > ?1",
+                vals![limit],
+            ),
+            _ => Ok(0),
+        },
     }
 }
 

@@ -158,6 +158,21 @@ fn parse_token(token: &str) -> Result<(Timestamp, u64)> {
     Ok((now, count))
 }
 
+/// Fails with [`Error::SelectionChanged`] unless `target` holds, on `conn`
+/// (inside the acting transaction), exactly the items `token_given` counted.
+pub(super) fn expect_unchanged(conn: Conn<'_>, target: &Target, token_given: &str) -> Result<()> {
+    let (now, counted) = parse_token(token_given)?;
+    let (condition, values) = target.condition(conn.backend(), now)?;
+    let print = fingerprint(conn, &condition, &values)?;
+    if token(now, print) != token_given {
+        return Err(Error::SelectionChanged {
+            counted,
+            now: print.0,
+        });
+    }
+    Ok(())
+}
+
 impl Dlq {
     /// Counts the target's items now, for an action to apply to exactly
     /// them later.
@@ -326,18 +341,14 @@ impl Dlq {
         expect: Option<&str>,
         change: impl FnOnce(&mut WriteTx<'_>, &str, &[Value]) -> Result<usize>,
     ) -> Result<ActionReport> {
-        let expected = expect.map(parse_token).transpose()?;
-        let now = expected.map_or_else(|| self.age_now(), |(now, _)| now);
+        let now = match expect {
+            Some(token_given) => parse_token(token_given)?.0,
+            None => self.age_now(),
+        };
         let (condition, values) = target.condition(self.backend(), now)?;
         self.write(|tx| {
-            if let (Some(token_given), Some((_, counted))) = (expect, expected) {
-                let print = fingerprint(tx.sql(), &condition, &values)?;
-                if token(now, print) != token_given {
-                    return Err(Error::SelectionChanged {
-                        counted,
-                        now: print.0,
-                    });
-                }
+            if let Some(token_given) = expect {
+                expect_unchanged(tx.sql(), target, token_given)?;
             }
             let n = change(tx, &condition, &values)?;
             Ok(ActionReport {

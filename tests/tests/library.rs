@@ -1157,3 +1157,94 @@ fn a_counted_purge_refuses_when_the_counted_items_changed() {
         .unwrap();
     assert_eq!(done.items, 6);
 }
+
+/// `dlq clear` removes what it counted: an item added to the job, or one
+/// merged into, after the count makes the clear refuse and remove nothing.
+#[test]
+fn a_counted_clear_refuses_when_the_job_changed() {
+    let dir = TempDir::new("clear-counted");
+    let db = dir.join("dlq.db");
+    let dlq = dlqlite::Dlq::open(target(&db)).unwrap();
+    let add = |id: &str, failures: u32, message: &str| {
+        let mut value = item(id, failures, "2026-01-01T00:00:00Z", message);
+        value["failure_count"] = failures.into();
+        dlq.add(
+            "j",
+            &dlqlite::DeadLetteredItem::from_json_str(&value.to_string()).unwrap(),
+        )
+        .unwrap();
+    };
+    for n in 0..3 {
+        add(&format!("a{n}"), 1, "boom");
+    }
+    let job = || {
+        dlqlite::store::Target::Filter(dlqlite::ListFilter {
+            job_id: Some("j".into()),
+            ..Default::default()
+        })
+    };
+    let counted = dlq.select(&job()).unwrap();
+    assert_eq!(counted.count, 3);
+    add("late", 1, "boom");
+    let error = dlq
+        .clear_job_counted("j", None, &counted.token)
+        .unwrap_err();
+    assert_eq!(error.kind(), dlqlite::ErrorKind::Conflict, "{error}");
+    assert_eq!(count(&db, "SELECT COUNT(*) FROM items"), 4);
+    // A counted item fails again: refused as well.
+    let counted = dlq.select(&job()).unwrap();
+    add("a0", 2, "boom again");
+    assert!(dlq.clear_job_counted("j", None, &counted.token).is_err());
+    assert_eq!(count(&db, "SELECT COUNT(*) FROM items"), 4);
+    // Counted again, exactly those go, and with a host, the job too.
+    let counted = dlq.select(&job()).unwrap();
+    let removed = dlq
+        .clear_job_counted("j", Some("this-host"), &counted.token)
+        .unwrap();
+    assert_eq!(removed, 4);
+    assert_eq!(count(&db, "SELECT COUNT(*) FROM jobs"), 0);
+}
+
+/// `dlq capacity --set` evicts what it asked about: adds after the count
+/// (more to evict, or some when it counted none) make it refuse and change
+/// nothing.
+#[test]
+fn a_counted_capacity_change_refuses_when_it_would_evict_more() {
+    let dir = TempDir::new("capacity-counted");
+    let db = dir.join("dlq.db");
+    let dlq = dlqlite::Dlq::open(target(&db)).unwrap();
+    let add = |id: &str| {
+        let text = item(id, 1, "2026-01-01T00:00:00Z", "boom").to_string();
+        dlq.add(
+            "j",
+            &dlqlite::DeadLetteredItem::from_json_str(&text).unwrap(),
+        )
+        .unwrap();
+    };
+    for n in 0..3 {
+        add(&format!("a{n}"));
+    }
+    // Nothing to evict at the count; an add makes one.
+    let counted = dlq.capacity_evictions(Some("j"), Some(3)).unwrap();
+    assert_eq!(counted, 0);
+    add("a3");
+    let error = dlq
+        .set_capacity_counted(Some("j"), Some(3), counted)
+        .unwrap_err();
+    assert_eq!(error.kind(), dlqlite::ErrorKind::Conflict, "{error}");
+    assert_eq!(count(&db, "SELECT COUNT(*) FROM items"), 4);
+    assert_eq!(
+        count(&db, "SELECT COALESCE(max_items, -1) FROM jobs"),
+        -1,
+        "the capacity is unchanged"
+    );
+    // The default: counted over every job without an override.
+    let counted = dlq.capacity_evictions(None, Some(2)).unwrap();
+    assert_eq!(counted, 2);
+    add("a4");
+    assert!(dlq.set_capacity_counted(None, Some(2), counted).is_err());
+    assert_eq!(count(&db, "SELECT COUNT(*) FROM items"), 5);
+    let counted = dlq.capacity_evictions(None, Some(2)).unwrap();
+    let evicted = dlq.set_capacity_counted(None, Some(2), counted).unwrap();
+    assert_eq!(evicted.len(), 3);
+}

@@ -313,3 +313,26 @@ fn a_refused_client_does_not_keep_its_connection() {
         "{text}"
     );
 }
+
+/// A request whose body trickles in (its head whole, so the header timeout
+/// is over) is answered 408 and closed once --request-timeout has passed,
+/// instead of holding its connection for as long as the client likes.
+#[test]
+fn a_request_body_sent_too_slowly_is_cut_off_at_the_request_timeout() {
+    let (_dir, db) = database("serve-limits-body");
+    let server = Serving::start(&db, &["--request-timeout", "1"], None);
+    let started = Instant::now();
+    let mut slow = server.hang(
+        format!(
+            "POST /api/actions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {}\r\n\
+             Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n{{\"action\":",
+            server.token
+        )
+        .as_bytes(),
+    );
+    let got = closed_within(&mut slow, Duration::from_secs(8))
+        .expect("a request with a trickling body is still open after 8 s");
+    assert!(got.starts_with("HTTP/1.1 408"), "{got}");
+    assert!(started.elapsed() >= Duration::from_millis(900));
+    assert_eq!(server.get("/api/jobs"), 200);
+}

@@ -328,6 +328,34 @@ async fn check(app: &App, request: Request, next: Next) -> Response {
     if let Some(problem) = app.database_moved() {
         return refuse(StatusCode::INTERNAL_SERVER_ERROR, &problem);
     }
+    // hyper's header timeout ends with the head: a body trickled a byte at
+    // a time would hold the request (and its connection slot) for ever.
+    // The body comes whole within the request's budget, or not at all.
+    if request.method() != Method::GET && request.method() != Method::HEAD {
+        let (parts, body) = request.into_parts();
+        let read = tokio::time::timeout(app.request_budget, axum::body::to_bytes(body, MAX_BODY));
+        let bytes = match read.await {
+            Ok(Ok(bytes)) => bytes,
+            Ok(Err(_)) => {
+                return refuse(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    &format!(
+                        "the request body is over {} MiB, or was cut off",
+                        MAX_BODY >> 20
+                    ),
+                )
+            }
+            Err(_) => {
+                return refuse(
+                    StatusCode::REQUEST_TIMEOUT,
+                    "the request body did not arrive within --request-timeout",
+                )
+            }
+        };
+        return next
+            .run(Request::from_parts(parts, Body::from(bytes)))
+            .await;
+    }
     next.run(request).await
 }
 
