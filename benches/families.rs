@@ -187,6 +187,27 @@ fn misses(corpus: &[Labelled], predicted: &[usize]) {
                 .take(110)
                 .collect();
             println!("   {n:5}  {:?} {head}", families_of[&p]);
+            // What the miner compared: the key's words (`<*>` for a
+            // variable, `!` before a pinned status) and the crash site.
+            let key =
+                dlqlite::families::key::key_of(&sample.message, sample.stack_trace.as_deref());
+            let words: Vec<String> = key
+                .words
+                .iter()
+                .map(|w| {
+                    let shown = w.key.as_deref().unwrap_or("<*>");
+                    if w.pinned {
+                        format!("!{shown}")
+                    } else {
+                        shown.to_string()
+                    }
+                })
+                .collect();
+            println!(
+                "          key: {}{}",
+                words.join(" ").chars().take(160).collect::<String>(),
+                key.site.map(|s| format!("  @ {s}")).unwrap_or_default()
+            );
         }
     }
 }

@@ -17,7 +17,9 @@ use std::process::ExitCode;
 /// how families are found.
 ///
 /// `dlq families merge INTO FROM...` puts causes a person knows are one
-/// together (kept when families are rebuilt). `dlq families rebuild` mines
+/// together; `dlq families split ID --by N` makes one family per value of
+/// the template's Nth word (both kept when families are rebuilt).
+/// `dlq families rebuild` mines
 /// the items stored before families existed; `--all` mines every item
 /// again, keeping ids.
 ///
@@ -26,6 +28,7 @@ use std::process::ExitCode;
 ///   dlq families show 3 --json
 ///   dlq list --filter 'family == 3'
 ///   dlq families merge 3 4
+///   dlq families split 7 --by 4
 ///   dlq families rebuild
 #[derive(Debug, clap::Args)]
 #[command(verbatim_doc_comment, args_conflicts_with_subcommands = true)]
@@ -73,6 +76,20 @@ enum Action {
         #[arg(long)]
         json: bool,
     },
+    /// Split a family a person knows is several causes: one family per
+    /// value of the template's word N (a `<*>`), the most common value
+    /// keeping the id (a `families_split` event; kept by `rebuild --all`)
+    Split {
+        /// The family to split
+        id: i64,
+        /// The word to split at, counted from 1 in the template (`dlq
+        /// families show ID` numbers the words that vary)
+        #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
+        by: u16,
+        /// Also print what was done as JSON on stdout
+        #[arg(long)]
+        json: bool,
+    },
     /// Mine a family for every item that has none (items stored before
     /// this version); resumable: an interrupted run goes on where it
     /// stopped. With --all, every item is mined again from scratch in one
@@ -104,6 +121,7 @@ pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
         Some(Action::List { limit, format }) => list(limit, format, ctx),
         Some(Action::Show { id, json }) => show(id, json, ctx),
         Some(Action::Merge { into, from, json }) => merge(into, &from, json, ctx),
+        Some(Action::Split { id, by, json }) => split(id, usize::from(by), json, ctx),
         Some(Action::Rebuild { all, json }) => rebuild(all, json, ctx),
     }
 }
@@ -163,6 +181,18 @@ fn show(id: i64, json: bool, ctx: &Context) -> Result<ExitCode> {
         println!("merged into family {into} (its items are there: dlq families show {into})");
     }
     println!("template:   {}", text(&family.template));
+    let varying: Vec<String> = family
+        .varying_words
+        .iter()
+        .map(|(n, word)| format!("{n} {}", text(word)))
+        .collect();
+    if !varying.is_empty() {
+        println!(
+            "varies at: {} (dlq families split {} --by N)",
+            varying.join(", "),
+            family.id
+        );
+    }
     println!(
         "error type: {}",
         text(family.error_type.as_deref().unwrap_or("-"))
@@ -202,6 +232,36 @@ fn merge(into: i64, from: &[i64], json: bool, ctx: &Context) -> Result<ExitCode>
     ));
     if json {
         print_json(&merge)?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn split(id: i64, position: usize, json: bool, ctx: &Context) -> Result<ExitCode> {
+    let dlq = ctx.open_existing_to_write()?;
+    let split = match dlq.split_family(id, position) {
+        Err(e) if e.kind() == dlqlite::ErrorKind::InvalidInput => anyhow::bail!("{e}"),
+        other => other?,
+    };
+    let parts: Vec<String> = split
+        .parts
+        .iter()
+        .map(|p| {
+            format!(
+                "family {} ({}): {}",
+                p.id,
+                plural(p.items, "item"),
+                dlqlite::text::for_terminal(&p.value)
+            )
+        })
+        .collect();
+    note(&format!(
+        "split family {} at word {} into {}",
+        split.family,
+        split.position,
+        parts.join("; ")
+    ));
+    if json {
+        print_json(&split)?;
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -69,6 +69,10 @@ struct Slot {
     exact: bool,
     /// A status: a failure whose word differs here never joins.
     pinned: bool,
+    /// A position a person split the family at ([`Family::split_at`]):
+    /// only a failure whose word here is exactly this value joins.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    split: Option<Box<str>>,
 }
 
 impl Slot {
@@ -80,6 +84,7 @@ impl Slot {
                 suffix: "".into(),
                 exact: true,
                 pinned: word.pinned,
+                split: None,
             },
             // A quoted name or command shows as it is until a second
             // value arrives: `Option::unwrap()` is not a detail to hide.
@@ -89,6 +94,7 @@ impl Slot {
                 suffix: "".into(),
                 exact: true,
                 pinned: false,
+                split: None,
             },
             key => {
                 // The wrappers around a bare variable still show: `(<*>)`.
@@ -104,6 +110,7 @@ impl Slot {
                     suffix: suffix.into(),
                     exact: false,
                     pinned: word.pinned,
+                    split: None,
                 }
             }
         }
@@ -221,11 +228,64 @@ impl Family {
         out
     }
 
+    /// Whether the word at `position` (from 0) is a variable a person may
+    /// split the family at: it varies, and is not split already.
+    pub fn is_variable_at(&self, position: usize) -> bool {
+        self.slots
+            .get(position)
+            .is_some_and(|slot| slot.key.is_none() && slot.split.is_none())
+    }
+
+    /// This family, narrowed to the failures whose word at `position`
+    /// (from 0) is `value` (as written): what `dlq families split` makes
+    /// of a family for each value. The position shows the value, and no
+    /// failure with another value there ever joins.
+    pub fn split_at(&self, position: usize, value: &str) -> Family {
+        let mut family = self.clone();
+        if let Some(slot) = family.slots.get_mut(position) {
+            slot.key = None;
+            slot.prefix = value.into();
+            slot.suffix = "".into();
+            slot.exact = true;
+            slot.split = Some(value.into());
+        }
+        family
+    }
+
+    /// The words a person may split the family at: (position from 1, the
+    /// word as the template shows it), for each [`Family::is_variable_at`].
+    pub fn varying_words(&self) -> Vec<(usize, String)> {
+        (0..self.slots.len())
+            .filter(|&at| self.is_variable_at(at))
+            .map(|at| {
+                let mut shown = String::new();
+                self.slots[at].shown(&mut shown);
+                (at + 1, shown)
+            })
+            .collect()
+    }
+
+    /// How many words its template has.
+    pub fn word_count(&self) -> usize {
+        self.slots.len()
+    }
+
+    /// Whether a person split this family ([`Family::split_at`]).
+    pub fn is_split(&self) -> bool {
+        self.slots.iter().any(|slot| slot.split.is_some())
+    }
+
     /// The share of this family's constant words that `words` has.
     fn similarity(&self, words: &[Word]) -> f64 {
         let mut constant = 0usize;
         let mut equal = 0usize;
         for (slot, word) in self.slots.iter().zip(words) {
+            if let Some(value) = &slot.split {
+                if *word.raw != **value {
+                    return 0.0;
+                }
+                continue;
+            }
             if let Some(key) = &slot.key {
                 constant += 1;
                 if word.key.as_ref() == Some(key) {
@@ -430,6 +490,31 @@ mod tests {
         let next = second.assign(Some("T"), "tests failed: test_c after 1 ms", None);
         assert_eq!(next.family, index);
         assert!(!next.new && !next.generalised);
+    }
+
+    #[test]
+    fn a_split_family_takes_only_its_value() {
+        let mut miner = Miner::new();
+        let whole = family(&mut miner, "deploy to host-1 failed");
+        assert_eq!(family(&mut miner, "deploy to host-2 failed"), whole);
+        let original = miner.family(whole).clone();
+        assert!(original.is_variable_at(2) && !original.is_variable_at(0));
+        let mut split = Miner::new();
+        let one = split.restore(original.split_at(2, "host-1"));
+        let two = split.restore(original.split_at(2, "host-2"));
+        assert!(split.family(one).is_split());
+        assert_eq!(split.family(two).template(), "deploy to host-2 failed");
+        assert!(!split.family(two).is_variable_at(2));
+        assert_eq!(family(&mut split, "deploy to host-2 failed"), two);
+        assert_eq!(family(&mut split, "deploy to host-1 failed"), one);
+        // A value neither holds starts a family; the parts stay as they were.
+        let three = family(&mut split, "deploy to host-3 failed");
+        assert!(three != one && three != two);
+        assert_eq!(split.family(one).template(), "deploy to host-1 failed");
+        // The split survives the stored state.
+        let state = split.family(two).state();
+        let back = Family::from_state(None, None, &state).unwrap();
+        assert!(back.is_split());
     }
 
     #[test]

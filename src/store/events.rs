@@ -60,6 +60,9 @@ pub enum EventKind {
     /// Families were merged by a person (`dlq families merge`): detail
     /// `{"into", "from", "items"}`.
     FamiliesMerged,
+    /// A family was split by the values of one of its words (`dlq
+    /// families split`): detail `{"family", "position", "parts"}`.
+    FamiliesSplit,
     /// Every item's family was mined again (`dlq families rebuild
     /// --all`): detail says how many families kept their id.
     FamiliesRebuilt,
@@ -67,7 +70,7 @@ pub enum EventKind {
 
 impl EventKind {
     /// Every kind, in the order the help text lists them.
-    pub const ALL: [EventKind; 19] = [
+    pub const ALL: [EventKind; 20] = [
         EventKind::Added,
         EventKind::Merged,
         EventKind::Removed,
@@ -86,6 +89,7 @@ impl EventKind {
         EventKind::RetentionSet,
         EventKind::EventsTrimmed,
         EventKind::FamiliesMerged,
+        EventKind::FamiliesSplit,
         EventKind::FamiliesRebuilt,
     ];
 
@@ -110,6 +114,7 @@ impl EventKind {
             EventKind::RetentionSet => "retention_set",
             EventKind::EventsTrimmed => "events_trimmed",
             EventKind::FamiliesMerged => "families_merged",
+            EventKind::FamiliesSplit => "families_split",
             EventKind::FamiliesRebuilt => "families_rebuilt",
         }
     }

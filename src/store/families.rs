@@ -258,6 +258,11 @@ pub struct FamilyInfo {
     /// The family it was merged into (`dlq families merge`), where its
     /// items are; `None` for a family of its own.
     pub merged_into: Option<i64>,
+    /// The words it may be split at (`dlq families split --by`): their
+    /// position from 1 and the word as the template shows it. Filled by
+    /// [`Dlq::family`] only.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub varying_words: Vec<(usize, String)>,
 }
 
 /// Every family with items (of one job or all), and how many items have
@@ -352,9 +357,20 @@ impl Dlq {
                     |row| row.i64(0),
                 )?
                 .unwrap_or(0);
-            family_row(conn, id, items, None)?.ok_or_else(|| {
+            let mut info = family_row(conn, id, items, None)?.ok_or_else(|| {
                 Error::invalid_argument("family", format!("no family {id} in this database"))
-            })
+            })?;
+            let state = conn.row(
+                "SELECT state FROM families WHERE id = ?1",
+                vals![id],
+                |row| row.text(0),
+            )?;
+            if let Some(Ok(family)) = state.map(|state| {
+                Family::from_state(info.error_type.as_deref(), info.site.as_deref(), &state)
+            }) {
+                info.varying_words = family.varying_words();
+            }
+            Ok(info)
         })
     }
 }
@@ -381,6 +397,7 @@ fn family_row(
                 last_seen: row.ts(4)?,
                 sample: None,
                 merged_into: row.opt_i64(5)?,
+                varying_words: Vec::new(),
             })
         },
     )?;
@@ -516,6 +533,30 @@ pub struct FamilyRebuild {
     pub retired: u64,
 }
 
+/// What [`Dlq::split_family`] did.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct FamilySplit {
+    /// The family split (it keeps the largest value's items).
+    pub family: i64,
+    /// The word split at, from 1, as in the template.
+    pub position: usize,
+    /// One family per value, largest first: the first is `family` itself.
+    pub parts: Vec<SplitPart>,
+}
+
+/// One value of a split and the family that holds its items.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct SplitPart {
+    pub id: i64,
+    pub value: String,
+    pub items: u64,
+}
+
+/// The most families one split makes: the miner compares at most
+/// [`crate::families::miner::LEAF_CANDIDATES`] families sharing a leaf,
+/// and a split that makes dozens is a search, not a cause.
+pub const MAX_SPLIT_VALUES: usize = 32;
+
 /// The family `id` stands for in the database: itself, or the end of its
 /// `merged_into` chain. An id that is not a family is an error.
 fn root_family(conn: Conn<'_>, id: i64) -> Result<i64> {
@@ -617,6 +658,161 @@ impl Dlq {
         Ok(merge)
     }
 
+    /// Splits family `id` by the value of its word at `position` (from 1,
+    /// a `<*>` of its template): the items with the most common value stay
+    /// in it, each other value gets a family of its own, in one
+    /// transaction. Each part only ever takes failures with its value
+    /// there, in every process; a failure with a value none of them holds
+    /// starts a family as any new cause does. A `families_split` event
+    /// records it, and `rebuild --all` keeps it. Refused when the word is
+    /// not a variable, when every item has the same value, or when there
+    /// are more than [`MAX_SPLIT_VALUES`] values.
+    pub fn split_family(&self, id: i64, position: usize) -> Result<FamilySplit> {
+        self.write(|tx| {
+            let conn = tx.sql();
+            let backend = conn.backend();
+            let id = root_family(conn, id)?;
+            let (error_type, site, state) = conn
+                .row(
+                    "SELECT error_type, site, state FROM families WHERE id = ?1",
+                    vals![id],
+                    |row| Ok((row.opt_text(0)?, row.opt_text(1)?, row.text(2)?)),
+                )?
+                .ok_or_else(|| Error::invalid_argument("family", format!("no family {id}")))?;
+            let family = Family::from_state(error_type.as_deref(), site.as_deref(), &state)
+                .map_err(|e| Error::invalid_argument("family", format!("family {id}: {e}")))?;
+            let at = position.checked_sub(1).filter(|&at| family.is_variable_at(at));
+            let Some(at) = at else {
+                return Err(Error::invalid_argument(
+                    "position",
+                    format!(
+                        "word {position} of family {id} is not a <*> of its template ({}): \
+                         split at a word that varies, counted from 1",
+                        family.template()
+                    ),
+                ));
+            };
+            // Each item's value there, from its last attempt (the key its
+            // family was mined from), kept in a scratch table: a family
+            // may hold every item of the database.
+            conn.exec(
+                "CREATE TEMP TABLE IF NOT EXISTS family_split (item BIGINT PRIMARY KEY, value TEXT NOT NULL)",
+                &[],
+            )?;
+            conn.exec("DELETE FROM family_split", &[])?;
+            let sql = format!(
+                "SELECT i.id, f.error_message, f.stack_trace, {last_attempt}
+                 FROM items i JOIN failure_history f ON f.id = {last}
+                 WHERE i.family_id = ?1 AND i.id > ?2 ORDER BY i.id LIMIT ?3",
+                last_attempt = backend.ts_text("i.last_attempt"),
+                last = super::counters::last_attempt_select_on(backend, "id", "i.id"),
+            );
+            let mut values: HashMap<String, (u64, Timestamp, Timestamp)> = HashMap::new();
+            let mut after = 0i64;
+            loop {
+                let rows = conn.collect(&sql, vals![id, after, MINE_BATCH], |row| {
+                    Ok((row.i64(0)?, row.text(1)?, row.opt_text(2)?, row.ts(3)?))
+                })?;
+                for (key, message, stack_trace, last_attempt) in &rows {
+                    let words = crate::families::key::key_of(message, stack_trace.as_deref()).words;
+                    // An item mined by an older key may have other words:
+                    // it stays where it is.
+                    let Some(word) = words.get(at).filter(|_| words.len() == family.word_count())
+                    else {
+                        continue;
+                    };
+                    let value = word.raw.to_string();
+                    let entry = values
+                        .entry(value.clone())
+                        .or_insert((0, *last_attempt, *last_attempt));
+                    entry.0 += 1;
+                    entry.1 = entry.1.min(*last_attempt);
+                    entry.2 = entry.2.max(*last_attempt);
+                    if values.len() > MAX_SPLIT_VALUES {
+                        return Err(Error::invalid_argument(
+                            "position",
+                            format!(
+                                "word {position} of family {id} has more than {MAX_SPLIT_VALUES} values: \
+                                 too many to split into families (search with --filter instead)"
+                            ),
+                        ));
+                    }
+                    conn.exec(
+                        "INSERT INTO family_split (item, value) VALUES (?1, ?2)",
+                        vals![*key, value.as_str()],
+                    )?;
+                }
+                match rows.last() {
+                    Some(last) if rows.len() as i64 == MINE_BATCH => after = last.0,
+                    _ => break,
+                }
+            }
+            if values.len() < 2 {
+                return Err(Error::invalid_argument(
+                    "position",
+                    format!(
+                        "every item of family {id} has the same word {position}: nothing to split"
+                    ),
+                ));
+            }
+            let mut parts: Vec<(String, (u64, Timestamp, Timestamp))> = values.into_iter().collect();
+            parts.sort_by(|a, b| b.1 .0.cmp(&a.1 .0).then_with(|| a.0.cmp(&b.0)));
+            let rev = next_rev(conn)?;
+            let mut split = FamilySplit {
+                family: id,
+                position,
+                parts: Vec::new(),
+            };
+            for (n, (value, (items, first, last))) in parts.iter().enumerate() {
+                let part = family.split_at(at, value);
+                let part_id = if n == 0 {
+                    conn.exec(
+                        "UPDATE families SET template = ?1, state = ?2, rev = ?3 WHERE id = ?4",
+                        vals![part.template().as_str(), part.state().as_str(), rev, id],
+                    )?;
+                    id
+                } else {
+                    let new_id = conn
+                        .row(
+                            "INSERT INTO families (template, error_type, site, state, first_seen, last_seen, rev)
+                             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) RETURNING id",
+                            vals![
+                                part.template().as_str(),
+                                error_type.as_deref(),
+                                site.as_deref(),
+                                part.state().as_str(),
+                                *first,
+                                *last,
+                                rev
+                            ],
+                            |row| row.i64(0),
+                        )?
+                        .ok_or_else(|| Error::invalid_argument("families", "no id for a new family"))?;
+                    conn.exec(
+                        "UPDATE items SET family_id = ?1
+                         WHERE id IN (SELECT item FROM family_split WHERE value = ?2)",
+                        vals![new_id, value.as_str()],
+                    )?;
+                    new_id
+                };
+                split.parts.push(SplitPart {
+                    id: part_id,
+                    value: value.clone(),
+                    items: *items,
+                });
+            }
+            conn.exec("DELETE FROM family_split", &[])?;
+            tx.reset_families();
+            tx.event(
+                super::EventKind::FamiliesSplit,
+                None,
+                None,
+                serde_json::to_value(&split)?,
+            )?;
+            Ok(split)
+        })
+    }
+
     /// Mines every item's family again, from scratch, in one transaction
     /// (the write lock is held for its length; an interrupted rebuild
     /// changes nothing): what a better miner is applied with.
@@ -640,9 +836,28 @@ impl Dlq {
                 &[],
             )?;
             conn.exec("DELETE FROM family_rebuild", &[])?;
-            // 1. Mine every item's last attempt with a fresh miner.
+            // 1. Mine every item's last attempt with a fresh miner, given
+            //    first the families a person split, with their ids: a
+            //    split is kept.
             let mut miner = Miner::default();
             let mut report = FamilyRebuild::default();
+            let mut id_of: HashMap<i64, i64> = HashMap::new();
+            let mut taken: BTreeSet<i64> = BTreeSet::new();
+            for (id, error_type, site, state) in conn.collect(
+                "SELECT id, error_type, site, state FROM families WHERE merged_into IS NULL ORDER BY id",
+                &[],
+                |row| Ok((row.i64(0)?, row.opt_text(1)?, row.opt_text(2)?, row.text(3)?)),
+            )? {
+                let Ok(family) = Family::from_state(error_type.as_deref(), site.as_deref(), &state)
+                else {
+                    continue;
+                };
+                if family.is_split() {
+                    let index = miner.restore(family);
+                    id_of.insert(index as i64, id);
+                    taken.insert(id);
+                }
+            }
             let mut after = 0i64;
             let sql = format!(
                 "SELECT i.id, f.error_type, f.error_message, f.stack_trace
@@ -691,8 +906,6 @@ impl Dlq {
                 .collect();
             let mut pairs = overlap.clone();
             pairs.sort_by(|a, b| b.2.cmp(&a.2).then(a.0.cmp(&b.0)).then(a.1.cmp(&b.1)));
-            let mut id_of: HashMap<i64, i64> = HashMap::new();
-            let mut taken: BTreeSet<i64> = BTreeSet::new();
             for &(fam, old, _) in &pairs {
                 if id_of.contains_key(&fam) {
                     continue;

@@ -81,7 +81,10 @@ pub use check::{
 
 pub use counters::RecountReport;
 pub use events::{ChangeProbe, Event, EventKind, EventQuery};
-pub use families::{Families, FamilyInfo, FamilyMerge, FamilyRebuild, FamilyRow};
+pub use families::{
+    Families, FamilyInfo, FamilyMerge, FamilyRebuild, FamilyRow, FamilySplit, SplitPart,
+    MAX_SPLIT_VALUES,
+};
 pub use filter_sql::Condition;
 pub use items::{ItemIter, ItemSummary, JobItem, ListFilter, Page, PageCursor, SummaryIter};
 pub use items::{MarkRequest, Marked, SortBy};

@@ -27,6 +27,10 @@ const EXIT_ONE: &[(&str, &str)] = &[
         "import ~/.prodigy old-host/.prodigy",
         "the same sample's broken files, split over two hosts",
     ),
+    (
+        "families split 7 --by 4",
+        "no family of the sample has items that differ in a word: nothing to split",
+    ),
 ];
 
 /// The PostgreSQL database the examples name: each example that names it

@@ -566,3 +566,113 @@ fn stats_lead_with_the_largest_families() {
     assert_eq!(rows.len(), 3, "{text}");
     assert_eq!(rows[0].split_whitespace().nth(1), Some("6"), "{text}");
 }
+
+/// A person who knows a family is several causes splits it at a word that
+/// varies: one family per value, the largest keeping the id; new failures
+/// go to their value's family in every process; a value no part holds
+/// starts its own; a rebuild keeps it all, and bad splits are one line.
+#[test]
+fn a_split_makes_a_family_per_value_and_survives_a_rebuild() {
+    let dir = TempDir::new("families-split");
+    let db = dir.join("dlq.db");
+    let hosts = [
+        "db-1:5432",
+        "db-1:5432",
+        "db-1:5432",
+        "db-2:5432",
+        "db-2:5432",
+        "cache-7:6379",
+    ];
+    add_lines(
+        &db,
+        "j",
+        hosts.iter().enumerate().map(|(n, host)| {
+            failure(
+                &format!("i{n}"),
+                1,
+                n as u32 + 1,
+                &format!("connection refused by {host} after retries"),
+            )
+        }),
+    );
+    let fam = |id: &str| {
+        count(
+            &db,
+            &format!("SELECT family_id FROM items WHERE item_id = '{id}'"),
+        )
+    };
+    let whole = fam("i0");
+    assert!((0..6).all(|n| fam(&format!("i{n}")) == whole));
+    let shown = ok(dlq(&db).args(["families", "show", &whole.to_string()]));
+    assert!(shown.contains("varies at: 4 <*>"), "{shown}");
+    // Bad splits: a constant word, a word past the end, a missing family.
+    for (by, id, says) in [
+        ("2", whole.to_string(), "not a <*>"),
+        ("9", whole.to_string(), "not a <*>"),
+        ("4", "999".to_string(), "no family 999"),
+        ("0", whole.to_string(), "0"),
+    ] {
+        let refused = fails(dlq(&db).args(["families", "split", &id, "--by", by]));
+        assert!(refused.contains(says), "{by}: {refused}");
+        assert_eq!(refused.trim().lines().count(), 1, "{refused}");
+    }
+    let out = json(&ok(dlq(&db).args([
+        "families",
+        "split",
+        &whole.to_string(),
+        "--by",
+        "4",
+        "--json",
+    ])));
+    let parts = out["parts"].as_array().unwrap();
+    assert_eq!(parts.len(), 3, "{out}");
+    assert_eq!(parts[0]["id"], whole);
+    assert_eq!(parts[0]["value"], "db-1:5432");
+    assert_eq!(parts[0]["items"], 3);
+    let (db2, cache) = (fam("i3"), fam("i5"));
+    assert_eq!(fam("i4"), db2);
+    assert!(db2 != whole && cache != whole && db2 != cache);
+    assert_eq!(
+        count(
+            &db,
+            "SELECT COUNT(*) FROM events WHERE kind = 'families_split'"
+        ),
+        1
+    );
+    assert_sound(&db);
+    // New failures, from another process: each to its value's family; a
+    // new value to a family of its own.
+    add_lines(
+        &db,
+        "j",
+        [
+            failure("n1", 1, 10, "connection refused by db-2:5432 after retries"),
+            failure("n2", 1, 11, "connection refused by db-1:5432 after retries"),
+            failure("n3", 1, 12, "connection refused by web-9:80 after retries"),
+        ],
+    );
+    assert_eq!((fam("n1"), fam("n2")), (db2, whole));
+    let other = fam("n3");
+    assert!(![whole, db2, cache].contains(&other), "{other}");
+    // Splitting the same word again: it is no longer a <*>.
+    let refused = fails(dlq(&db).args(["families", "split", &whole.to_string(), "--by", "4"]));
+    assert!(refused.contains("not a <*>"), "{refused}");
+    // A full rebuild keeps the split, and mines the same families again.
+    let before = families_of(&db);
+    ok(dlq(&db).args(["families", "rebuild", "--all"]));
+    assert_eq!(families_of(&db), before);
+    let rows = count(&db, "SELECT COUNT(*) FROM families");
+    ok(dlq(&db).args(["families", "rebuild", "--all"]));
+    assert_eq!(families_of(&db), before);
+    assert_eq!(count(&db, "SELECT COUNT(*) FROM families"), rows);
+    assert_sound(&db);
+    // The listing adds up.
+    let listed = json(&ok(dlq(&db).args(["families", "--format", "json"])));
+    let total: i64 = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["items"].as_i64().unwrap())
+        .sum();
+    assert_eq!(total, 9, "{listed}");
+}
