@@ -359,14 +359,16 @@ pub fn is_opened_database_file(file: &Path) -> bool {
         .any(|db| database_file_ids(db).contains(&id))
 }
 
-/// The (device, inode) of the database at `db` and of its `-wal` and
-/// `-shm`, those that exist (none for a server URL): the files nothing in
+/// The (device, inode) of the database at `db` and of its `-wal`, `-shm`
+/// and `-journal`, those that exist (none for a server URL): the files nothing in
 /// dlqlite may open and close outside SQLite (see `check_file`).
 pub fn database_file_ids(db: &Path) -> Vec<(u64, u64)> {
     if db.to_str().is_some_and(is_url) {
         return Vec::new();
     }
-    ["", "-wal", "-shm"]
+    // A rollback journal exists only for a moment (dlqlite keeps WAL),
+    // but one that is there is as much the database's as the WAL.
+    ["", "-wal", "-shm", "-journal"]
         .iter()
         .filter_map(|suffix| file_id(&sibling(db, suffix)))
         .collect()

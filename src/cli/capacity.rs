@@ -52,17 +52,19 @@ pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
     } else {
         None
     };
-    let mut over = 0;
+    let mut counted = None;
     if changing {
-        over = dlq.capacity_evictions(job, args.set)?;
-        if over > 0 {
+        let over = dlq.capacity_eviction_selection(job, args.set)?;
+        let n = over.count;
+        counted = Some(over.token);
+        if n > 0 {
             let whose = match job {
                 Some(job) => format!("job {job}"),
                 None => "the jobs on the default capacity".to_string(),
             };
             let action = format!(
                 "evict {} of {whose} (the oldest last attempts) to fit the new capacity",
-                plural(over, "item")
+                plural(n, "item")
             );
             if !confirm(&action, args.yes)? {
                 note("nothing changed");
@@ -71,7 +73,7 @@ pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
         }
     }
     let evicted = if changing {
-        dlq.set_capacity_counted(job, args.set, over)?
+        dlq.set_capacity_counted(job, args.set, counted.as_deref().unwrap_or_default())?
     } else {
         Vec::new()
     };

@@ -480,6 +480,13 @@ impl Cursor {
                 .to_string(),
         };
         let shown = path.display().to_string();
+        // Everywhere else `-` is stdout; a cursor written there would land
+        // between the events it follows.
+        if path == Path::new("-") {
+            anyhow::bail!(
+                "--since-cursor -: a cursor is a file dlq reads back, not stdout; name a file"
+            );
+        }
         match read_no_follow(path) {
             Ok(text) => {
                 let value: serde_json::Value = serde_json::from_str(&text)

@@ -40,8 +40,8 @@ pub fn requeue(dlq: &Dlq, filter: ListFilter, path: &Path, take: bool) -> Result
 /// An items file written, and what taking its items means.
 pub struct Written {
     path: String,
-    /// (job_id, item_id, version as written) of each item in the file.
-    items: Vec<(String, String, i64)>,
+    /// Each item in the file, as read when it was written.
+    items: Vec<crate::store::ReadItem>,
 }
 
 impl Written {
@@ -63,13 +63,13 @@ pub fn write(dlq: &Dlq, filter: ListFilter, path: &Path) -> Result<Written> {
     let io = |e: std::io::Error| Error::io(path, e);
     let mut output = crate::outfile::OutputFile::create(path)?;
     let mut out = std::io::BufWriter::new(output.file());
-    let mut items: Vec<(String, String, i64)> = Vec::new();
+    let mut items: Vec<crate::store::ReadItem> = Vec::new();
     let written = (|| -> Result<()> {
         let mut file = ItemsFileWriter::new(&mut out).map_err(io)?;
         for entry in dlq.items(filter) {
             let entry = entry?;
             file.push(&entry.item.item_data).map_err(io)?;
-            items.push((entry.job_id, entry.item.item_id, entry.version));
+            items.push(crate::store::ReadItem::of(&entry));
         }
         file.finish().map_err(io).map(drop)
     })();

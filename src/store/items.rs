@@ -471,7 +471,7 @@ impl Dlq {
                     marked,
                     version,
                     family_id,
-                    ..
+                    key,
                 }) = rows::load_item_by_key(read, key)?
                 {
                     items.push(JobItem {
@@ -480,6 +480,7 @@ impl Dlq {
                         marked,
                         version,
                         family_id,
+                        key,
                     });
                 }
             }
@@ -677,6 +678,10 @@ pub struct JobItem {
     pub version: i64,
     /// Its failure family as read (`None` until mined).
     pub family_id: Option<i64>,
+    /// Its row key as read: an item removed and stored again under the
+    /// same name is a new row, which [`Dlq::take_unchanged`] must not
+    /// take for the one read.
+    pub key: i64,
 }
 
 /// Streams whole items; see [`Dlq::items`].

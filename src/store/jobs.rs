@@ -243,7 +243,29 @@ impl Dlq {
     /// How many items [`Dlq::set_capacity`] with the same arguments would
     /// evict now (what `dlq capacity --set` asks about first).
     pub fn capacity_evictions(&self, job_id: Option<&str>, max_items: Option<i64>) -> Result<i64> {
-        self.read(|conn| evictions_for(conn, job_id, max_items))
+        self.read(|conn| {
+            Ok(evictions_for(conn, job_id, max_items)?
+                .iter()
+                .map(|(_, n)| n)
+                .sum())
+        })
+    }
+
+    /// What [`Dlq::set_capacity`] with the same arguments would evict now,
+    /// as a selection (`count`, and a `token` for
+    /// [`Dlq::set_capacity_counted`]; `max_key` is unused): what `dlq
+    /// capacity --set` asks about.
+    pub fn capacity_eviction_selection(
+        &self,
+        job_id: Option<&str>,
+        max_items: Option<i64>,
+    ) -> Result<super::Selection> {
+        let (count, token) = self.read(|conn| eviction_selection(conn, job_id, max_items))?;
+        Ok(super::Selection {
+            count,
+            max_key: 0,
+            token,
+        })
     }
 
     /// Sets the default capacity (`job_id` None) or one job's override
@@ -257,26 +279,27 @@ impl Dlq {
         self.set_capacity_with(job_id, max_items, None)
     }
 
-    /// [`Dlq::set_capacity`], only if it evicts exactly `evictions_counted`
-    /// items (a [`Dlq::capacity_evictions`] made before asking), counted
-    /// again inside its transaction: [`Error::SelectionChanged`], changing
-    /// nothing, when adds or removals since then changed how many it would
-    /// evict (`dlq capacity --set` evicts what it asked about, and nothing
+    /// [`Dlq::set_capacity`], only if it evicts exactly the items `counted`
+    /// (the token of a [`Dlq::capacity_eviction_selection`] made before
+    /// asking), taken again inside its transaction:
+    /// [`Error::SelectionChanged`], changing nothing, when an item to evict
+    /// changed (a failure merged into it), went, or another took its place
+    /// since (`dlq capacity --set` evicts what it asked about, and nothing
     /// when it asked about nothing).
     pub fn set_capacity_counted(
         &self,
         job_id: Option<&str>,
         max_items: Option<i64>,
-        evictions_counted: i64,
+        counted: &str,
     ) -> Result<Vec<EvictedItem>> {
-        self.set_capacity_with(job_id, max_items, Some(evictions_counted))
+        self.set_capacity_with(job_id, max_items, Some(counted))
     }
 
     fn set_capacity_with(
         &self,
         job_id: Option<&str>,
         max_items: Option<i64>,
-        evictions_counted: Option<i64>,
+        counted: Option<&str>,
     ) -> Result<Vec<EvictedItem>> {
         if let Some(n) = max_items {
             if n < 0 {
@@ -287,12 +310,16 @@ impl Dlq {
             }
         }
         self.write(|tx| {
-            if let Some(counted) = evictions_counted {
-                let now = evictions_for(tx.sql(), job_id, max_items)?;
-                if now != counted {
+            if let Some(counted) = counted {
+                let (now, token) = eviction_selection(tx.sql(), job_id, max_items)?;
+                if token != counted {
                     return Err(Error::SelectionChanged {
-                        counted: u64::try_from(counted).unwrap_or(0),
-                        now: u64::try_from(now).unwrap_or(0),
+                        counted: counted
+                            .split('.')
+                            .next()
+                            .and_then(|n| n.parse().ok())
+                            .unwrap_or(0),
+                        now,
                     });
                 }
             }
@@ -492,42 +519,64 @@ impl Dlq {
     }
 }
 
-/// How many items a capacity of `max_items` for `job_id` (None: the
-/// default) would evict, as the jobs stand on `conn`.
+/// The jobs a capacity of `max_items` for `job_id` (None: the default)
+/// would trim, as they stand on `conn`, and how many items each loses.
 fn evictions_for(
     conn: super::sql::Conn<'_>,
     job_id: Option<&str>,
     max_items: Option<i64>,
-) -> Result<i64> {
+) -> Result<Vec<(String, i64)>> {
     let default = default_capacity(conn)?;
-    let over = |sql: &str, params: &[super::sql::Val<'_>]| -> Result<i64> {
-        Ok(conn
-            .row(sql, params, |row| row.opt_i64(0))?
-            .flatten()
-            .unwrap_or(0))
-    };
     match job_id {
         Some(job) => {
             let limit = max_items.unwrap_or(default);
             if limit == 0 {
-                return Ok(0);
+                return Ok(Vec::new());
             }
-            over(
-                "SELECT CASE WHEN item_count > ?2 THEN item_count - ?2 ELSE 0 END
-                 FROM jobs WHERE job_id = ?1",
+            conn.collect(
+                "SELECT job_id, item_count - ?2 FROM jobs WHERE job_id = ?1 AND item_count > ?2",
                 vals![job, limit],
+                |row| Ok((row.text(0)?, row.i64(1)?)),
             )
         }
         // The default binds the jobs without an override.
         None => match max_items {
-            Some(limit) if limit > 0 => over(
-                "SELECT CAST(SUM(item_count - ?1) AS BIGINT) FROM jobs
-                 WHERE max_items IS NULL AND item_count > ?1",
+            Some(limit) if limit > 0 => conn.collect(
+                "SELECT job_id, item_count - ?1 FROM jobs
+                 WHERE max_items IS NULL AND item_count > ?1 ORDER BY job_id",
                 vals![limit],
+                |row| Ok((row.text(0)?, row.i64(1)?)),
             ),
-            _ => Ok(0),
+            _ => Ok(Vec::new()),
         },
     }
+}
+
+/// The items those evictions would remove, as a selection: their count and
+/// a fingerprint of which items they are, in what state (the selection
+/// fingerprint of [`super::selection`], summed over the jobs), so an item
+/// that changed, or another that took its place among the oldest, is seen.
+fn eviction_selection(
+    conn: super::sql::Conn<'_>,
+    job_id: Option<&str>,
+    max_items: Option<i64>,
+) -> Result<(u64, String)> {
+    let condition = format!(
+        " AND i.id IN ({})",
+        super::write::eviction_set(conn.backend())
+    );
+    let (mut count, mut sum, mut max) = (0u64, 0i64, 0i64);
+    for (job, excess) in evictions_for(conn, job_id, max_items)? {
+        let values = [
+            rusqlite::types::Value::Text(job),
+            rusqlite::types::Value::Integer(excess),
+        ];
+        let (n, s, m) = super::selection::fingerprint(conn, &condition, &values)?;
+        count += n;
+        sum = (sum + s) % 4_294_967_291;
+        max = max.max(m);
+    }
+    Ok((count, format!("{count}.{sum}.{max}")))
 }
 
 /// The jobs (all, or just `only`) that have no items and no retry run that

@@ -279,6 +279,7 @@ impl Dlq {
                     marked: stored.marked,
                     version,
                     family_id: stored.family_id,
+                    key: stored.key,
                 };
                 (item, version)
             }))

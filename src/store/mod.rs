@@ -100,7 +100,7 @@ pub use retention::{
 pub use selection::{ActionReport, Selection, Target, MAX_NAMED_ITEMS};
 pub use space::{Space, VacuumReport};
 pub use stats::{Stats, StatsHead, StatsPart};
-pub use take::{TakeOptions, TakenItem};
+pub use take::{ReadItem, TakeOptions, TakenItem};
 pub use write::{AddOutcome, AddReport, CapacityRaised, EvictedItem, WriteTx};
 
 use crate::db::{self, DbPool};

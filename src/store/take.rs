@@ -37,6 +37,28 @@ pub struct TakenItem {
     pub item_data: serde_json::Value,
 }
 
+/// An item as read for [`Dlq::take_unchanged`]: its name, its row key
+/// and its version ([`super::JobItem`] has both).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReadItem {
+    pub job_id: String,
+    pub item_id: String,
+    pub key: i64,
+    pub version: i64,
+}
+
+impl ReadItem {
+    /// What `item` was read as.
+    pub fn of(item: &super::JobItem) -> Self {
+        ReadItem {
+            job_id: item.job_id.clone(),
+            item_id: item.item.item_id.clone(),
+            key: item.key,
+            version: item.version,
+        }
+    }
+}
+
 impl Dlq {
     /// Takes a job's eligible items (those `dlq retry` would take without
     /// `--force`) for a requeue, atomically: the items returned are exactly
@@ -137,25 +159,22 @@ impl Dlq {
     }
 
     /// [`Dlq::take_items`] for items read earlier: each is taken only if it
-    /// still has the version it was read at ([`super::JobItem::version`]);
-    /// one that changed since (a failure merged into it) stays. Returns how
-    /// many were taken.
-    pub fn take_unchanged(
-        &self,
-        items: &[(String, String, i64)],
-        destination: &str,
-    ) -> Result<usize> {
+    /// is still the row it was read from ([`super::JobItem::key`]) at the
+    /// version it was read at ([`super::JobItem::version`]); one that
+    /// changed since (a failure merged into it), or was removed and stored
+    /// again under its name, stays. Returns how many were taken.
+    pub fn take_unchanged(&self, items: &[ReadItem], destination: &str) -> Result<usize> {
         self.take(
             items
                 .iter()
-                .map(|(job, item, version)| (job, item, Some(*version))),
+                .map(|read| (&read.job_id, &read.item_id, Some((read.key, read.version)))),
             destination,
         )
     }
 
     fn take<'a>(
         &self,
-        items: impl ExactSizeIterator<Item = (&'a String, &'a String, Option<i64>)> + Clone,
+        items: impl ExactSizeIterator<Item = (&'a String, &'a String, Option<(i64, i64)>)> + Clone,
         destination: &str,
     ) -> Result<usize> {
         if items.len() == 0 {
@@ -164,27 +183,28 @@ impl Dlq {
         self.write_bulk(|tx| {
             let conn = tx.sql();
             conn.exec(
-                "CREATE TEMP TABLE IF NOT EXISTS taken_versions (job_id TEXT NOT NULL, item_id TEXT NOT NULL,
-                     version BIGINT, PRIMARY KEY (job_id, item_id))",
+                "CREATE TEMP TABLE IF NOT EXISTS taken_rows (job_id TEXT NOT NULL, item_id TEXT NOT NULL,
+                     row_key BIGINT, version BIGINT, PRIMARY KEY (job_id, item_id))",
                 &[],
             )?;
-            conn.exec("DELETE FROM taken_versions", &[])?;
-            for (job_id, item_id, version) in items.clone() {
+            conn.exec("DELETE FROM taken_rows", &[])?;
+            for (job_id, item_id, read) in items.clone() {
+                let (key, version) = read.unzip();
                 conn.exec(
-                    "INSERT INTO taken_versions (job_id, item_id, version) VALUES (?1, ?2, ?3)
+                    "INSERT INTO taken_rows (job_id, item_id, row_key, version) VALUES (?1, ?2, ?3, ?4)
                      ON CONFLICT DO NOTHING",
-                    vals![job_id, item_id, version],
+                    vals![job_id, item_id, key, version],
                 )?;
             }
             let taken = super::bulk::delete_items(
                 tx,
-                " AND EXISTS (SELECT 1 FROM taken_versions t WHERE t.job_id = i.job_id AND t.item_id = i.item_id
-                     AND (t.version IS NULL OR t.version = i.version))",
+                " AND EXISTS (SELECT 1 FROM taken_rows t WHERE t.job_id = i.job_id AND t.item_id = i.item_id
+                     AND (t.version IS NULL OR (t.version = i.version AND t.row_key = i.id)))",
                 &[],
                 EventKind::Requeued,
                 serde_json::json!({"destination": destination}),
             )?;
-            tx.sql().exec("DELETE FROM taken_versions", &[])?;
+            tx.sql().exec("DELETE FROM taken_rows", &[])?;
             Ok(taken)
         })
     }

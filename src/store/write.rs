@@ -507,21 +507,13 @@ impl<'c> WriteTx<'c> {
         self.flush_counts()?;
         // Walks items_job_last_attempt: O(log n) per evicted item. The
         // index is never suspended here (see `deferred_evictions`).
-        let sql = match self.conn.backend() {
-            Backend::Sqlite => {
-                "DELETE FROM items WHERE id IN (
-                     SELECT id FROM items WHERE job_id = ?1
-                     ORDER BY last_attempt ASC, id ASC LIMIT ?2)
-                 RETURNING item_id, error_signature, last_attempt"
-            }
-            Backend::Postgres => {
-                "DELETE FROM items WHERE id IN (
-                     SELECT id FROM items WHERE job_id = ?1
-                     ORDER BY last_attempt ASC, last_attempt_ns ASC, id ASC LIMIT ?2)
-                 RETURNING item_id, error_signature, dlq_ts_text(last_attempt, last_attempt_ns)"
-            }
-        };
-        let evicted = self.conn.collect(sql, vals![job_id, excess], |row| {
+        let sql = format!(
+            "DELETE FROM items WHERE id IN ({})
+             RETURNING item_id, error_signature, {}",
+            eviction_set(self.conn.backend()),
+            self.conn.backend().ts_text("last_attempt"),
+        );
+        let evicted = self.conn.collect(&sql, vals![job_id, excess], |row| {
             Ok(EvictedItem {
                 job_id: job_id.to_string(),
                 item_id: row.text(0)?,
@@ -731,4 +723,14 @@ pub(super) fn default_capacity(conn: Conn<'_>) -> Result<i64> {
         |row| row.text(0),
     )?;
     Ok(value.and_then(|v| v.trim().parse().ok()).unwrap_or(10_000))
+}
+
+/// The row keys of the items a job over its capacity loses first: the
+/// `?2` oldest last attempts of job `?1` (ties by row key). What eviction
+/// deletes and what `dlq capacity --set` counts before asking.
+pub(super) fn eviction_set(backend: Backend) -> String {
+    format!(
+        "SELECT id FROM items WHERE job_id = ?1 ORDER BY {}, id ASC LIMIT ?2",
+        backend.ts_order("last_attempt", false)
+    )
 }

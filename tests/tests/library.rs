@@ -1080,16 +1080,15 @@ fn a_take_of_items_read_earlier_leaves_the_ones_that_changed() {
     for id in ["a", "b"] {
         dlq.add("j", &one_item(id)).unwrap();
     }
-    let read: Vec<(String, String, i64)> = dlq
-        .items(dlqlite::ListFilter {
+    let read_all = || -> Vec<dlqlite::store::ReadItem> {
+        dlq.items(dlqlite::ListFilter {
             job_id: Some("j".into()),
             ..Default::default()
         })
-        .map(|entry| {
-            let entry = entry.unwrap();
-            (entry.job_id, entry.item.item_id, entry.version)
-        })
-        .collect();
+        .map(|entry| dlqlite::store::ReadItem::of(&entry.unwrap()))
+        .collect()
+    };
+    let read = read_all();
     assert_eq!(read.len(), 2);
     // "a" fails again after it was read.
     let again = dlqlite::DeadLetteredItem::from_json_str(
@@ -1225,11 +1224,11 @@ fn a_counted_capacity_change_refuses_when_it_would_evict_more() {
         add(&format!("a{n}"));
     }
     // Nothing to evict at the count; an add makes one.
-    let counted = dlq.capacity_evictions(Some("j"), Some(3)).unwrap();
-    assert_eq!(counted, 0);
+    let counted = dlq.capacity_eviction_selection(Some("j"), Some(3)).unwrap();
+    assert_eq!(counted.count, 0);
     add("a3");
     let error = dlq
-        .set_capacity_counted(Some("j"), Some(3), counted)
+        .set_capacity_counted(Some("j"), Some(3), &counted.token)
         .unwrap_err();
     assert_eq!(error.kind(), dlqlite::ErrorKind::Conflict, "{error}");
     assert_eq!(count(&db, "SELECT COUNT(*) FROM items"), 4);
@@ -1239,12 +1238,65 @@ fn a_counted_capacity_change_refuses_when_it_would_evict_more() {
         "the capacity is unchanged"
     );
     // The default: counted over every job without an override.
-    let counted = dlq.capacity_evictions(None, Some(2)).unwrap();
-    assert_eq!(counted, 2);
+    let counted = dlq.capacity_eviction_selection(None, Some(2)).unwrap();
+    assert_eq!(counted.count, 2);
+    assert_eq!(dlq.capacity_evictions(None, Some(2)).unwrap(), 2);
     add("a4");
-    assert!(dlq.set_capacity_counted(None, Some(2), counted).is_err());
+    assert!(dlq
+        .set_capacity_counted(None, Some(2), &counted.token)
+        .is_err());
     assert_eq!(count(&db, "SELECT COUNT(*) FROM items"), 5);
-    let counted = dlq.capacity_evictions(None, Some(2)).unwrap();
-    let evicted = dlq.set_capacity_counted(None, Some(2), counted).unwrap();
+    // The oldest item fails again after the count: as many to evict, but
+    // not the same items in the same state.
+    let counted = dlq.capacity_eviction_selection(None, Some(2)).unwrap();
+    assert_eq!(counted.count, 3);
+    let mut again = item("a0", 2, "2026-01-01T00:00:00Z", "boom again");
+    again["failure_count"] = 2.into();
+    dlq.add(
+        "j",
+        &dlqlite::DeadLetteredItem::from_json_str(&again.to_string()).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(dlq.capacity_evictions(None, Some(2)).unwrap(), 3);
+    assert!(dlq
+        .set_capacity_counted(None, Some(2), &counted.token)
+        .is_err());
+    assert_eq!(count(&db, "SELECT COUNT(*) FROM items"), 5);
+    let counted = dlq.capacity_eviction_selection(None, Some(2)).unwrap();
+    let evicted = dlq
+        .set_capacity_counted(None, Some(2), &counted.token)
+        .unwrap();
     assert_eq!(evicted.len(), 3);
+}
+
+/// An item removed and stored again under its name after it was read is
+/// another item: `requeue --take` must not take it for the one it wrote
+/// (a new item starts at version 0, as the one read may have been).
+#[test]
+fn a_take_of_items_read_earlier_leaves_an_item_stored_again_under_the_name() {
+    let dir = TempDir::new("take-readded");
+    let db = dir.join("dlq.db");
+    let dlq = Dlq::open(super::common::target(&db)).unwrap();
+    dlq.add("j", &one_item("keep")).unwrap();
+    dlq.add("j", &one_item("a")).unwrap();
+    let read: Vec<dlqlite::store::ReadItem> = dlq
+        .items(dlqlite::ListFilter {
+            job_id: Some("j".into()),
+            ..Default::default()
+        })
+        .map(|entry| dlqlite::store::ReadItem::of(&entry.unwrap()))
+        .collect();
+    assert!(read.iter().all(|r| r.version == 0));
+    // "a" goes (a retry's success) and fails again: stored afresh.
+    dlq.remove(Some("j"), "a").unwrap();
+    dlq.add("j", &one_item("keep2")).unwrap();
+    let again = dlqlite::DeadLetteredItem::from_json_str(
+        &item("a", 1, "2025-03-01T00:00:00Z", "a new failure").to_string(),
+    )
+    .unwrap();
+    dlq.add("j", &again).unwrap();
+    assert_eq!(dlq.take_unchanged(&read, "file.json").unwrap(), 1);
+    let mut left = strings(&db, "SELECT item_id FROM items ORDER BY item_id");
+    left.sort();
+    assert_eq!(left, ["a", "keep2"]);
 }

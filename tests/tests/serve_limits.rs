@@ -336,3 +336,66 @@ fn a_request_body_sent_too_slowly_is_cut_off_at_the_request_timeout() {
     assert!(started.elapsed() >= Duration::from_millis(900));
     assert_eq!(server.get("/api/jobs"), 200);
 }
+
+/// A retry the dashboard started does not keep `dlq serve` from stopping:
+/// on SIGTERM its commands get the grace, then are killed, and the item
+/// stays with no failure recorded for the kill.
+#[test]
+fn sigterm_stops_the_server_and_its_retry_commands_within_the_grace() {
+    let dir = TempDir::new("serve-limits-retry-stop");
+    let db = dir.path().join("dlq.db");
+    add_lines(&db, "J", [item("a", 1, "2025-01-01T00:00:00Z", "boom")]);
+    let marker = dir.path().join("still-running");
+    let script = dir.path().join("slow.sh");
+    std::fs::write(
+        &script,
+        format!(
+            "#!/bin/sh\ncat > /dev/null\nsleep 30\ntouch '{}'\n",
+            marker.display()
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let mut server = Serving::start(&db, &["--exec", script.to_str().unwrap()], None);
+    let auth = format!("Bearer {}", server.token);
+    let post = |body: serde_json::Value| {
+        request(
+            &server.address,
+            "POST",
+            "/api/actions",
+            &[
+                ("Authorization", &auth),
+                ("Content-Type", "application/json"),
+            ],
+            body.to_string().as_bytes(),
+        )
+    };
+    let dry =
+        post(serde_json::json!({"action": "retry", "job_id": "J", "filter": "", "dry_run": true}));
+    assert_eq!(dry.status, 200, "{}", dry.body);
+    let started = post(serde_json::json!({
+        "action": "retry", "job_id": "J", "filter": "", "selection": dry.json()["selection"]
+    }));
+    assert_eq!(started.status, 200, "{}", started.body);
+    let until = Instant::now() + Duration::from_secs(20);
+    while count(
+        &db,
+        "SELECT COUNT(*) FROM items WHERE lease_owner IS NOT NULL",
+    ) == 0
+    {
+        assert!(Instant::now() < until, "the run never claimed the item");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    let took = server.terminate(Duration::from_secs(20));
+    assert!(
+        took.is_some_and(|t| t < Duration::from_secs(10)),
+        "dlq serve did not exit within 10 s of SIGTERM with a retry running ({took:?})"
+    );
+    // The command was killed, not left to finish.
+    std::thread::sleep(Duration::from_secs(1));
+    assert!(!marker.exists());
+    assert_eq!(count(&db, "SELECT COUNT(*) FROM items"), 1);
+    assert_eq!(count(&db, "SELECT failure_count FROM items"), 1);
+}

@@ -410,6 +410,13 @@ fn a_cursor_of_another_database_or_no_database_is_refused() {
     );
     assert!(error.contains("symbolic link"), "{error}");
     assert!(!dir.join("elsewhere").exists());
+    // `-` is not a cursor: it would be written between the events.
+    let output = run(dlq(&db).args(["watch", "--once", "--since-cursor", "-"]));
+    assert_eq!(output.status.code(), Some(1));
+    assert!(output.stdout.is_empty());
+    let error = String::from_utf8_lossy(&output.stderr);
+    assert!(error.contains("not stdout"), "{error}");
+    assert_eq!(error.lines().count(), 1, "{error}");
 
     let missing = dir.join("missing.db");
     let output = run(dlq(&missing).args(["watch", "--once"]));

@@ -413,7 +413,7 @@ fn start_retry(
 
 /// Stops every run this server started (no new items; running commands
 /// finish) and waits for them to give their items back.
-pub fn stop_runs(app: &super::app::App) {
+pub fn stop_runs(app: &super::app::App, deadline: std::time::Instant) {
     let threads: Vec<_> = match app.runs.lock() {
         Ok(mut runs) => runs
             .iter_mut()
@@ -424,6 +424,16 @@ pub fn stop_runs(app: &super::app::App) {
             .collect(),
         Err(_) => Vec::new(),
     };
+    // A supervisor sends one SIGTERM and expects an exit: commands still
+    // running at the deadline are killed (their items stay, with no
+    // failure recorded for a kill the run made itself).
+    while threads.iter().any(|t| !t.is_finished()) && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    if threads.iter().any(|t| !t.is_finished()) {
+        eprintln!("dlq serve: killing the retry commands still running at the end of the grace");
+        kill_runs(app);
+    }
     for thread in threads {
         let _ = thread.join();
     }

@@ -32,7 +32,8 @@ use std::time::Duration;
 /// needs the access token: printed in the URL to open (a new one each
 /// start) or given with --token / DLQ_TOKEN. Binds to 127.0.0.1; another
 /// address needs an explicit token. Ctrl-C (or SIGTERM) stops it: requests
-/// in flight get 5 seconds to finish, then it exits anyway.
+/// in flight and retry commands it started get 5 seconds to finish, then
+/// it kills those commands and exits anyway.
 ///
 /// Examples:
 ///   dlq serve
@@ -272,8 +273,9 @@ pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
         open_browser(&url);
     }
     // First Ctrl-C (or SIGTERM): stop serving; retries this server started
-    // take no new items and their running commands finish. A second kills
-    // those commands (their process groups) too.
+    // take no new items and their running commands get the grace to
+    // finish, then are killed. A second kills them (their process groups)
+    // at once.
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
     let stop_tx = Mutex::new(Some(stop_tx));
     let presses = AtomicUsize::new(0);
@@ -296,7 +298,7 @@ pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
         eprintln!(
             "dlq serve: stopping{}",
             if actions::running(&stopping_app) > 0 {
-                "; waiting for running retry commands (Ctrl-C again kills them)"
+                "; running retry commands get 5 s to finish, then are killed (Ctrl-C again kills them now)"
             } else {
                 ""
             }
@@ -313,9 +315,9 @@ pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
             server::SHUTDOWN_GRACE.as_secs()
         );
     }
-    // Retry commands are this server's own work, not a client's: they
-    // finish (or a second Ctrl-C kills them).
-    actions::stop_runs(&app);
+    // Retry commands are this server's own work: they get the same grace,
+    // then are killed (or at once, by a second Ctrl-C).
+    actions::stop_runs(&app, stopped.deadline);
     // The store's work for requests still on the blocking pool gets what
     // is left of the grace; then the process exits without it (an
     // unfinished write is rolled back, as after a crash).
