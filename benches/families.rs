@@ -99,7 +99,7 @@ fn score(predicted: &[usize], truth: &[u32]) -> Scores {
 fn print_row(name: &str, s: &Scores, peer: Option<f64>) {
     let peer = peer.map_or("     -".to_string(), |p| format!("{p:6.3}"));
     println!(
-        "{name:<22} {:6.3} {peer} {:9.3} {:6.3} {:6.3} {:7} {:6}",
+        "{name:<22} {:6.4} {peer} {:9.3} {:6.3} {:6.3} {:7} {:6}",
         s.ga, s.precision, s.recall, s.f1, s.groups, s.truth
     );
 }
@@ -248,7 +248,7 @@ fn main() {
             }
             if n > 0.0 {
                 println!(
-                    "{:<22} {:6.3} {:6.3}   (average GA over {n} systems)",
+                    "{:<22} {:6.4} {:6.3}   (average GA over {n} systems)",
                     "Loghub average",
                     ours / n,
                     theirs / n
