@@ -45,18 +45,18 @@ pub struct AsyncDlq {
 }
 
 impl Drop for AsyncDlq {
-    /// A PostgreSQL handle closes its connections by blocking on the
-    /// client's own runtime, which must not happen on a tokio worker: there
-    /// the handle is dropped on a thread of its own.
+    /// Closing the last handle blocks: SQLite's final checkpoint and close
+    /// (tens to hundreds of milliseconds after many writes), a PostgreSQL
+    /// client's close on its own runtime. On a runtime that would stall a
+    /// worker, or the only thread of a current-thread runtime, so there the
+    /// handle goes to the blocking pool to be dropped; dropping the runtime
+    /// waits for it, so the close still completes.
     fn drop(&mut self) {
         // SAFETY: `dlq` is never used again (this is its owner's drop).
         let dlq = unsafe { std::mem::ManuallyDrop::take(&mut self.dlq) };
-        if dlq.backend() == crate::store::Backend::Postgres
-            && tokio::runtime::Handle::try_current().is_ok()
-        {
-            std::thread::spawn(move || drop(dlq));
-        } else {
-            drop(dlq);
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => drop(runtime.spawn_blocking(move || drop(dlq))),
+            Err(_) => drop(dlq),
         }
     }
 }

@@ -91,3 +91,75 @@ fn tasks_add_at_once_and_a_retry_runs_an_async_handler() {
         320
     );
 }
+
+/// How many of this process's file descriptors are open on `file`.
+fn descriptors_on(file: &std::path::Path) -> usize {
+    let file = std::fs::canonicalize(file).unwrap();
+    std::fs::read_dir("/proc/self/fd")
+        .unwrap()
+        .filter_map(|entry| std::fs::read_link(entry.ok()?.path()).ok())
+        .filter(|target| *target == file)
+        .count()
+}
+
+/// Dropping the last `AsyncDlq` never closes the database on the runtime's
+/// thread (SQLite's final checkpoint and close take tens to hundreds of
+/// milliseconds after many writes): the close goes to the blocking pool.
+/// Shown deterministically: with the pool's one thread held busy, the drop
+/// returns at once, a 1 ms ticker on the same current-thread runtime keeps
+/// ticking, the database is still open (its descriptors), and the close
+/// completes once the pool is free.
+#[test]
+fn dropping_an_async_handle_never_blocks_its_runtime() {
+    if sqlite_only("a SQLite database's descriptors show when it is closed") {
+        return;
+    }
+    let dir = TempDir::new("async-drop");
+    let db = dir.join("dlq.db");
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .max_blocking_threads(1)
+        .enable_time()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let dlq = AsyncDlq::open(super::common::target(&db)).await.unwrap();
+        for n in 0..200 {
+            dlq.add("j", one(&format!("i{n}"))).await.unwrap();
+        }
+        assert!(descriptors_on(&db) > 0);
+        // The pool's one thread, held until told.
+        let (release, held) = std::sync::mpsc::channel::<()>();
+        let busy = tokio::task::spawn_blocking(move || held.recv().ok());
+        let ticks = Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let ticker = {
+            let ticks = Arc::clone(&ticks);
+            tokio::spawn(async move {
+                let mut every = tokio::time::interval(Duration::from_millis(1));
+                loop {
+                    every.tick().await;
+                    ticks.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                }
+            })
+        };
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        drop(dlq);
+        // Closed on this thread, its descriptors would be gone by now.
+        assert!(
+            descriptors_on(&db) > 0,
+            "the drop closed the database on the runtime's thread"
+        );
+        let before = ticks.load(std::sync::atomic::Ordering::Relaxed);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert!(ticks.load(std::sync::atomic::Ordering::Relaxed) > before);
+        release.send(()).unwrap();
+        busy.await.unwrap();
+        let until = std::time::Instant::now() + Duration::from_secs(30);
+        while descriptors_on(&db) > 0 {
+            assert!(std::time::Instant::now() < until, "the close never ran");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        ticker.abort();
+    });
+    // Every add is there after the close.
+    assert_eq!(count(&db, "SELECT COUNT(*) FROM items"), 200);
+}
