@@ -42,8 +42,13 @@ struct Summary {
     items_evicted: usize,
 }
 
+/// What items are read from: a file, or stdin (a file, or spooled to one),
+/// so that it can be read twice.
+trait Input: Read + std::io::Seek {}
+impl<T: Read + std::io::Seek> Input for T {}
+
 pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
-    let (reader, source): (Box<dyn Read>, String) = match &args.file {
+    let (mut reader, source): (Box<dyn Input>, String) = match &args.file {
         Some(path) if path.as_os_str() != "-" => {
             if dlqlite::db::is_database_file(ctx.db_path(), path) {
                 anyhow::bail!(
@@ -52,7 +57,10 @@ pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
                 );
             }
             let file = std::fs::File::open(path).with_context(|| format!("{}", path.display()))?;
-            (Box::new(file), path.display().to_string())
+            (
+                Box::new(std::io::BufReader::new(file)),
+                path.display().to_string(),
+            )
         }
         _ => {
             let stdin = std::io::stdin();
@@ -65,7 +73,26 @@ pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
         }
     };
     let dlq = ctx.open()?;
+    // Items that carry their jobs may name several. On PostgreSQL each job's
+    // row is locked until the commit, so they are locked first, in job
+    // order, as every multi-job write takes them: two adds of the same jobs
+    // in opposite orders would otherwise each hold a job the other waits
+    // for (a deadlock, 40P01). SQLite has one writer and needs no pass.
+    let mut jobs: std::collections::BTreeMap<String, Option<String>> = Default::default();
+    if args.job_id.is_none() && dlq.backend() == dlqlite::store::Backend::Postgres {
+        read_items(&mut reader, &source, |_, mut item| {
+            if let Some(job) = item.take_job_id() {
+                let repo = item.take_repo();
+                jobs.entry(job).or_insert(repo);
+            }
+            Ok(())
+        })?;
+        reader.seek(std::io::SeekFrom::Start(0))?;
+    }
     let summary = dlq.write(|tx| {
+        for (job, repo) in &jobs {
+            tx.ensure_job(job, repo.as_deref())?;
+        }
         let mut summary = Summary::default();
         summary.items_read = read_items(reader, &source, |position, mut item| {
             let carried = item.take_job_id();
@@ -109,18 +136,17 @@ pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
 /// and every other writer (adds, retry lease renewals) would wait on it.
 /// A pipe or terminal goes through an unnamed scratch file (memory stays
 /// flat); a redirected regular file is read as it is.
-fn spooled(mut stdin: std::io::StdinLock<'static>) -> Result<Box<dyn Read>> {
+fn spooled(mut stdin: std::io::StdinLock<'static>) -> Result<Box<dyn Input>> {
     use std::io::{Seek, SeekFrom};
     use std::os::fd::AsFd;
-    let is_file = stdin
+    let file = stdin
         .as_fd()
         .try_clone_to_owned()
         .ok()
         .map(std::fs::File::from)
-        .and_then(|f| f.metadata().ok())
-        .is_some_and(|m| m.is_file());
-    if is_file {
-        return Ok(Box::new(stdin));
+        .filter(|f| f.metadata().is_ok_and(|m| m.is_file()));
+    if let Some(file) = file {
+        return Ok(Box::new(std::io::BufReader::new(file)));
     }
     let dir = std::env::temp_dir();
     let mut spool = dlqlite::outfile::spool(&dir).with_context(|| {

@@ -247,6 +247,17 @@ impl Dlq {
             return Vec::new();
         };
         let result: Result<Vec<Vec<AddReport>>> = self.write_until(Some(deadline), |tx| {
+            // Adds to several jobs take the jobs' row locks (PostgreSQL) in
+            // job order, as every multi-job write does: two groups of
+            // other processes cannot each hold a job the other waits for.
+            let mut jobs: Vec<&str> = group.iter().map(|r| r.job_id.as_str()).collect();
+            jobs.sort_unstable();
+            jobs.dedup();
+            if jobs.len() > 1 {
+                for job in jobs {
+                    tx.ensure_job(job, None)?;
+                }
+            }
             group.iter().map(|r| add_request(tx, r)).collect()
         });
         match result {

@@ -354,6 +354,61 @@ fn capacity_stays_exact_under_concurrent_adds() {
     assert_counters_exact(&pg);
 }
 
+/// Two `dlq add`s of items that carry their jobs, naming the same two jobs
+/// in opposite orders, at once and again: each locks the jobs it names in
+/// job order before its first add, so neither holds one the other waits
+/// for (no deadlock, 40P01), and nothing is lost.
+#[test]
+fn multi_job_adds_in_opposite_orders_never_deadlock() {
+    if both_backends_already() {
+        return;
+    }
+    let pg = PgDb::new("job-order");
+    let lines = |first: &str, second: &str, round: usize, who: &str| -> String {
+        [first, second]
+            .iter()
+            .flat_map(|job| {
+                (0..300).map(move |n| {
+                    let mut value = item(
+                        &format!("{who}-{round}-{n}"),
+                        1,
+                        "2025-06-01T00:00:00Z",
+                        "boom",
+                    );
+                    value["job_id"] = (*job).into();
+                    value.to_string() + "\n"
+                })
+            })
+            .collect()
+    };
+    for round in 0..6 {
+        let children = vec![
+            spawn_add_carried(pg.url(), lines("alpha", "beta", round, "a")),
+            spawn_add_carried(pg.url(), lines("beta", "alpha", round, "b")),
+        ];
+        wait_all(children);
+    }
+    assert_eq!(pg.count("SELECT COUNT(*) FROM items"), 6 * 2 * 600);
+    assert_counters_exact(&pg);
+}
+
+/// `dlq add` with `lines` on stdin, each item naming its job.
+fn spawn_add_carried(db: &Path, lines: String) -> std::process::Child {
+    let mut child = dlq(db)
+        .arg("add")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    std::thread::spawn(move || {
+        use std::io::Write;
+        stdin.write_all(lines.as_bytes()).unwrap();
+    });
+    child
+}
+
 #[test]
 fn the_library_opens_a_url_and_keeps_nanoseconds() {
     if both_backends_already() {
