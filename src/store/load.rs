@@ -12,7 +12,7 @@
 //! way, never evicts what the load brought in to make up the difference.
 //! Into an empty database the whole load
 //! is one transaction that drops the secondary indexes of `items` and
-//! rebuilds them at the end: much faster, and a crash leaves the database
+//! `events` and rebuilds them at the end: much faster, and a crash leaves the database
 //! empty, as it was.
 
 use super::sql::vals;
@@ -126,7 +126,7 @@ impl Dlq {
         if options.bulk_when_empty && self.backend() == super::Backend::Sqlite && self.is_empty()? {
             note(self.write(|tx| {
                 bulk_switches(tx);
-                let indexes = tx.suspend_item_indexes()?;
+                let indexes = tx.suspend_load_indexes()?;
                 for record in records.by_ref() {
                     apply(&mut Loader { tx: &mut *tx }, record)?;
                 }
