@@ -9,10 +9,10 @@ use std::process::ExitCode;
 /// Show or set how many items a job keeps (0 = unlimited)
 ///
 /// When a job is over its capacity, the items with the oldest last_attempt
-/// are evicted; every eviction is written to `events`. Lowering the capacity
-/// evicts at once: when it would evict items, dlq asks first on a terminal
-/// and needs --yes without one. To remove items by age instead, see
-/// `dlq retention`.
+/// are evicted (never the item an add is adding); every eviction is
+/// written to `events`. Lowering the capacity evicts at once: when it would
+/// evict items, dlq asks first on a terminal and needs --yes without one.
+/// To remove items by age instead, see `dlq retention`.
 ///
 /// Examples:
 ///   dlq capacity                          # the default

@@ -570,6 +570,7 @@ fn eviction_selection(
         let values = [
             rusqlite::types::Value::Text(job),
             rusqlite::types::Value::Integer(excess),
+            rusqlite::types::Value::Integer(0),
         ];
         let (n, s, m) = super::selection::fingerprint(conn, &condition, &values)?;
         count += n;

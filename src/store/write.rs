@@ -96,6 +96,10 @@ pub struct WriteTx<'c> {
     /// runs in batches of [`EVICT_BATCH`], and at the latest when the
     /// transaction ends ([`WriteTx::settle_evictions`]).
     pending_evictions: BTreeSet<String>,
+    /// Per job, the row this transaction added or merged into last: an
+    /// eviction never takes it, so an add into a full job keeps the item it
+    /// adds (the oldest other item makes room), however old it is.
+    last_added: HashMap<String, i64>,
     /// Whether the item indexes are suspended: evicting then would scan
     /// the whole table for every evicted item, so it waits for
     /// [`WriteTx::restore`].
@@ -133,6 +137,7 @@ impl<'c> WriteTx<'c> {
             item_events: true,
             evict: true,
             pending_evictions: BTreeSet::new(),
+            last_added: HashMap::new(),
             indexes_suspended: false,
         })
     }
@@ -253,7 +258,8 @@ impl<'c> WriteTx<'c> {
             return self.merge_existing(job_id, stored, &normalised);
         }
         let family = self.family_of(&normalised)?;
-        if rows::insert_item(self.conn, job_id, &normalised, family)?.is_some() {
+        if let Some(key) = rows::insert_item(self.conn, job_id, &normalised, family)? {
+            self.last_added.insert(job_id.to_string(), key);
             self.pending_counts.add(job_id, &normalised);
             if self.pending_counts.is_full() {
                 self.flush_counts()?;
@@ -305,6 +311,7 @@ impl<'c> WriteTx<'c> {
         self.flush_counts()?;
         let family = self.family_of(&merged)?;
         rows::update_item_row(self.conn, stored.key, &merged, family)?;
+        self.last_added.insert(job_id.to_string(), stored.key);
         let new_attempts = rows::insert_history(self.conn, stored.key, &merged.failure_history)?;
         let artifacts_before = serde_json::to_string(&stored.item.worktree_artifacts)?;
         let artifacts_after = serde_json::to_string(&merged.worktree_artifacts)?;
@@ -513,14 +520,17 @@ impl<'c> WriteTx<'c> {
             eviction_set(self.conn.backend()),
             self.conn.backend().ts_text("last_attempt"),
         );
-        let evicted = self.conn.collect(&sql, vals![job_id, excess], |row| {
-            Ok(EvictedItem {
-                job_id: job_id.to_string(),
-                item_id: row.text(0)?,
-                error_signature: row.text(1)?,
-                last_attempt: row.text(2)?,
-            })
-        })?;
+        let keep = self.last_added.get(job_id).copied().unwrap_or(0);
+        let evicted = self
+            .conn
+            .collect(&sql, vals![job_id, excess, keep], |row| {
+                Ok(EvictedItem {
+                    job_id: job_id.to_string(),
+                    item_id: row.text(0)?,
+                    error_signature: row.text(1)?,
+                    last_attempt: row.text(2)?,
+                })
+            })?;
         if let Some(load) = self.job_load.get_mut(job_id) {
             load.0 -= i64::try_from(evicted.len()).unwrap_or(0);
         }
@@ -743,11 +753,12 @@ pub(super) fn default_capacity(conn: Conn<'_>) -> Result<i64> {
 }
 
 /// The row keys of the items a job over its capacity loses first: the
-/// `?2` oldest last attempts of job `?1` (ties by row key). What eviction
-/// deletes and what `dlq capacity --set` counts before asking.
+/// `?2` oldest last attempts of job `?1` (ties by row key), never row
+/// `?3` (the item an add just wrote; 0 for none). What eviction deletes
+/// and what `dlq capacity --set` counts before asking.
 pub(super) fn eviction_set(backend: Backend) -> String {
     format!(
-        "SELECT id FROM items WHERE job_id = ?1 ORDER BY {}, id ASC LIMIT ?2",
+        "SELECT id FROM items WHERE job_id = ?1 AND id <> ?3 ORDER BY {}, id ASC LIMIT ?2",
         backend.ts_order("last_attempt", false)
     )
 }

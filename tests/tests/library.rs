@@ -1300,3 +1300,38 @@ fn a_take_of_items_read_earlier_leaves_an_item_stored_again_under_the_name() {
     left.sort();
     assert_eq!(left, ["a", "keep2"]);
 }
+
+/// An add into a full job keeps the item it adds, however old its last
+/// attempt: the oldest other item makes room (as Prodigy's queue does),
+/// and the report names it.
+#[test]
+fn an_add_into_a_full_job_keeps_the_item_it_adds() {
+    let dir = TempDir::new("full-keeps-new");
+    let db = dir.join("dlq.db");
+    let dlq = Dlq::open(super::common::target(&db)).unwrap();
+    dlq.ensure_job("j", &dlqlite::JobOptions { max_items: Some(3) })
+        .unwrap();
+    let add = |id: &str, at: &str| {
+        let text = item(id, 1, at, "boom").to_string();
+        dlq.add(
+            "j",
+            &dlqlite::DeadLetteredItem::from_json_str(&text).unwrap(),
+        )
+        .unwrap()
+    };
+    add("feb", "2025-02-01T00:00:00Z");
+    add("mar", "2025-03-01T00:00:00Z");
+    add("apr", "2025-04-01T00:00:00Z");
+    let report = add("old", "2025-01-01T00:00:00Z");
+    assert_eq!(report.outcome, dlqlite::store::AddOutcome::Inserted);
+    let evicted: Vec<&str> = report.evicted.iter().map(|e| e.item_id.as_str()).collect();
+    assert_eq!(evicted, ["feb"]);
+    let mut kept = strings(&db, "SELECT item_id FROM items");
+    kept.sort();
+    assert_eq!(kept, ["apr", "mar", "old"]);
+    assert!(dlq.get(Some("j"), "old").is_ok());
+    // The next add makes room again with the oldest other item: "old".
+    let report = add("may", "2025-05-01T00:00:00Z");
+    let evicted: Vec<&str> = report.evicted.iter().map(|e| e.item_id.as_str()).collect();
+    assert_eq!(evicted, ["old"]);
+}

@@ -346,10 +346,10 @@ fn capacity_stays_exact_under_concurrent_adds() {
         pg.count("SELECT COUNT(*) FROM events WHERE kind = 'evicted'"),
         8 * 40 - 25
     );
-    // The 25 kept are the newest.
-    assert_eq!(
-        pg.count("SELECT COUNT(*) FROM items WHERE last_attempt >= '2025-06-01T07:00:15Z'"),
-        25
+    // The 25 kept are the newest, but for the last item of the writer that
+    // committed last: an add keeps the item it adds, however old.
+    assert!(
+        pg.count("SELECT COUNT(*) FROM items WHERE last_attempt >= '2025-06-01T07:00:15Z'") >= 24
     );
     assert_counters_exact(&pg);
 }
