@@ -286,25 +286,32 @@ pub fn database_path(base_path: &Path) -> PathBuf {
 /// A database handle opened on first use.
 #[derive(Debug)]
 struct LazyDb {
+    /// The queue's `base_path`: where Prodigy's own JSON files may be.
+    base: PathBuf,
     path: PathBuf,
     handle: Mutex<Option<Dlq>>,
 }
 
 impl LazyDb {
     /// The handle, opening the database (and creating it, with its parent
-    /// directories, when missing).
+    /// directories, when missing). The first open of a base path that
+    /// holds Prodigy's JSON DLQ files imports them, once per database
+    /// ([`Dlq::adopt_legacy`]): a Prodigy that switches sees every dead
+    /// letter it had.
     fn for_write(&self) -> crate::Result<Dlq> {
         let mut handle = self.handle.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some(dlq) = handle.as_ref() {
             return Ok(dlq.clone());
         }
         let dlq = OpenOptions::new().open(&self.path)?;
+        dlq.adopt_legacy(&self.base)?;
         *handle = Some(dlq.clone());
         Ok(dlq)
     }
 
-    /// The handle, opening the database if it exists; `None` when it does
-    /// not: reading creates nothing.
+    /// The handle, opening the database if it exists, or if there are
+    /// JSON DLQ files to adopt; `None` otherwise: reading creates nothing
+    /// that would hold nothing.
     fn for_read(&self) -> crate::Result<Option<Dlq>> {
         {
             let handle = self.handle.lock().unwrap_or_else(PoisonError::into_inner);
@@ -312,7 +319,7 @@ impl LazyDb {
                 return Ok(Some(dlq.clone()));
             }
         }
-        if !self.path.exists() {
+        if !self.path.exists() && !crate::import::holds_legacy_jobs(&self.base) {
             return Ok(None);
         }
         self.for_write().map(Some)
@@ -409,6 +416,7 @@ impl DLQStorage {
         Ok(DLQStorage {
             db: Arc::new(LazyDb {
                 path: database_path(&base_path),
+                base: base_path,
                 handle: Mutex::new(None),
             }),
         })

@@ -20,8 +20,11 @@ use std::time::{Duration, Instant};
 
 // Moved to `crate::legacy`, still reachable here (IndexMismatch is part of
 // the ImportReport).
+mod adopt;
+
 pub use crate::legacy::index::IndexMismatch;
 pub use crate::legacy::read::read_item;
+pub use adopt::holds_legacy_jobs;
 
 /// The tree walk moved to `crate::legacy`; its old path still works.
 pub mod discover {

@@ -151,6 +151,31 @@ impl Dlq {
         Ok(raised.into_values().collect())
     }
 
+    /// Where a legacy JSON DLQ was adopted into this database
+    /// ([`Dlq::adopt_legacy`]), if one was.
+    pub fn legacy_adopted(&self) -> Result<Option<String>> {
+        self.read(|conn| {
+            conn.row(
+                "SELECT value FROM settings WHERE key = 'legacy_adopted'",
+                &[],
+                |row| row.text(0),
+            )
+        })
+    }
+
+    /// Records that the legacy DLQ at `root` was adopted (`items` read).
+    pub(crate) fn mark_legacy_adopted(&self, root: &str, items: u64) -> Result<()> {
+        let value = serde_json::json!({"root": root, "items_read": items}).to_string();
+        self.write(|tx| {
+            tx.sql().exec(
+                "INSERT INTO settings (key, value) VALUES ('legacy_adopted', ?1)
+                 ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                vals![value.as_str()],
+            )?;
+            Ok(())
+        })
+    }
+
     /// Ends a load, in one transaction: records one `imported` event per
     /// entry of `events` (a job and what to say of it; the event has no
     /// item_id: it is the job's summary).

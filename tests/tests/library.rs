@@ -1335,3 +1335,30 @@ fn an_add_into_a_full_job_keeps_the_item_it_adds() {
     let evicted: Vec<&str> = report.evicted.iter().map(|e| e.item_id.as_str()).collect();
     assert_eq!(evicted, ["old"]);
 }
+
+/// `Dlq::adopt_legacy` imports a legacy JSON DLQ once per database: the
+/// second call (or one in another process) imports nothing, and a root
+/// with no legacy job is left alone.
+#[test]
+fn adopting_a_legacy_tree_imports_it_once() {
+    let dir = TempDir::new("adopt-legacy");
+    let db = dir.join("dlq.db");
+    let dlq = Dlq::open(super::common::target(&db)).unwrap();
+    let empty = dir.join("empty");
+    std::fs::create_dir_all(&empty).unwrap();
+    assert!(dlq.adopt_legacy(&empty).unwrap().is_none());
+    let items = dir.join("home/mapreduce/dlq/job-1/items");
+    std::fs::create_dir_all(&items).unwrap();
+    for id in ["a", "b"] {
+        std::fs::write(
+            items.join(format!("{id}.json")),
+            item(id, 1, "2025-01-01T00:00:00Z", "boom").to_string(),
+        )
+        .unwrap();
+    }
+    let report = dlq.adopt_legacy(&dir.join("home")).unwrap().unwrap();
+    assert_eq!(report.items_new, 2);
+    assert!(dlq.legacy_adopted().unwrap().is_some());
+    assert!(dlq.adopt_legacy(&dir.join("home")).unwrap().is_none());
+    assert_eq!(count(&db, "SELECT COUNT(*) FROM items"), 2);
+}

@@ -587,3 +587,63 @@ fn prodigy_json_files_migrate_with_dlq_import() {
         );
     }
 }
+
+/// A Prodigy that switches keeps its dead letters: a queue on a base path
+/// that holds Prodigy's JSON files sees every item (imported once, on the
+/// first open), the files stay as they were, and a second queue on the
+/// same path imports nothing again.
+#[test]
+fn a_base_path_full_of_legacy_json_shows_every_item() {
+    let dir = TempDir::new("prodigy-adopt");
+    let base = dir.join("base");
+    let mut files = Vec::new();
+    for (job, ids) in [("job", ["a", "b", "c"]), ("other", ["x", "y", "z"])] {
+        let items = base.join("mapreduce").join("dlq").join(job).join("items");
+        std::fs::create_dir_all(&items).unwrap();
+        for id in ids {
+            let path = items.join(format!("{id}.json"));
+            let text =
+                serde_json::to_string_pretty(&item(id, at("2025-03-01T00:00:00Z"), "s", true))
+                    .unwrap();
+            std::fs::write(&path, &text).unwrap();
+            files.push((path, text));
+        }
+    }
+    let (dlq, _) = queue(&base, "job", 100);
+    run(async {
+        let listed = dlq.list_items(DLQFilter::default()).await.unwrap();
+        let mut seen = ids(&listed);
+        seen.sort();
+        assert_eq!(seen, ["a", "b", "c"]);
+        assert!(dlq.get_item("b").await.unwrap().is_some());
+        assert_eq!(dlq.get_stats().await.unwrap().total_items, 3);
+    });
+    for (path, text) in &files {
+        assert_eq!(
+            &std::fs::read_to_string(path).unwrap(),
+            text,
+            "{}",
+            path.display()
+        );
+    }
+    let db = database_path(&base);
+    let imported = || {
+        crate::common::count(
+            &db,
+            "SELECT COUNT(*) FROM events WHERE kind = 'imported' AND item_id IS NOT NULL",
+        )
+    };
+    assert_eq!(imported(), 6);
+    // Another queue, another job, same path: there already, not again.
+    let (other, _) = queue(&base, "other", 100);
+    run(async {
+        assert_eq!(other.get_stats().await.unwrap().total_items, 3);
+        other
+            .add(item("w", at("2025-03-02T00:00:00Z"), "s", true))
+            .await
+            .unwrap();
+    });
+    assert_eq!(imported(), 6);
+    // Adds never write JSON.
+    assert!(!base.join("mapreduce/dlq/other/items/w.json").exists());
+}

@@ -1,0 +1,49 @@
+//! Adopting a legacy JSON DLQ in place: what an embedding program that
+//! used to keep its dead letters as JSON files (Prodigy's queue) calls when
+//! it opens its database, so that switching loses sight of nothing.
+//!
+//! The first adoption imports every legacy job under the root (the
+//! import's own rules: read only, lossless, an item already stored is
+//! merged or left unchanged) and then records that it did (`settings`), so
+//! later opens pay one lookup. A crash half way leaves the JSON untouched
+//! and no record: the next open imports again, and what the first one
+//! stored comes back unchanged. Nothing is ever written as JSON.
+
+use super::{import, ImportOptions, ImportReport};
+use crate::error::Result;
+use crate::Dlq;
+use std::path::Path;
+
+impl Dlq {
+    /// Imports the legacy JSON DLQ under `root` (every
+    /// `mapreduce/dlq/<job_id>/items/*.json` at any depth) once per
+    /// database: `Some(report)` when this call imported it, `None` when it
+    /// was adopted before (by any process) or `root` holds no legacy job.
+    /// Files that cannot be read are in the report's rejections, as in
+    /// `dlq import`; they are not tried again.
+    pub fn adopt_legacy(&self, root: &Path) -> Result<Option<ImportReport>> {
+        if self.legacy_adopted()?.is_some() || !holds_legacy_jobs(root) {
+            return Ok(None);
+        }
+        let report = import(
+            self,
+            &[root.to_path_buf()],
+            &ImportOptions::default(),
+            |_| {},
+        )?;
+        self.mark_legacy_adopted(&root.display().to_string(), report.items_read as u64)?;
+        Ok(Some(report))
+    }
+}
+
+/// Whether `root/mapreduce/dlq/` holds a job directory with an `items/`
+/// directory (the legacy writer's layout; one directory read, so an open
+/// with nothing to adopt costs next to nothing).
+pub fn holds_legacy_jobs(root: &Path) -> bool {
+    let Ok(entries) = std::fs::read_dir(root.join("mapreduce").join("dlq")) else {
+        return false;
+    };
+    entries
+        .flatten()
+        .any(|entry| entry.path().join("items").is_dir())
+}
