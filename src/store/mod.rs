@@ -194,6 +194,7 @@ impl Dlq {
 
     /// [`Dlq::open_scratch_copy`] with `options`' busy timeout (on
     /// PostgreSQL, how long the dry run waits for a row lock).
+    #[cfg_attr(not(feature = "postgres"), allow(unused_variables))]
     pub(super) fn scratch_copy_with(options: &OpenOptions, path: &Path) -> Result<Self> {
         if let Some(target) = path.to_str() {
             db::refuse_lookalike(target)?;
@@ -681,6 +682,7 @@ fn schema_version(conn: sql::Conn<'_>) -> Result<Option<i64>> {
     }
 }
 
+#[cfg_attr(not(feature = "postgres"), allow(dead_code))]
 fn unported_operation() -> &'static str {
     "this operation"
 }

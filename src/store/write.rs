@@ -116,6 +116,7 @@ pub struct WriteTx<'c> {
 /// The advisory lock PostgreSQL writers hold while they move their staged
 /// events into `events` and commit (any number that no other lock of dlq
 /// uses; "dlqevent" in ASCII).
+#[cfg_attr(not(feature = "postgres"), allow(dead_code))]
 const EVENTS_LOCK: i64 = 0x646c_7165_7665_6e74;
 
 impl<'c> WriteTx<'c> {
@@ -614,6 +615,7 @@ impl<'c> WriteTx<'c> {
 
     /// On PostgreSQL, moves the staged events into `events` (see
     /// [`WriteTx::events_table`]); the caller commits next.
+    #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
     pub(super) fn publish_events(&mut self) -> Result<()> {
         if !self.events_staged.get() {
             return Ok(());
