@@ -46,6 +46,34 @@ pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
         ctx.open_or_create()?
     };
     let job = args.job_id.as_deref();
+    // A capacity set for a job before its first item: the job is made
+    // with it (what the library's ensure_job does), so the first add
+    // already fits it.
+    if let (Some(job_id), Some(max_items)) = (job, args.set) {
+        if !dlq.job_exists(job_id)? {
+            dlq.ensure_job(
+                job_id,
+                &dlqlite::JobOptions {
+                    max_items: Some(max_items),
+                },
+            )?;
+            let info = dlq.capacity(job)?;
+            if args.json {
+                let mut value = serde_json::to_value(&info)?;
+                if let Some(object) = value.as_object_mut() {
+                    object.insert("evicted".into(), 0.into());
+                    object.insert("job_created".into(), true.into());
+                }
+                print_json(&value)?;
+            }
+            note(&format!(
+                "capacity of job {}: {} (a new job: it has no items yet)",
+                dlqlite::text::for_terminal(job_id),
+                describe(&info)
+            ));
+            return Ok(ExitCode::SUCCESS);
+        }
+    }
     let changing = args.set.is_some() || args.unset;
     let before = if changing {
         Some(dlq.capacity(job)?)

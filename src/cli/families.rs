@@ -201,8 +201,10 @@ fn show(id: i64, json: bool, ctx: &Context) -> Result<ExitCode> {
         "site:       {}",
         text(family.site.as_deref().unwrap_or("-"))
     );
-    println!("first seen: {}", family.first_seen.to_storage());
-    println!("last seen:  {}", family.last_seen.to_storage());
+    // As the tables show times (to the second; --relative as the flag says).
+    let time = |t: &dlqlite::Timestamp| super::term::get().time(&t.to_string());
+    println!("first seen: {}", time(&family.first_seen));
+    println!("last seen:  {}", time(&family.last_seen));
     if let Some((job, item)) = &family.sample {
         println!(
             "sample:     dlq inspect {} --job-id {}",

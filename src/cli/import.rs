@@ -55,6 +55,21 @@ pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
             );
         }
     }
+    // A directory with no legacy DLQ in it is a mistyped path, not an
+    // import of nothing: said before any database is made.
+    let found_any = paths
+        .iter()
+        .any(|path| path.is_file() || holds_a_job_dir(path));
+    if !found_any {
+        let shown: Vec<String> = paths
+            .iter()
+            .map(|p| for_terminal(&p.display().to_string()).into_owned())
+            .collect();
+        anyhow::bail!(
+            "no legacy DLQ in {}: looked for mapreduce/dlq/<job_id>/ directories (items/*.json, index.json) at any depth; nothing imported, no database made (a dlq export file is imported by naming the file)",
+            shown.join(", ")
+        );
+    }
     let dlq = if args.dry_run {
         ctx.with_age_clock(ctx.open_options().open_scratch_copy(ctx.db_path())?)
     } else {
@@ -83,6 +98,20 @@ pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
     } else {
         ExitCode::from(1)
     })
+}
+
+/// Whether the walk of `root` finds at least one legacy job directory
+/// (it stops at the first).
+fn holds_a_job_dir(root: &std::path::Path) -> bool {
+    let Ok(mut walker) = dlqlite::import::discover::Walker::new(root) else {
+        return false;
+    };
+    let mut found = false;
+    walker.for_each_job_dir(|_, _| {
+        found = true;
+        false
+    });
+    found
 }
 
 /// What was rejected and what was done (stderr), and with `table` the jobs

@@ -62,7 +62,10 @@ pub struct Cli {
     db: Option<PathBuf>,
 
     /// How long to wait for another writer, in milliseconds [default: 30000]
+    // hide_env_values: help then names the variable alone (`[env:
+    // DLQ_NOW]`), not `DLQ_NOW=` with an empty value.
     #[arg(long, global = true, env = "DLQ_BUSY_TIMEOUT_MS", value_name = "MS",
+          hide_env_values = true,
           value_parser = clap::value_parser!(u32).range(0..=i32::MAX as i64))]
     busy_timeout_ms: Option<u32>,
 
@@ -71,7 +74,7 @@ pub struct Cli {
     /// retention run;
     /// leases, attempt times and events keep the real clock
     #[arg(long, global = true, env = "DLQ_NOW", value_name = "TIME",
-          value_parser = parse_now)]
+          hide_env_values = true, value_parser = parse_now)]
     now: Option<Timestamp>,
 
     /// CSV cells as they are: by default a cell that starts with = + - @

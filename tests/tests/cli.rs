@@ -1001,3 +1001,31 @@ fn a_dash_is_stdout_for_every_output() {
     assert!(taken.contains("src/i0.rs"), "{taken}");
     assert_eq!(count(&db, "SELECT COUNT(*) FROM items"), 0);
 }
+
+/// Help names each environment variable alone: no `DLQ_NOW=` with an
+/// empty value after it, in any subcommand's help.
+#[test]
+fn help_names_environment_variables_without_a_stray_equals_sign() {
+    let dir = TempDir::new("help-env");
+    let db = dir.join("dlq.db");
+    let top = ok(dlq(&db).arg("--help"));
+    let mut commands: Vec<String> = top
+        .lines()
+        .skip_while(|l| !l.starts_with("Commands:"))
+        .skip(1)
+        .take_while(|l| l.starts_with("  "))
+        .filter_map(|l| l.split_whitespace().next().map(str::to_string))
+        .filter(|c| c != "help")
+        .collect();
+    assert!(commands.len() > 10, "{top}");
+    commands.push(String::new());
+    for command in commands {
+        let mut run = dlq(&db);
+        if !command.is_empty() {
+            run.arg(&command);
+        }
+        let help = ok(run.arg("--help"));
+        assert!(help.contains("[env: DLQ_NOW]"), "{command}: {help}");
+        assert!(!help.contains("=]"), "{command}: {help}");
+    }
+}

@@ -862,3 +862,50 @@ fn a_slow_add_does_not_hold_other_writers() {
         2
     );
 }
+
+/// `capacity --set` for a job before its first item makes the job with it
+/// (as the library's ensure_job does), and the first adds fit it.
+#[test]
+fn a_capacity_can_be_set_before_a_jobs_first_item() {
+    let dir = TempDir::new("capacity-new-job");
+    let db = dir.join("dlq.db");
+    add_lines(&db, "other", [item("a", 1, "2025-01-01T00:00:00Z", "x")]);
+    let output = run(dlq(&db).args(["capacity", "--job-id", "NEW", "--set", "2"]));
+    assert!(output.status.success());
+    let said = String::from_utf8_lossy(&output.stderr).into_owned();
+    assert!(said.contains("NEW") && said.contains('2'), "{said}");
+    add_lines(
+        &db,
+        "NEW",
+        (1..=3).map(|d| item(&format!("i{d}"), 1, &format!("2025-01-0{d}T00:00:00Z"), "x")),
+    );
+    assert_eq!(
+        count(&db, "SELECT COUNT(*) FROM items WHERE job_id = 'NEW'"),
+        2
+    );
+    assert_eq!(
+        count(
+            &db,
+            "SELECT COUNT(*) FROM events WHERE kind = 'job_created' AND job_id = 'NEW'"
+        ),
+        1
+    );
+    // Unsetting a job that does not exist is still an error.
+    let refused = fails(dlq(&db).args(["capacity", "--job-id", "NOPE", "--unset"]));
+    assert!(refused.contains("NOPE"), "{refused}");
+}
+
+/// An import of a directory that holds no legacy DLQ is an error that
+/// names what it looked for, and makes no database.
+#[test]
+fn an_import_of_a_directory_without_a_dlq_fails_and_makes_nothing() {
+    let dir = TempDir::new("import-nothing");
+    let db = dir.join("new.db");
+    let empty = dir.join("empty/sub");
+    std::fs::create_dir_all(&empty).unwrap();
+    let refused = fails(dlq(&db).arg("import").arg(dir.join("empty")));
+    assert!(refused.contains("no legacy DLQ"), "{refused}");
+    assert!(refused.contains("mapreduce/dlq"), "{refused}");
+    assert_eq!(refused.trim().lines().count(), 1, "{refused}");
+    assert!(!db.exists());
+}
