@@ -2,7 +2,7 @@
 //! failure category and how long the audit log is kept (`--events`), and
 //! applying them (from cron).
 
-use super::output::{column, note, plural, print_json, Column, Format, Kind, RowWriter};
+use super::output::{column, confirm, note, plural, print_json, Column, Format, Kind, RowWriter};
 use super::{usage, Context};
 use anyhow::Result;
 use dlqlite::store::{scope_text, RetentionPolicy};
@@ -46,7 +46,7 @@ use std::process::ExitCode;
 ///   dlq retention set --events --max-age 90d
 ///   dlq retention list
 ///   dlq retention apply --dry-run
-///   dlq retention apply --json
+///   dlq retention apply --yes --json
 #[derive(Debug, clap::Args)]
 #[command(verbatim_doc_comment, args_conflicts_with_subcommands = true)]
 pub struct Args {
@@ -96,14 +96,23 @@ enum Action {
         #[arg(long)]
         json: bool,
     },
-    /// Remove the items older than their policy's max age (for cron)
+    /// Remove the items older than their policy's max age
     ///
-    /// Example: dlq retention apply --dry-run
+    /// Counts first and asks on a terminal, as purge does; elsewhere (cron)
+    /// it needs --yes. Removes exactly the items counted, or nothing if
+    /// they changed meanwhile.
+    ///
+    /// Examples:
+    ///   dlq retention apply --dry-run
+    ///   dlq retention apply --yes
     #[command(verbatim_doc_comment)]
     Apply {
         /// Count what would go; change nothing
         #[arg(long)]
         dry_run: bool,
+        /// Do not ask (what cron needs)
+        #[arg(long)]
+        yes: bool,
         /// Print the result as JSON ({"dry_run", "now", "policies": [{"id",
         /// "job_id", "category", "max_age_seconds", "cutoff", "removed"}],
         /// "removed", "events": {"max_age_seconds", "cutoff", "through_id",
@@ -216,7 +225,7 @@ pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
         }
         Some(Action::Unset { scope, json }) if scope.events => set_events(None, json, ctx),
         Some(Action::Unset { scope, json }) => unset(&scope, json, ctx),
-        Some(Action::Apply { dry_run, json }) => apply(dry_run, json, ctx),
+        Some(Action::Apply { dry_run, yes, json }) => apply(dry_run, yes, json, ctx),
     }
 }
 
@@ -372,13 +381,29 @@ fn unset(scope: &Scope, json: bool, ctx: &Context) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn apply(dry_run: bool, json: bool, ctx: &Context) -> Result<ExitCode> {
+fn apply(dry_run: bool, yes: bool, json: bool, ctx: &Context) -> Result<ExitCode> {
     let dlq = if dry_run {
         ctx.open_existing()?
     } else {
         ctx.open_existing_to_write()?
     };
-    let report = dlq.apply_retention(dry_run)?;
+    let counted = dlq.apply_retention(true)?;
+    let report = if dry_run {
+        counted
+    } else {
+        if counted.removed > 0 {
+            let action = format!(
+                "remove {} older than their retention policies allow",
+                plural(counted.removed, "item")
+            );
+            if !confirm(&action, yes)? {
+                note("nothing removed");
+                return Ok(ExitCode::from(1));
+            }
+        }
+        // What was counted (and asked about), or nothing.
+        dlq.apply_retention_counted(&counted)?
+    };
     // After the items: the `purged` events just written are young.
     let events = dlq.trim_events(dry_run)?;
     if json {

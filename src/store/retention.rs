@@ -149,6 +149,11 @@ pub struct RetentionReport {
     pub policies: Vec<PolicyOutcome>,
     /// Items removed in all.
     pub removed: usize,
+    /// A dry run's count of which items it would remove, in what state:
+    /// hand the report to [`Dlq::apply_retention_counted`] to remove
+    /// exactly those.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub selection: Option<String>,
 }
 
 /// Conditions on `items AS i` (fixed SQL, each starting with AND) and
@@ -296,6 +301,28 @@ fn plan(conn: Conn<'_>, now: Timestamp) -> Result<Vec<(RetentionPolicy, Option<C
         .collect())
 }
 
+/// Which items the planned removals take, in what state: each policy's
+/// selection fingerprint (see [`super::selection`]) and the policies
+/// themselves, as one token.
+fn selection_of(
+    conn: Conn<'_>,
+    now: Timestamp,
+    planned: &[(RetentionPolicy, Option<Condition>)],
+) -> Result<String> {
+    let mut token = now.to_storage();
+    for (policy, condition) in planned {
+        let (count, sum, max) = match condition {
+            Some((condition, values)) => super::selection::fingerprint(conn, condition, values)?,
+            None => (0, 0, 0),
+        };
+        token.push_str(&format!(
+            ";{}:{:?}:{count}.{sum}.{max}",
+            policy.id, policy.max_age_seconds
+        ));
+    }
+    Ok(token)
+}
+
 fn outcome(policy: &RetentionPolicy, now: Timestamp, removed: usize) -> PolicyOutcome {
     PolicyOutcome {
         id: policy.id,
@@ -313,6 +340,7 @@ fn report(dry_run: bool, now: Timestamp, policies: Vec<PolicyOutcome>) -> Retent
         now,
         removed: policies.iter().map(|o| o.removed).sum(),
         policies,
+        selection: None,
     }
 }
 
@@ -478,19 +506,54 @@ impl Dlq {
         if dry_run {
             return self.read(|snapshot| {
                 let mut outcomes = Vec::new();
-                for (policy, condition) in plan(snapshot, now)? {
+                let planned = plan(snapshot, now)?;
+                for (policy, condition) in &planned {
                     let removed = match condition {
-                        Some((condition, values)) => count_items(snapshot, &condition, &values)?,
+                        Some((condition, values)) => count_items(snapshot, condition, values)?,
                         None => 0,
                     };
-                    outcomes.push(outcome(&policy, now, removed));
+                    outcomes.push(outcome(policy, now, removed));
                 }
-                Ok(report(true, now, outcomes))
+                let mut report = report(true, now, outcomes);
+                report.selection = Some(selection_of(snapshot, now, &planned)?);
+                Ok(report)
             });
         }
+        self.apply_retention_checked(now, None)
+    }
+
+    /// Removes exactly the items a dry run of the retention counted
+    /// (`counted`, from [`Dlq::apply_retention`] with `dry_run`), at the
+    /// same now, or nothing: [`crate::Error::SelectionChanged`] when any of
+    /// them changed, went, or others came to be removed meanwhile (a
+    /// policy set, an item failing again), so `dlq retention apply`
+    /// removes what it asked about.
+    pub fn apply_retention_counted(&self, counted: &RetentionReport) -> Result<RetentionReport> {
+        self.apply_retention_checked(counted.now, Some(counted))
+    }
+
+    fn apply_retention_checked(
+        &self,
+        now: Timestamp,
+        counted: Option<&RetentionReport>,
+    ) -> Result<RetentionReport> {
         // The policies are read inside the write transaction: a policy set
         // meanwhile is either applied whole or not at all.
         let report = self.write_bulk(|tx| {
+            if let Some(counted) = counted {
+                let planned = plan(tx.sql(), now)?;
+                if counted.selection.as_deref() != Some(&selection_of(tx.sql(), now, &planned)?) {
+                    let now_count = planned
+                        .iter()
+                        .filter_map(|(_, c)| c.as_ref())
+                        .map(|(condition, values)| count_items(tx.sql(), condition, values))
+                        .sum::<Result<usize>>()?;
+                    return Err(crate::Error::SelectionChanged {
+                        counted: counted.removed as u64,
+                        now: now_count as u64,
+                    });
+                }
+            }
             let mut outcomes = Vec::new();
             for (policy, condition) in plan(tx.sql(), now)? {
                 let removed = match condition {

@@ -84,7 +84,12 @@ fn purge_trim_and_vacuum_give_the_space_back() {
     assert!(events >= 5_400, "{events}");
     age_events(&db, events - 600);
     ok(dlq(&db).args(["retention", "set", "--events", "--max-age", "30d"]));
-    let report = json(&ok(dlq(&db).args(["retention", "apply", "--json"])));
+    let report = json(&ok(dlq(&db).args([
+        "retention",
+        "apply",
+        "--yes",
+        "--json",
+    ])));
     assert_eq!(report["events"]["removed"], events - 600, "{report}");
     assert_eq!(
         count(
@@ -177,7 +182,12 @@ fn events_policy_keeps_the_window_and_running_runs_and_dry_run_changes_nothing()
         "2d",
     ]));
     // Without a policy nothing is trimmed.
-    let report = json(&ok(dlq(&db).args(["retention", "apply", "--json"])));
+    let report = json(&ok(dlq(&db).args([
+        "retention",
+        "apply",
+        "--yes",
+        "--json",
+    ])));
     assert_eq!(report["events"]["removed"], 0);
     assert_eq!(count(&db, "SELECT COUNT(*) FROM events"), total);
     ok(dlq(&db).args(["retention", "set", "--events", "--max-age", "2d"]));
@@ -203,7 +213,12 @@ fn events_policy_keeps_the_window_and_running_runs_and_dry_run_changes_nothing()
     assert_eq!(dry["events"]["removed"], 20, "{dry}");
     assert_eq!(dry["events"]["through_id"], twenty_first - 1, "{dry}");
     assert_eq!(events_dump(&db), before, "a dry run changes nothing");
-    let report = json(&ok(dlq(&db).args(["retention", "apply", "--json"])));
+    let report = json(&ok(dlq(&db).args([
+        "retention",
+        "apply",
+        "--yes",
+        "--json",
+    ])));
     assert_eq!(report["events"]["removed"], 20, "{report}");
     assert_eq!(count(&db, "SELECT COUNT(*) FROM events"), total - 20 + 1);
     assert_eq!(count(&db, "SELECT MIN(id) FROM events"), twenty_first);
@@ -223,7 +238,12 @@ fn events_policy_keeps_the_window_and_running_runs_and_dry_run_changes_nothing()
         &db,
         "UPDATE retry_runs SET status = 'finished', ended_at = heartbeat_at",
     );
-    let report = json(&ok(dlq(&db).args(["retention", "apply", "--json"])));
+    let report = json(&ok(dlq(&db).args([
+        "retention",
+        "apply",
+        "--yes",
+        "--json",
+    ])));
     assert_eq!(report["events"]["removed"], 10, "{report}");
     assert_eq!(
         count(&db, "SELECT COUNT(*) FROM events WHERE time < '2021'"),
@@ -236,7 +256,12 @@ fn events_policy_keeps_the_window_and_running_runs_and_dry_run_changes_nothing()
     // Unset: nothing more goes.
     ok(dlq(&db).args(["retention", "unset", "--events"]));
     age_events(&db, 5);
-    let report = json(&ok(dlq(&db).args(["retention", "apply", "--json"])));
+    let report = json(&ok(dlq(&db).args([
+        "retention",
+        "apply",
+        "--yes",
+        "--json",
+    ])));
     assert_eq!(report["events"]["removed"], 0);
     assert!(report["events"]["max_age_seconds"].is_null());
 }
@@ -265,7 +290,7 @@ fn a_watch_cursor_in_the_trimmed_part_says_so() {
     let (at_end, _) = cursor_at("at-end.cursor", 10);
     ok(dlq(&db).args(["retention", "set", "--events", "--max-age", "2d"]));
     let through = nth_event_id(&db, 10);
-    ok(dlq(&db).args(["retention", "apply"]));
+    ok(dlq(&db).args(["retention", "apply", "--yes"]));
     assert_eq!(count(&db, "SELECT MIN(id) FROM events"), through + 1);
     // Events after the cursor were trimmed: it stops, and says so.
     let stderr = fails(

@@ -175,7 +175,7 @@ fn seeded() -> BTreeMap<&'static str, &'static str> {
 /// the whole report.
 fn apply(db: &Path, dry_run: bool) -> (BTreeMap<i64, usize>, serde_json::Value) {
     let mut command = at_now(db);
-    command.args(["retention", "apply", "--json"]);
+    command.args(["retention", "apply", "--yes", "--json"]);
     if dry_run {
         command.arg("--dry-run");
     }
@@ -599,4 +599,42 @@ fn bad_input_is_one_line_and_changes_nothing() {
         ),
         0
     );
+}
+
+/// `retention apply` asks as purge does: without a terminal and without
+/// --yes it removes nothing (exit 2, "pass --yes"); and what it removes is what it
+/// counted: an item that fails again after the count makes it refuse.
+#[test]
+fn apply_asks_first_and_removes_what_it_counted() {
+    let dir = TempDir::new("retention-asks");
+    let db = dir.join("dlq.db");
+    add_lines(
+        &db,
+        "j",
+        (0..3).map(|n| item(&format!("old{n}"), 1, "2020-01-01T00:00:00Z", "boom")),
+    );
+    ok(at_now(&db).args(["retention", "set", "--max-age", "30d"]));
+    let output = run(at_now(&db).args(["retention", "apply"]));
+    assert_eq!(output.status.code(), Some(2), "as purge: a usage error");
+    let said = String::from_utf8_lossy(&output.stderr);
+    assert!(said.contains("pass --yes"), "{said}");
+    assert_eq!(count(&db, "SELECT COUNT(*) FROM items"), 3);
+    // Through the library: counted, then one of them fails again.
+    let dlq = dlqlite::Dlq::open(crate::common::target(&db)).unwrap();
+    let now = dlqlite::Timestamp::parse(NOW).unwrap();
+    let counted = dlq.apply_retention_at(now, true).unwrap();
+    assert_eq!(counted.removed, 3);
+    let mut again = item("old0", 2, "2020-01-02T00:00:00Z", "boom again");
+    again["failure_count"] = 2.into();
+    dlq.add(
+        "j",
+        &dlqlite::DeadLetteredItem::from_json_str(&again.to_string()).unwrap(),
+    )
+    .unwrap();
+    let error = dlq.apply_retention_counted(&counted).unwrap_err();
+    assert_eq!(error.kind(), dlqlite::ErrorKind::Conflict, "{error}");
+    assert_eq!(count(&db, "SELECT COUNT(*) FROM items"), 3);
+    let counted = dlq.apply_retention_at(now, true).unwrap();
+    assert_eq!(dlq.apply_retention_counted(&counted).unwrap().removed, 3);
+    assert_eq!(count(&db, "SELECT COUNT(*) FROM items"), 0);
 }
