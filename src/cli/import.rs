@@ -57,9 +57,11 @@ pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
     }
     // A directory with no legacy DLQ in it is a mistyped path, not an
     // import of nothing: said before any database is made.
+    // (A path that is not a directory is the import's to judge: an export
+    // file, or a device or fifo it refuses.)
     let found_any = paths
         .iter()
-        .any(|path| path.is_file() || holds_a_job_dir(path));
+        .any(|path| !path.is_dir() || holds_a_job_dir(path));
     if !found_any {
         let shown: Vec<String> = paths
             .iter()

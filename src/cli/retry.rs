@@ -72,9 +72,10 @@ pub struct Args {
     #[arg(long)]
     dry_run: bool,
     /// Seconds an attempt may run before its process group is killed (up to
-    /// 30 days)
-    #[arg(long, value_name = "SECS", value_parser = seconds_up_to_30_days)]
-    timeout: Option<f64>,
+    /// 30 days; 0: no limit). One hung command must not hang the run.
+    #[arg(long, value_name = "SECS", default_value = "3600",
+          value_parser = seconds_up_to_30_days)]
+    timeout: f64,
     /// At most this many command starts per second
     #[arg(long, value_name = "N", value_parser = positive_rate)]
     rate: Option<f64>,
@@ -104,19 +105,25 @@ fn non_blank_command(text: &str) -> std::result::Result<String, String> {
     }
 }
 
-/// `--timeout`: a positive number of seconds a Duration can hold.
-fn seconds_up_to_30_days(text: &str) -> std::result::Result<f64, String> {
+/// `--timeout`: seconds a Duration can hold, at most 30 days; 0 is no
+/// limit.
+pub(super) fn seconds_up_to_30_days(text: &str) -> std::result::Result<f64, String> {
     let seconds: f64 = text
         .trim()
         .parse()
         .map_err(|_| format!("{text:?} is not a number of seconds"))?;
-    if seconds.is_finite() && seconds > 0.0 && seconds <= 30.0 * 86_400.0 {
+    if seconds.is_finite() && (0.0..=30.0 * 86_400.0).contains(&seconds) {
         Ok(seconds)
     } else {
         Err(format!(
-            "{text} is not more than 0 and at most 30 days (2592000 s)"
+            "{text} is not from 0 (no limit) to 30 days (2592000 s)"
         ))
     }
+}
+
+/// A `--timeout` as the handler takes it: `None` for 0, no limit.
+pub(super) fn attempt_timeout(seconds: f64) -> Option<Duration> {
+    (seconds > 0.0).then(|| Duration::from_secs_f64(seconds))
 }
 
 /// `--rate`: a positive number of starts per second.
@@ -149,11 +156,7 @@ pub fn run(args: Args, ctx: &super::Context) -> Result<std::process::ExitCode> {
     let Some(exec) = args.exec.clone() else {
         super::usage!("what to run? pass --exec CMD");
     };
-    let handler = CommandHandler::new(
-        &exec,
-        args.timeout.map(Duration::from_secs_f64),
-        &std::env::temp_dir(),
-    )?;
+    let handler = CommandHandler::new(&exec, attempt_timeout(args.timeout), &std::env::temp_dir())?;
     // The total is the run's own count, known once it has started.
     let bar = Bar::new("retry", "items", None);
     let control = stop_on_ctrl_c(bar.clone());
@@ -198,7 +201,7 @@ fn options(args: &Args, job_id: String) -> Result<RetryOptions> {
             "filter": args.filter,
             "category": args.category,
             "force": args.force,
-            "timeout": args.timeout,
+            "timeout": (args.timeout > 0.0).then_some(args.timeout),
             "rate": args.rate,
             "backoff_ms": args.backoff_ms,
             "lease": args.lease,

@@ -1130,3 +1130,33 @@ fn a_run_that_waited_for_the_lock_to_start_keeps_its_fresh_commands() {
     assert_eq!(summary["succeeded"], 2, "{summary}");
     assert_eq!(count(&db, "SELECT COUNT(*) FROM items"), 0);
 }
+
+/// A run without --timeout has one: an hour, so one hung command cannot
+/// hang the run for ever; `--timeout 0` asks for none.
+#[test]
+fn a_retry_has_a_default_timeout_and_0_means_none() {
+    let dir = TempDir::new("retry-default-timeout");
+    let db = dir.join("dlq.db");
+    add_lines(&db, "j", [item("a", 1, "2025-01-01T00:00:00Z", "boom")]);
+    // Both fail their one attempt (exit 1), and record what they ran with.
+    run(dlq(&db).args(["retry", "j", "--exec", "exit 1", "--max-retries", "1"]));
+    run(dlq(&db).args([
+        "retry",
+        "j",
+        "--exec",
+        "exit 1",
+        "--max-retries",
+        "1",
+        "--timeout",
+        "0",
+    ]));
+    let runs = json(&ok(dlq(&db).args(["retry", "--status", "--json"])));
+    let mut timeouts: Vec<String> = runs
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|run| run["parameters"]["timeout"].to_string())
+        .collect();
+    timeouts.sort();
+    assert_eq!(timeouts, ["3600.0", "null"], "{runs}");
+}

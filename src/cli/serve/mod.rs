@@ -55,9 +55,10 @@ pub struct Args {
     /// attempts per item with backoff)
     #[arg(long, value_name = "CMD")]
     exec: Option<String>,
-    /// With --exec: seconds before a retry command is killed
-    #[arg(long, value_name = "SECONDS", requires = "exec")]
-    timeout: Option<f64>,
+    /// With --exec: seconds before a retry command is killed (0: no limit)
+    #[arg(long, value_name = "SECONDS", requires = "exec", default_value = "3600",
+          value_parser = super::retry::seconds_up_to_30_days)]
+    timeout: f64,
     /// With --exec: commands a retry runs at once
     #[arg(long, value_name = "N", default_value_t = 4, requires = "exec",
           value_parser = clap::value_parser!(u16).range(1..=1024))]
@@ -155,11 +156,6 @@ pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
             super::usage!("--exec is empty: give the command a retry runs");
         }
     }
-    if let Some(timeout) = args.timeout {
-        if !(timeout.is_finite() && timeout > 0.0 && timeout <= 86_400.0 * 30.0) {
-            super::usage!("invalid --timeout {timeout}: seconds, more than 0 and at most 30 days");
-        }
-    }
     if !(args.header_timeout.is_finite()
         && args.header_timeout > 0.0
         && args.header_timeout <= 3600.0)
@@ -214,7 +210,7 @@ pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
         read_only,
         exec: args.exec.map(|command| actions::Exec {
             command,
-            timeout: args.timeout.map(Duration::from_secs_f64),
+            timeout: super::retry::attempt_timeout(args.timeout),
             parallel: usize::from(args.parallel),
             max_retries: args.max_retries,
         }),
