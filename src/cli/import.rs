@@ -77,6 +77,19 @@ pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
     } else {
         ctx.open()?
     };
+    if !args.dry_run {
+        // Ctrl-C (or SIGTERM) ends the process in the middle of a
+        // transaction, which SQLite rolls back: say so, since the bar has
+        // been counting items as they were read.
+        let _ = ctrlc::set_handler(|| {
+            eprintln!(
+                "\ndlq: import interrupted: what it had not committed was rolled back (into an \
+                 empty database that is all of it: nothing was written); run the same import \
+                 again to finish: what is already there comes back unchanged"
+            );
+            std::process::exit(130);
+        });
+    }
     let bar = Bar::new("import", "files", None);
     let report = std::thread::scope(|scope| {
         if bar.is_visible() {
@@ -86,7 +99,7 @@ pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
         }
         import(&dlq, &paths, &ImportOptions::default(), |p| {
             bar.set_done(p.files_seen as u64);
-            bar.set_message(format!("{} written", p.items_written));
+            bar.set_message(format!("{} items read", p.items_written));
         })
     });
     bar.clear();

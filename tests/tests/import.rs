@@ -643,3 +643,49 @@ fn a_lying_index_is_summarised_not_echoed() {
         "{stderr}"
     );
 }
+
+/// Ctrl-C in the middle of an import into an empty database (one
+/// transaction) exits 130 and says that what was not committed was rolled
+/// back; nothing of it is in the database.
+#[test]
+fn an_interrupted_import_says_what_was_written() {
+    let dir = TempDir::new("import-interrupted");
+    let db = dir.join("dlq.db");
+    let file = dir.join("many.jsonl");
+    let mut lines = String::new();
+    for n in 0..60_000 {
+        let mut value = item(&format!("i{n}"), 1, "2025-01-01T00:00:00Z", "boom");
+        value["job_id"] = "j".into();
+        lines.push_str(&value.to_string());
+        lines.push('\n');
+    }
+    std::fs::write(&file, lines).unwrap();
+    let child = dlq(&db)
+        .arg("import")
+        .arg(&file)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Once the database is there, the import is under way.
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !db.exists() {
+        assert!(std::time::Instant::now() < until);
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    // SAFETY: kill(2) on our own child.
+    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
+    let output = child.wait_with_output().unwrap();
+    let said = String::from_utf8_lossy(&output.stderr);
+    if output.status.code() == Some(0) {
+        // This machine imported it all before the signal: nothing to see.
+        return;
+    }
+    assert_eq!(output.status.code(), Some(130), "{said}");
+    assert!(
+        said.contains("interrupted") && said.contains("rolled back"),
+        "{said}"
+    );
+    assert_eq!(count(&db, "SELECT COUNT(*) FROM items"), 0);
+}
