@@ -169,6 +169,9 @@ fn next_group(queue: &mut VecDeque<Arc<Request>>) -> Vec<Arc<Request>> {
 /// One request's adds inside a transaction; evictions they make are
 /// reported with the request's last add.
 fn add_request(tx: &mut WriteTx<'_>, request: &Request) -> Result<Vec<AddReport>> {
+    // One item added is one the caller must find again (Dlq::add, the
+    // Prodigy adapter): a full job makes room with its oldest other item.
+    tx.keep_added(request.items.len() == 1);
     let mut reports = Vec::with_capacity(request.items.len());
     for item in &request.items {
         reports.push(tx.add(&request.job_id, None, item)?);

@@ -382,15 +382,7 @@ impl Dlq {
                 vals![job_id],
                 |row| row.opt_i64(0),
             )?;
-            tx.ensure_job(job_id, None)?;
-            if existing.is_none() {
-                tx.event(
-                    EventKind::JobCreated,
-                    Some(job_id),
-                    None,
-                    serde_json::json!({"max_items": options.max_items}),
-                )?;
-            }
+            tx.ensure_job_with(job_id, None, options.max_items)?;
             let Some(n) = options.max_items else {
                 return Ok(Vec::new());
             };

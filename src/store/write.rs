@@ -96,10 +96,13 @@ pub struct WriteTx<'c> {
     /// runs in batches of [`EVICT_BATCH`], and at the latest when the
     /// transaction ends ([`WriteTx::settle_evictions`]).
     pending_evictions: BTreeSet<String>,
-    /// Per job, the row this transaction added or merged into last: an
-    /// eviction never takes it, so an add into a full job keeps the item it
-    /// adds (the oldest other item makes room), however old it is.
+    /// Per job, the row this transaction added or merged into last.
     last_added: HashMap<String, i64>,
+    /// Whether evictions spare that row: set for an add of one item
+    /// ([`WriteTx::keep_added`]), so it keeps the item it adds however old
+    /// (the oldest other item makes room), as Prodigy's queue does. An add
+    /// of many in one transaction keeps the newest instead.
+    keep_added: bool,
     /// Whether the item indexes are suspended: evicting then would scan
     /// the whole table for every evicted item, so it waits for
     /// [`WriteTx::restore`].
@@ -139,6 +142,7 @@ impl<'c> WriteTx<'c> {
             evict: true,
             pending_evictions: BTreeSet::new(),
             last_added: HashMap::new(),
+            keep_added: false,
             indexes_suspended: false,
         })
     }
@@ -205,13 +209,34 @@ impl<'c> WriteTx<'c> {
     /// Creates the job if needed and bumps its updated_at (once per
     /// transaction); records `repo` if the job has none yet.
     pub fn ensure_job(&mut self, job_id: &str, repo: Option<&str>) -> Result<()> {
+        self.ensure_job_with(job_id, repo, None).map(drop)
+    }
+
+    /// [`WriteTx::ensure_job`]; a job it makes gets a `job_created` event
+    /// (with `max_items`, the capacity it is made with, if any), whatever
+    /// made it: an add, an import, a copy or `ensure_job`. True when it
+    /// made the job.
+    pub(super) fn ensure_job_with(
+        &mut self,
+        job_id: &str,
+        repo: Option<&str>,
+        max_items: Option<i64>,
+    ) -> Result<bool> {
         // Once per job and transaction: the repo only fills a NULL, and the
         // same upsert for every item of a bulk import is pure overhead.
         if self.jobs_touched.contains(job_id) {
-            return Ok(());
+            return Ok(false);
         }
         crate::model::check_id(job_id)
             .map_err(|reason| crate::error::Error::invalid_argument("job id", reason))?;
+        let existed = self
+            .conn
+            .row(
+                "SELECT 1 FROM jobs WHERE job_id = ?1",
+                vals![job_id],
+                |_| Ok(()),
+            )?
+            .is_some();
         // On PostgreSQL this locks the job's row until commit: adds to one
         // job take turns (capacity stays exact), adds to others do not wait.
         self.conn.exec(
@@ -222,7 +247,15 @@ impl<'c> WriteTx<'c> {
             vals![job_id, repo, self.now],
         )?;
         self.jobs_touched.insert(job_id.to_string());
-        Ok(())
+        if !existed {
+            self.event(
+                EventKind::JobCreated,
+                Some(job_id),
+                None,
+                serde_json::json!({ "max_items": max_items }),
+            )?;
+        }
+        Ok(!existed)
     }
 
     /// Takes the job's row lock on PostgreSQL before changing its items, the
@@ -411,6 +444,12 @@ impl<'c> WriteTx<'c> {
         self.evict(job_id, count - cap, cap)
     }
 
+    /// Makes the evictions that follow spare the row last added to each job
+    /// (true: the adds to come are one item's, which must stay).
+    pub(crate) fn keep_added(&mut self, keep: bool) {
+        self.keep_added = keep;
+    }
+
     /// Evicts what the adds so far put over capacity and is still there.
     /// [`super::Dlq::write`] calls it before committing; call it to learn
     /// about those evictions (adds in one transaction evict in batches, so
@@ -521,7 +560,10 @@ impl<'c> WriteTx<'c> {
             eviction_set(self.conn.backend()),
             self.conn.backend().ts_text("last_attempt"),
         );
-        let keep = self.last_added.get(job_id).copied().unwrap_or(0);
+        let keep = match self.keep_added {
+            true => self.last_added.get(job_id).copied().unwrap_or(0),
+            false => 0,
+        };
         let evicted = self
             .conn
             .collect(&sql, vals![job_id, excess, keep], |row| {

@@ -155,9 +155,14 @@ fn events_come_newest_first_and_limit_and_filters_cut_them() {
     let j2 = jsonl(&ok(
         dlq(&db).args(["events", "--format", "jsonl", "--job-id", "j2"])
     ));
-    assert_eq!(j2.len(), 5, "added, then four capacity settings");
+    assert_eq!(
+        j2.len(),
+        6,
+        "job_created, added, then four capacity settings"
+    );
     assert!(j2.iter().all(|e| e["job_id"] == "j2"));
     assert_eq!(j2[4]["kind"], "added");
+    assert_eq!(j2[5]["kind"], "job_created");
     assert_eq!(j2[0]["detail"]["max_items"], 4, "the last setting first");
     let marked = jsonl(&ok(
         dlq(&db).args(["events", "--format", "jsonl", "--kind", "marked"])

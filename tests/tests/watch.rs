@@ -254,10 +254,19 @@ fn job_filter_and_events_select_by_the_items_current_state() {
         .collect();
     assert_eq!(
         kinds,
-        ["added", "added", "added", "merged", "marked", "cleared"]
+        [
+            "job_created",
+            "added",
+            "added",
+            "job_created",
+            "added",
+            "merged",
+            "marked",
+            "cleared"
+        ]
     );
-    assert!(json(&events[2])["failure_count"].is_null(), "b1 is gone");
-    assert!(json(&events[4])["detail"].is_object());
+    assert!(json(&events[4])["failure_count"].is_null(), "b1 is gone");
+    assert!(json(&events[6])["detail"].is_object());
 
     // Tables: one line per dead letter under one header, escaped.
     add_lines(
