@@ -393,6 +393,82 @@ fn push_statuses(words: &mut Vec<Word>, line: &str) {
 }
 
 fn push_words(words: &mut Vec<Word>, line: &str) {
+    // A command line that ends the line is one value, whatever its number
+    // of words (see `command_tail`).
+    let (line, command) = match command_tail(line) {
+        Some(at) => (&line[..at], Some(trim(&line[at..]))),
+        None => (line, None),
+    };
+    push_line_words(words, line);
+    if let Some(command) = command {
+        if words.len() < MAX_WORDS {
+            words.push(Word {
+                key: None,
+                raw: cut(command).into(),
+                pinned: false,
+            });
+        }
+    }
+}
+
+/// Where a command line that ends `line` starts, when the line introduces
+/// it: the words before the line's last colon name a command (`command`,
+/// `cmd`: "command timed out after 900s: cargo test --workspace", "Command
+/// failed with exit code 1: npm run build", "command not found: foo").
+///
+/// Why: a message that names a command and then a colon puts the command
+/// line after the colon; a command line is what was run, not why it
+/// failed, and one cause (a timeout, a missing program) hits any command,
+/// with any number of words. As separate words it would split one cause
+/// by the command's length (the miner's word-count partition) and by its
+/// words. Not when the command was already given in quotes before the
+/// colon (``Command `x` failed: <reason>``: the tail is the reason), nor
+/// when the tail holds a status or an error marker, or an error marker
+/// comes between the command's name and the colon (`command failed: exit
+/// status 2`, `cmd failed: error: disk full`): then it says why.
+fn command_tail(line: &str) -> Option<usize> {
+    // Most lines name no command: one quick look before the words.
+    let bytes = line.as_bytes();
+    let mut from = 0;
+    loop {
+        let at = from + bytes[from..].iter().position(|&b| b | 0x20 == b'c')?;
+        let rest = &bytes[at + 1..];
+        let starts = |with: &[u8]| rest.get(..with.len()).is_some_and(|r| r.eq_ignore_ascii_case(with));
+        if starts(b"ommand") || starts(b"md") {
+            break;
+        }
+        from = at + 1;
+    }
+    let words: Vec<&str> = split_words(line).collect();
+    let last = words
+        .iter()
+        .rposition(|w| w.ends_with(':') && !is_quoted(w))?;
+    let (prefix, tail) = words.split_at(last + 1);
+    let names_command = |w: &&str| {
+        let core = core_of(w);
+        core.eq_ignore_ascii_case("command") || core.eq_ignore_ascii_case("cmd")
+    };
+    let named = prefix.iter().position(names_command)?;
+    if tail.is_empty()
+        || prefix.iter().any(|w| is_quoted(w))
+        || prefix[named + 1..]
+            .iter()
+            .any(|w| is_error_marker(core_of(w)))
+    {
+        return None;
+    }
+    let mut previous = prefix.last().copied();
+    for raw in tail {
+        if is_status(previous, raw) || is_error_marker(core_of(raw)) {
+            return None;
+        }
+        previous = Some(raw);
+    }
+    let colon = prefix[last];
+    Some(colon.as_ptr() as usize - line.as_ptr() as usize + colon.len())
+}
+
+fn push_line_words(words: &mut Vec<Word>, line: &str) {
     let mut previous: Option<&str> = None;
     // On a line about HTTP, a bare three-digit number from 100 to 599 is
     // a status (`HTTP request failed: 502 Bad Gateway`): 502 and 503 from
@@ -972,6 +1048,43 @@ mod tests {
         assert_eq!(
             key.site.as_deref(),
             Some("Orders.java:com.acme.Orders.place")
+        );
+    }
+
+    #[test]
+    fn a_command_a_line_introduces_is_one_value() {
+        // Any command, any number of words: one variable.
+        assert_eq!(
+            keys("command timed out after 900s: cargo test --workspace"),
+            keys("command timed out after 300s: npm test")
+        );
+        assert_eq!(
+            keys("Command failed with exit code 1: docker build -t app ."),
+            keys("Command failed with exit code 1: make check")
+        );
+        // The status before the colon still counts.
+        assert_ne!(
+            keys("Command failed with exit code 1: npm run build"),
+            keys("Command failed with exit code 2: npm run build")
+        );
+        // After a quoted command, the tail is the reason: it stays words.
+        assert_ne!(
+            keys("Command `npm ci` failed: permission denied"),
+            keys("Command `npm ci` failed: no space left on device")
+        );
+        // A tail that holds a status or an error says why: it stays words.
+        assert_ne!(
+            keys("command failed: exit status 1"),
+            keys("command failed: exit status 2")
+        );
+        assert_ne!(
+            keys("cmd failed: error: disk full"),
+            keys("cmd failed: error: bad input")
+        );
+        // No command named before the colon: the tail is not one.
+        assert_ne!(
+            keys("failed to open /srv/a: permission denied"),
+            keys("failed to open /srv/a: no such file or directory")
         );
     }
 

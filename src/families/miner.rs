@@ -729,6 +729,40 @@ mod grouping {
     }
 
     #[test]
+    fn a_timeout_is_one_family_whatever_the_command() {
+        const COMMANDS: &[&str] = &[
+            "cargo test --workspace",
+            "npm test",
+            "docker build -t app .",
+            "make check",
+            "cargo clippy --all-targets -- -D warnings",
+            "npm run build",
+        ];
+        stay_apart(
+            "Timeout",
+            |n| {
+                format!(
+                    "command timed out after {}s: {}\nlast output:\n{n} lines",
+                    [300, 900][n % 2],
+                    COMMANDS[n % COMMANDS.len()]
+                )
+            },
+            |n| {
+                format!(
+                    "Command failed with exit code 2: {}",
+                    COMMANDS[n * 5 % COMMANDS.len()]
+                )
+            },
+        );
+        // The near miss: one command line, exit code 1 against 2.
+        stay_apart(
+            "CommandFailed",
+            |n| format!("Command failed with exit code 1: {}", COMMANDS[n % 6]),
+            |n| format!("Command failed with exit code 2: {}", COMMANDS[n % 6]),
+        );
+    }
+
+    #[test]
     fn exit_codes_1_and_2_stay_apart() {
         let command = |code: u32| {
             move |n: usize| {
