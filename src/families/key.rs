@@ -140,7 +140,13 @@ pub fn key_of(message: &str, stack_trace: Option<&str>) -> Key {
         }
     }
     if let Some(e) = error.or(headline).filter(|_| trace_error.is_none()) {
-        push_words(&mut words, lines[e]);
+        if error.is_none() && is_diff(&lines[e + 1..]) {
+            // No line says why, and the output is a diff: the code the
+            // headline quotes is read as words (see `push_spelled`).
+            push_spelled(&mut words, lines[e]);
+        } else {
+            push_words(&mut words, lines[e]);
+        }
         // A line that ends with a colon introduces its cause ("thread
         // 'main' panicked at src/lib.rs:4:5:" then the panic message).
         if lines[e].ends_with(':') {
@@ -409,6 +415,47 @@ fn push_words(words: &mut Vec<Word>, line: &str) {
             });
         }
     }
+}
+
+/// Whether output lines are a diff: some removed (`-x`) and some added
+/// (`+x`) lines, not rules of dashes (`-----`).
+fn is_diff(output: &[&str]) -> bool {
+    let marked = |sign: u8| {
+        output.iter().take(MAX_LINES_SEARCHED).any(|l| {
+            let b = l.as_bytes();
+            b.first() == Some(&sign) && b.get(1).is_some_and(|&c| c != sign)
+        })
+    };
+    marked(b'-') && marked(b'+')
+}
+
+/// The words of a headline over output that is a diff and has no error
+/// line, with each span in backticks read as its words: ``Command `cargo
+/// fmt --all -- --check` failed: exit code 1`` over a diff is keyed as
+/// `Command cargo fmt --all -- --check failed: ...`.
+///
+/// Why: a check that prints only a diff (a formatter's `--check`, a
+/// snapshot or golden-file test, `git diff --exit-code`) failed because
+/// what it checks differs from what it expects, and says so in no line:
+/// the command that printed the diff is what names the check. Backticks
+/// quote code, here that command. Elsewhere the command stays one
+/// variable: when a line names the cause (``Command `npm run build`
+/// failed`` over `error TS2322` is the TS2322 failure whatever ran it),
+/// and when the output says why in words of its own (`permission denied
+/// while trying to connect to the Docker daemon socket` under any docker
+/// command). Its words are reduced as any others (paths, numbers and ids
+/// stay variables). Other quotes (`'x'`, `"x"`) quote values.
+fn push_spelled(words: &mut Vec<Word>, line: &str) {
+    let mut rest = line;
+    while let Some(open) = rest.find('`') {
+        let Some(close) = rest[open + 1..].find('`').map(|i| open + 1 + i) else {
+            break;
+        };
+        push_words(words, &rest[..open]);
+        push_words(words, &rest[open + 1..close]);
+        rest = &rest[close + 1..];
+    }
+    push_words(words, rest);
 }
 
 /// Where a command line that ends `line` starts, when the line introduces
@@ -1086,6 +1133,31 @@ mod tests {
             keys("failed to open /srv/a: permission denied"),
             keys("failed to open /srv/a: no such file or directory")
         );
+    }
+
+    #[test]
+    fn a_quoted_command_counts_only_when_no_line_says_why() {
+        let diff = "\nDiff in /app/src/a.rs:12:\n-    let x = 1;\n+    let x =\n+        1;";
+        let fmt = format!("Command `cargo fmt --all -- --check` failed: process exited with exit code 1{diff}");
+        let script = "Command `./scripts/ci-check.sh` failed: process exited with exit code 1\n==> lint\n------\n- step one";
+        assert_ne!(keys(&fmt), keys(script));
+        // Over output that is not a diff, the command stays a variable.
+        assert_eq!(
+            keys("Command `docker ps` failed: exit code 1\npermission denied while trying to connect"),
+            keys("Command `docker compose up -d` failed: exit code 1\npermission denied while trying to connect")
+        );
+        // Its arguments are reduced as any words: a path stays a variable.
+        assert_eq!(
+            keys(&format!("Command `./fmt.sh /tmp/a` failed: exit code 1{diff}")),
+            keys(&format!("Command `./fmt.sh /srv/b` failed: exit code 1{diff}"))
+        );
+        // With an error line, the command is a detail again.
+        assert_eq!(
+            keys("Command `npx tsc` failed: exit code 2\nsrc/a.ts(1,2): error TS2322: Type 'a' is not assignable to type 'b'."),
+            keys("Command `npm run typecheck` failed: exit code 2\nsrc/b.ts(9,2): error TS2322: Type 'a' is not assignable to type 'b'.")
+        );
+        // Other quotes are values.
+        assert_eq!(keys("Failed to load 'alpha'"), keys("Failed to load 'beta'"));
     }
 
     #[test]

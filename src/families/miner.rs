@@ -763,6 +763,30 @@ mod grouping {
     }
 
     #[test]
+    fn a_diff_from_one_check_and_a_script_failing_silently_stay_apart() {
+        stay_apart(
+            "CommandFailed",
+            |n| {
+                format!(
+                    "Command `cargo fmt --all -- --check` failed: process exited with exit code 1\nDiff in /app/src/{}.rs:{n}:\n-        let {} = 1;\n+        let {} =",
+                    BRANCHES[n % 4].replace('/', "_"),
+                    TESTS[n % 4].replace(' ', "_"),
+                    TESTS[n % 4].replace(' ', "_")
+                )
+            },
+            |n| {
+                let mut message = String::from(
+                    "Command `./scripts/ci-check.sh` failed: process exited with exit code 1",
+                );
+                for step in 0..n % 3 {
+                    message.push_str(&format!("\n==> step {step}\nloaded {n} rows"));
+                }
+                message
+            },
+        );
+    }
+
+    #[test]
     fn exit_codes_1_and_2_stay_apart() {
         let command = |code: u32| {
             move |n: usize| {
