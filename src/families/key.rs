@@ -140,7 +140,13 @@ pub fn key_of(message: &str, stack_trace: Option<&str>) -> Key {
         }
     }
     if let Some(e) = error.or(headline).filter(|_| trace_error.is_none()) {
-        push_words(&mut words, lines[e]);
+        if error.is_none() && is_diff(&lines[e + 1..]) {
+            // No line says why, and the output is a diff: the code the
+            // headline quotes is read as words (see `push_spelled`).
+            push_spelled(&mut words, lines[e]);
+        } else {
+            push_words(&mut words, lines[e]);
+        }
         // A line that ends with a colon introduces its cause ("thread
         // 'main' panicked at src/lib.rs:4:5:" then the panic message).
         if lines[e].ends_with(':') {
@@ -393,6 +399,123 @@ fn push_statuses(words: &mut Vec<Word>, line: &str) {
 }
 
 fn push_words(words: &mut Vec<Word>, line: &str) {
+    // A command line that ends the line is one value, whatever its number
+    // of words (see `command_tail`).
+    let (line, command) = match command_tail(line) {
+        Some(at) => (&line[..at], Some(trim(&line[at..]))),
+        None => (line, None),
+    };
+    push_line_words(words, line);
+    if let Some(command) = command {
+        if words.len() < MAX_WORDS {
+            words.push(Word {
+                key: None,
+                raw: cut(command).into(),
+                pinned: false,
+            });
+        }
+    }
+}
+
+/// Whether output lines are a diff: some removed (`-x`) and some added
+/// (`+x`) lines, not rules of dashes (`-----`).
+fn is_diff(output: &[&str]) -> bool {
+    let marked = |sign: u8| {
+        output.iter().take(MAX_LINES_SEARCHED).any(|l| {
+            let b = l.as_bytes();
+            b.first() == Some(&sign) && b.get(1).is_some_and(|&c| c != sign)
+        })
+    };
+    marked(b'-') && marked(b'+')
+}
+
+/// The words of a headline over output that is a diff and has no error
+/// line, with each span in backticks read as its words: ``Command `cargo
+/// fmt --all -- --check` failed: exit code 1`` over a diff is keyed as
+/// `Command cargo fmt --all -- --check failed: ...`.
+///
+/// Why: a check that prints only a diff (a formatter's `--check`, a
+/// snapshot or golden-file test, `git diff --exit-code`) failed because
+/// what it checks differs from what it expects, and says so in no line:
+/// the command that printed the diff is what names the check. Backticks
+/// quote code, here that command. Elsewhere the command stays one
+/// variable: when a line names the cause (``Command `npm run build`
+/// failed`` over `error TS2322` is the TS2322 failure whatever ran it),
+/// and when the output says why in words of its own (`permission denied
+/// while trying to connect to the Docker daemon socket` under any docker
+/// command). Its words are reduced as any others (paths, numbers and ids
+/// stay variables). Other quotes (`'x'`, `"x"`) quote values.
+fn push_spelled(words: &mut Vec<Word>, line: &str) {
+    let mut rest = line;
+    while let Some(open) = rest.find('`') {
+        let Some(close) = rest[open + 1..].find('`').map(|i| open + 1 + i) else {
+            break;
+        };
+        push_words(words, &rest[..open]);
+        push_words(words, &rest[open + 1..close]);
+        rest = &rest[close + 1..];
+    }
+    push_words(words, rest);
+}
+
+/// Where a command line that ends `line` starts, when the line introduces
+/// it: the words before the line's last colon name a command (`command`,
+/// `cmd`: "command timed out after 900s: cargo test --workspace", "Command
+/// failed with exit code 1: npm run build", "command not found: foo").
+///
+/// Why: a message that names a command and then a colon puts the command
+/// line after the colon; a command line is what was run, not why it
+/// failed, and one cause (a timeout, a missing program) hits any command,
+/// with any number of words. As separate words it would split one cause
+/// by the command's length (the miner's word-count partition) and by its
+/// words. Not when the command was already given in quotes before the
+/// colon (``Command `x` failed: <reason>``: the tail is the reason), nor
+/// when the tail holds a status or an error marker, or an error marker
+/// comes between the command's name and the colon (`command failed: exit
+/// status 2`, `cmd failed: error: disk full`): then it says why.
+fn command_tail(line: &str) -> Option<usize> {
+    // Most lines name no command: one quick look before the words.
+    let bytes = line.as_bytes();
+    let mut from = 0;
+    loop {
+        let at = from + bytes[from..].iter().position(|&b| b | 0x20 == b'c')?;
+        let rest = &bytes[at + 1..];
+        let starts = |with: &[u8]| rest.get(..with.len()).is_some_and(|r| r.eq_ignore_ascii_case(with));
+        if starts(b"ommand") || starts(b"md") {
+            break;
+        }
+        from = at + 1;
+    }
+    let words: Vec<&str> = split_words(line).collect();
+    let last = words
+        .iter()
+        .rposition(|w| w.ends_with(':') && !is_quoted(w))?;
+    let (prefix, tail) = words.split_at(last + 1);
+    let names_command = |w: &&str| {
+        let core = core_of(w);
+        core.eq_ignore_ascii_case("command") || core.eq_ignore_ascii_case("cmd")
+    };
+    let named = prefix.iter().position(names_command)?;
+    if tail.is_empty()
+        || prefix.iter().any(|w| is_quoted(w))
+        || prefix[named + 1..]
+            .iter()
+            .any(|w| is_error_marker(core_of(w)))
+    {
+        return None;
+    }
+    let mut previous = prefix.last().copied();
+    for raw in tail {
+        if is_status(previous, raw) || is_error_marker(core_of(raw)) {
+            return None;
+        }
+        previous = Some(raw);
+    }
+    let colon = prefix[last];
+    Some(colon.as_ptr() as usize - line.as_ptr() as usize + colon.len())
+}
+
+fn push_line_words(words: &mut Vec<Word>, line: &str) {
     let mut previous: Option<&str> = None;
     // On a line about HTTP, a bare three-digit number from 100 to 599 is
     // a status (`HTTP request failed: 502 Bad Gateway`): 502 and 503 from
@@ -973,6 +1096,68 @@ mod tests {
             key.site.as_deref(),
             Some("Orders.java:com.acme.Orders.place")
         );
+    }
+
+    #[test]
+    fn a_command_a_line_introduces_is_one_value() {
+        // Any command, any number of words: one variable.
+        assert_eq!(
+            keys("command timed out after 900s: cargo test --workspace"),
+            keys("command timed out after 300s: npm test")
+        );
+        assert_eq!(
+            keys("Command failed with exit code 1: docker build -t app ."),
+            keys("Command failed with exit code 1: make check")
+        );
+        // The status before the colon still counts.
+        assert_ne!(
+            keys("Command failed with exit code 1: npm run build"),
+            keys("Command failed with exit code 2: npm run build")
+        );
+        // After a quoted command, the tail is the reason: it stays words.
+        assert_ne!(
+            keys("Command `npm ci` failed: permission denied"),
+            keys("Command `npm ci` failed: no space left on device")
+        );
+        // A tail that holds a status or an error says why: it stays words.
+        assert_ne!(
+            keys("command failed: exit status 1"),
+            keys("command failed: exit status 2")
+        );
+        assert_ne!(
+            keys("cmd failed: error: disk full"),
+            keys("cmd failed: error: bad input")
+        );
+        // No command named before the colon: the tail is not one.
+        assert_ne!(
+            keys("failed to open /srv/a: permission denied"),
+            keys("failed to open /srv/a: no such file or directory")
+        );
+    }
+
+    #[test]
+    fn a_quoted_command_counts_only_when_no_line_says_why() {
+        let diff = "\nDiff in /app/src/a.rs:12:\n-    let x = 1;\n+    let x =\n+        1;";
+        let fmt = format!("Command `cargo fmt --all -- --check` failed: process exited with exit code 1{diff}");
+        let script = "Command `./scripts/ci-check.sh` failed: process exited with exit code 1\n==> lint\n------\n- step one";
+        assert_ne!(keys(&fmt), keys(script));
+        // Over output that is not a diff, the command stays a variable.
+        assert_eq!(
+            keys("Command `docker ps` failed: exit code 1\npermission denied while trying to connect"),
+            keys("Command `docker compose up -d` failed: exit code 1\npermission denied while trying to connect")
+        );
+        // Its arguments are reduced as any words: a path stays a variable.
+        assert_eq!(
+            keys(&format!("Command `./fmt.sh /tmp/a` failed: exit code 1{diff}")),
+            keys(&format!("Command `./fmt.sh /srv/b` failed: exit code 1{diff}"))
+        );
+        // With an error line, the command is a detail again.
+        assert_eq!(
+            keys("Command `npx tsc` failed: exit code 2\nsrc/a.ts(1,2): error TS2322: Type 'a' is not assignable to type 'b'."),
+            keys("Command `npm run typecheck` failed: exit code 2\nsrc/b.ts(9,2): error TS2322: Type 'a' is not assignable to type 'b'.")
+        );
+        // Other quotes are values.
+        assert_eq!(keys("Failed to load 'alpha'"), keys("Failed to load 'beta'"));
     }
 
     #[test]

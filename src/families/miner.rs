@@ -729,6 +729,64 @@ mod grouping {
     }
 
     #[test]
+    fn a_timeout_is_one_family_whatever_the_command() {
+        const COMMANDS: &[&str] = &[
+            "cargo test --workspace",
+            "npm test",
+            "docker build -t app .",
+            "make check",
+            "cargo clippy --all-targets -- -D warnings",
+            "npm run build",
+        ];
+        stay_apart(
+            "Timeout",
+            |n| {
+                format!(
+                    "command timed out after {}s: {}\nlast output:\n{n} lines",
+                    [300, 900][n % 2],
+                    COMMANDS[n % COMMANDS.len()]
+                )
+            },
+            |n| {
+                format!(
+                    "Command failed with exit code 2: {}",
+                    COMMANDS[n * 5 % COMMANDS.len()]
+                )
+            },
+        );
+        // The near miss: one command line, exit code 1 against 2.
+        stay_apart(
+            "CommandFailed",
+            |n| format!("Command failed with exit code 1: {}", COMMANDS[n % 6]),
+            |n| format!("Command failed with exit code 2: {}", COMMANDS[n % 6]),
+        );
+    }
+
+    #[test]
+    fn a_diff_from_one_check_and_a_script_failing_silently_stay_apart() {
+        stay_apart(
+            "CommandFailed",
+            |n| {
+                format!(
+                    "Command `cargo fmt --all -- --check` failed: process exited with exit code 1\nDiff in /app/src/{}.rs:{n}:\n-        let {} = 1;\n+        let {} =",
+                    BRANCHES[n % 4].replace('/', "_"),
+                    TESTS[n % 4].replace(' ', "_"),
+                    TESTS[n % 4].replace(' ', "_")
+                )
+            },
+            |n| {
+                let mut message = String::from(
+                    "Command `./scripts/ci-check.sh` failed: process exited with exit code 1",
+                );
+                for step in 0..n % 3 {
+                    message.push_str(&format!("\n==> step {step}\nloaded {n} rows"));
+                }
+                message
+            },
+        );
+    }
+
+    #[test]
     fn exit_codes_1_and_2_stay_apart() {
         let command = |code: u32| {
             move |n: usize| {
