@@ -143,7 +143,10 @@ fn sizes_of(range: std::ops::Range<usize>, n: usize) -> Vec<usize> {
     let families = range.len();
     let floor = n / 2000;
     let rest = (n - floor * families) as u128;
-    let weights: Vec<u128> = range.clone().map(|f| zipf_weight(rank(f, &range))).collect();
+    let weights: Vec<u128> = range
+        .clone()
+        .map(|f| zipf_weight(rank(f, &range)))
+        .collect();
     let total: u128 = weights.iter().sum();
     let mut sizes: Vec<usize> = weights
         .iter()
@@ -3788,7 +3791,12 @@ fn terraform_undeclared(g: &mut Gen) -> Out {
     for _ in 0..g.int(0, 8) {
         let line = format!(
             "{}.{}: Refreshing state... [id={}-{}]",
-            g.pick(&["aws_iam_role", "aws_security_group", "aws_s3_bucket", "aws_route53_record"]),
+            g.pick(&[
+                "aws_iam_role",
+                "aws_security_group",
+                "aws_s3_bucket",
+                "aws_route53_record"
+            ]),
             g.pick(NOUNS),
             g.pick(&["sg", "acme", "role", "Z3"]),
             g.hex(8)
@@ -3801,7 +3809,9 @@ fn terraform_undeclared(g: &mut Gen) -> Out {
     t.line("╷");
     t.line("│ Error: Reference to undeclared input variable");
     t.line("│ ");
-    t.line(format!("│   on {file} line {line}, in resource \"{kind}\" \"{name}\":"));
+    t.line(format!(
+        "│   on {file} line {line}, in resource \"{kind}\" \"{name}\":"
+    ));
     t.line(format!("│ {line:>3}:   {attribute} = var.{variable}"));
     t.line("│ ");
     t.line(format!(
@@ -3812,7 +3822,11 @@ fn terraform_undeclared(g: &mut Gen) -> Out {
 }
 
 fn jvm_heap_oom(g: &mut Gen) -> Out {
-    let thread = g.pick(&["main", "pool-1-thread-3", "ForkJoinPool.commonPool-worker-7"]);
+    let thread = g.pick(&[
+        "main",
+        "pool-1-thread-3",
+        "ForkJoinPool.commonPool-worker-7",
+    ]);
     let mut t = Text::default();
     t.line(command_failed(
         g.pick(&[
@@ -3834,7 +3848,8 @@ fn jvm_heap_oom(g: &mut Gen) -> Out {
             g.int(0, 999)
         ));
     }
-    let exception = format!("Exception in thread \"{thread}\" java.lang.OutOfMemoryError: Java heap space");
+    let exception =
+        format!("Exception in thread \"{thread}\" java.lang.OutOfMemoryError: Java heap space");
     t.line(&exception);
     let mut trace = Text::default();
     trace.line(&exception);
@@ -3919,7 +3934,9 @@ fn jest_test_timeout(g: &mut Gen) -> Out {
     let test = js_test_name(g);
     t.line(format!("  ● {} › {test}", g.pascal()));
     t.line("");
-    t.line(format!("    thrown: \"Exceeded timeout of {timeout} ms for a test."));
+    t.line(format!(
+        "    thrown: \"Exceeded timeout of {timeout} ms for a test."
+    ));
     t.line("    Add a timeout value to this test to increase the timeout, if this is a long-running test. See https://jestjs.io/docs/api#testname-fn-timeout.\"");
     t.line("");
     let line = g.int(10, 300);
@@ -3939,7 +3956,10 @@ fn jest_test_timeout(g: &mut Gen) -> Out {
         g.int(3, 60),
         g.int(64, 120)
     ));
-    t.line(format!("Tests:       1 failed, {passed} passed, {} total", passed + 1));
+    t.line(format!(
+        "Tests:       1 failed, {passed} passed, {} total",
+        passed + 1
+    ));
     t.line(format!("Time:        {} s", g.seconds(90)));
     t.line("Ran all test suites.");
     Out::plain(t)
@@ -3963,17 +3983,29 @@ fn go_data_race(g: &mut Gen) -> Out {
     t.line(format!("  {module}/internal/cache.(*Store).Set()"));
     t.line(format!("      {dir}/store.go:48 +0x{}", g.hex(2)));
     t.line(format!("  {module}/internal/cache.{test}.func1()"));
-    t.line(format!("      {dir}/store_test.go:{} +0x{}", g.int(10, 200), g.hex(2)));
+    t.line(format!(
+        "      {dir}/store_test.go:{} +0x{}",
+        g.int(10, 200),
+        g.hex(2)
+    ));
     t.line("");
     t.line(format!("Previous read at {address} by goroutine {reader}:"));
     t.line(format!("  {module}/internal/cache.(*Store).Get()"));
     t.line(format!("      {dir}/store.go:36 +0x{}", g.hex(2)));
     t.line(format!("  {module}/internal/cache.{test}.func2()"));
-    t.line(format!("      {dir}/store_test.go:{} +0x{}", g.int(10, 200), g.hex(2)));
+    t.line(format!(
+        "      {dir}/store_test.go:{} +0x{}",
+        g.int(10, 200),
+        g.hex(2)
+    ));
     t.line("");
     t.line(format!("Goroutine {writer} (running) created at:"));
     t.line(format!("  {module}/internal/cache.{test}()"));
-    t.line(format!("      {dir}/store_test.go:{} +0x{}", g.int(10, 200), g.hex(3)));
+    t.line(format!(
+        "      {dir}/store_test.go:{} +0x{}",
+        g.int(10, 200),
+        g.hex(3)
+    ));
     t.line("  testing.tRunner()");
     t.line(format!(
         "      /opt/hostedtoolcache/go/1.23.{}/x64/src/testing/testing.go:1690 +0x{}",
@@ -4012,7 +4044,10 @@ fn prisma_migration(g: &mut Gen) -> Out {
         g.pick(&["localhost", "db", "postgres.internal"])
     ));
     t.line("");
-    t.line(format!("{} migrations found in prisma/migrations", g.int(3, 80)));
+    t.line(format!(
+        "{} migrations found in prisma/migrations",
+        g.int(3, 80)
+    ));
     t.line("");
     t.line(format!("Applying migration `{migration}`"));
     t.line("Error: P3018");
@@ -4109,8 +4144,14 @@ fn node_eaddrinuse(g: &mut Gen) -> Out {
         "    at Server.setupListenHandle [as _listen2] (node:net:{}:16)",
         g.int(1800, 1950)
     ));
-    t.line(format!("    at listenInCluster (node:net:{}:12)", g.int(1950, 2000)));
-    t.line(format!("    at Server.listen (node:net:{}:7)", g.int(2050, 2100)));
+    t.line(format!(
+        "    at listenInCluster (node:net:{}:12)",
+        g.int(1950, 2000)
+    ));
+    t.line(format!(
+        "    at Server.listen (node:net:{}:7)",
+        g.int(2050, 2100)
+    ));
     t.line("    at startServer (/app/dist/server.js:42:10)");
     t.line("    at Object.<anonymous> (/app/dist/server.js:88:1)");
     t.line("Emitted 'error' event on Server instance at:");
@@ -4309,7 +4350,10 @@ mod tests {
             assert!(fresh(item.family));
             sizes[item.family as usize] += 1;
         }
-        assert!(sizes[family_count() as usize..].iter().all(|&s| s >= 20), "{sizes:?}");
+        assert!(
+            sizes[family_count() as usize..].iter().all(|&s| s >= 20),
+            "{sizes:?}"
+        );
     }
 
     #[test]

@@ -205,8 +205,8 @@ fn create_database(path: &Path, busy: Duration) -> Result<()> {
         use std::os::unix::fs::OpenOptionsExt;
         options.mode(0o600);
     }
-    options.open(&temp).map_err(|e| Error::io(path, e))?;
-    let built = build_new(&temp, busy).and_then(|()| {
+    let file = options.open(&temp).map_err(|e| Error::io(path, e))?;
+    let built = new_image(file, &temp, busy).and_then(|()| {
         match std::fs::hard_link(&temp, path) {
             // The directory entry too must survive a power cut: the first
             // add's commit syncs the WAL, not the directory.
@@ -225,6 +225,34 @@ fn create_database(path: &Path, busy: Duration) -> Result<()> {
         let _ = std::fs::remove_file(sibling(&temp, suffix));
     }
     built
+}
+
+/// The bytes of a new, migrated, closed database, kept from the first one
+/// this process built: every new database starts identical, so the next
+/// ones are a copy (a new queue per temporary directory, as Prodigy's tests
+/// make them, then costs a write and a sync, not a migration).
+static NEW_IMAGE: std::sync::OnceLock<Vec<u8>> = std::sync::OnceLock::new();
+
+/// Makes the empty file `file` at `temp` a migrated WAL database, synced:
+/// a copy of [`NEW_IMAGE`], or built (and kept as the image).
+fn new_image(mut file: std::fs::File, temp: &Path, busy: Duration) -> Result<()> {
+    use std::io::Write;
+    if let Some(image) = NEW_IMAGE.get() {
+        return file
+            .write_all(image)
+            .and_then(|()| file.sync_all())
+            .map_err(|e| Error::io(temp, e));
+    }
+    drop(file);
+    build_new(temp, busy)?;
+    // The file is this process's alone and closed by SQLite: reading it
+    // drops no lock of anyone's. A new database is a few hundred KiB.
+    if let Ok(image) = std::fs::read(temp) {
+        if image.len() <= 4 << 20 {
+            let _ = NEW_IMAGE.set(image);
+        }
+    }
+    Ok(())
 }
 
 /// Syncs the directory that holds `path`, so a name just made there stays.

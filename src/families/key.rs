@@ -480,7 +480,10 @@ fn command_tail(line: &str) -> Option<usize> {
     loop {
         let at = from + bytes[from..].iter().position(|&b| b | 0x20 == b'c')?;
         let rest = &bytes[at + 1..];
-        let starts = |with: &[u8]| rest.get(..with.len()).is_some_and(|r| r.eq_ignore_ascii_case(with));
+        let starts = |with: &[u8]| {
+            rest.get(..with.len())
+                .is_some_and(|r| r.eq_ignore_ascii_case(with))
+        };
         if starts(b"ommand") || starts(b"md") {
             break;
         }
@@ -1138,7 +1141,9 @@ mod tests {
     #[test]
     fn a_quoted_command_counts_only_when_no_line_says_why() {
         let diff = "\nDiff in /app/src/a.rs:12:\n-    let x = 1;\n+    let x =\n+        1;";
-        let fmt = format!("Command `cargo fmt --all -- --check` failed: process exited with exit code 1{diff}");
+        let fmt = format!(
+            "Command `cargo fmt --all -- --check` failed: process exited with exit code 1{diff}"
+        );
         let script = "Command `./scripts/ci-check.sh` failed: process exited with exit code 1\n==> lint\n------\n- step one";
         assert_ne!(keys(&fmt), keys(script));
         // Over output that is not a diff, the command stays a variable.
@@ -1148,8 +1153,12 @@ mod tests {
         );
         // Its arguments are reduced as any words: a path stays a variable.
         assert_eq!(
-            keys(&format!("Command `./fmt.sh /tmp/a` failed: exit code 1{diff}")),
-            keys(&format!("Command `./fmt.sh /srv/b` failed: exit code 1{diff}"))
+            keys(&format!(
+                "Command `./fmt.sh /tmp/a` failed: exit code 1{diff}"
+            )),
+            keys(&format!(
+                "Command `./fmt.sh /srv/b` failed: exit code 1{diff}"
+            ))
         );
         // With an error line, the command is a detail again.
         assert_eq!(
@@ -1157,7 +1166,10 @@ mod tests {
             keys("Command `npm run typecheck` failed: exit code 2\nsrc/b.ts(9,2): error TS2322: Type 'a' is not assignable to type 'b'.")
         );
         // Other quotes are values.
-        assert_eq!(keys("Failed to load 'alpha'"), keys("Failed to load 'beta'"));
+        assert_eq!(
+            keys("Failed to load 'alpha'"),
+            keys("Failed to load 'beta'")
+        );
     }
 
     #[test]
