@@ -649,6 +649,9 @@ fn a_lying_index_is_summarised_not_echoed() {
 /// back; nothing of it is in the database.
 #[test]
 fn an_interrupted_import_says_what_was_written() {
+    if sqlite_only("into an empty SQLite database the load is one transaction") {
+        return;
+    }
     let dir = TempDir::new("import-interrupted");
     let db = dir.join("dlq.db");
     let file = dir.join("many.jsonl");

@@ -62,8 +62,18 @@ impl Drop for PgDb {
 
 /// `dlq add --job-id JOB` with `lines` on stdin, started.
 fn spawn_add(db: &Path, job: &str, lines: String) -> std::process::Child {
-    let mut child = dlq(db)
-        .args(["add", "--job-id", job])
+    spawn_add_to(db, Some(job), lines)
+}
+
+/// `dlq add` with `lines` on stdin, started: into `job`, or (None) each
+/// item into the job it names.
+fn spawn_add_to(db: &Path, job: Option<&str>, lines: String) -> std::process::Child {
+    let mut command = dlq(db);
+    command.arg("add");
+    if let Some(job) = job {
+        command.args(["--job-id", job]);
+    }
+    let mut child = command
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped())
@@ -383,30 +393,13 @@ fn multi_job_adds_in_opposite_orders_never_deadlock() {
     };
     for round in 0..6 {
         let children = vec![
-            spawn_add_carried(pg.url(), lines("alpha", "beta", round, "a")),
-            spawn_add_carried(pg.url(), lines("beta", "alpha", round, "b")),
+            spawn_add_to(pg.url(), None, lines("alpha", "beta", round, "a")),
+            spawn_add_to(pg.url(), None, lines("beta", "alpha", round, "b")),
         ];
         wait_all(children);
     }
     assert_eq!(pg.count("SELECT COUNT(*) FROM items"), 6 * 2 * 600);
     assert_counters_exact(&pg);
-}
-
-/// `dlq add` with `lines` on stdin, each item naming its job.
-fn spawn_add_carried(db: &Path, lines: String) -> std::process::Child {
-    let mut child = dlq(db)
-        .arg("add")
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    std::thread::spawn(move || {
-        use std::io::Write;
-        stdin.write_all(lines.as_bytes()).unwrap();
-    });
-    child
 }
 
 #[test]

@@ -626,12 +626,17 @@ fn a_base_path_full_of_legacy_json_shows_every_item() {
             path.display()
         );
     }
+    // The adapter's database is SQLite whatever backend the suite runs on.
     let db = database_path(&base);
-    let imported = || {
-        crate::common::count(
-            &db,
-            "SELECT COUNT(*) FROM events WHERE kind = 'imported' AND item_id IS NOT NULL",
-        )
+    let imported = || -> i64 {
+        rusqlite::Connection::open(&db)
+            .unwrap()
+            .query_row(
+                "SELECT COUNT(*) FROM events WHERE kind = 'imported' AND item_id IS NOT NULL",
+                [],
+                |row| row.get(0),
+            )
+            .unwrap()
     };
     assert_eq!(imported(), 6);
     // Another queue, another job, same path: there already, not again.
