@@ -101,7 +101,13 @@ pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
         }
     }
     let evicted = if changing {
-        dlq.set_capacity_counted(job, args.set, counted.as_deref().unwrap_or_default())?
+        match (args.yes, counted.as_deref()) {
+            // Nobody was shown a count: what is over the new capacity when
+            // it runs goes.
+            (true, _) | (false, None) => dlq.set_capacity(job, args.set)?,
+            // What was asked about, or nothing.
+            (false, Some(counted)) => dlq.set_capacity_counted(job, args.set, counted)?,
+        }
     } else {
         Vec::new()
     };

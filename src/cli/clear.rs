@@ -47,9 +47,15 @@ pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
         note("nothing removed");
         return Ok(ExitCode::from(1));
     }
-    // Removes what was counted (and asked about), or nothing.
+    // Asked: removes what was counted (and asked about), or nothing. With
+    // --yes nobody was shown a count: it removes what is there when it
+    // runs (a cron job must not fail because adds go on).
     let host = args.forget.then(dlqlite::retry::hostname);
-    let removed = dlq.clear_job_counted(&args.job_id, host.as_deref(), &counted.token)?;
+    let removed = match (args.yes, host) {
+        (true, Some(host)) => dlq.clear_and_remove_job(&args.job_id, &host)?,
+        (true, None) => dlq.clear_job(&args.job_id)?,
+        (false, host) => dlq.clear_job_counted(&args.job_id, host.as_deref(), &counted.token)?,
+    };
     if args.json {
         print_json(&serde_json::json!({
             "job_id": args.job_id,

@@ -83,9 +83,9 @@ pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
         // been counting items as they were read.
         let _ = ctrlc::set_handler(|| {
             eprintln!(
-                "\ndlq: import interrupted: what it had not committed was rolled back (into an \
-                 empty database that is all of it: nothing was written); run the same import \
-                 again to finish: what is already there comes back unchanged"
+                "\ndlq: import interrupted: what it had not committed is rolled back (into a new \
+                 or empty database: nothing was imported); run the same import again to finish \
+                 (items already there are left unchanged)"
             );
             std::process::exit(130);
         });

@@ -401,8 +401,13 @@ fn apply(dry_run: bool, yes: bool, json: bool, ctx: &Context) -> Result<ExitCode
                 return Ok(ExitCode::from(1));
             }
         }
-        // What was counted (and asked about), or nothing.
-        dlq.apply_retention_counted(&counted)?
+        if yes {
+            // Nobody was shown a count (cron): what is due when it runs.
+            dlq.apply_retention_at(counted.now, false)?
+        } else {
+            // What was counted (and asked about), or nothing.
+            dlq.apply_retention_counted(&counted)?
+        }
     };
     // After the items: the `purged` events just written are young.
     let events = dlq.trim_events(dry_run)?;

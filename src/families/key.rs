@@ -30,7 +30,7 @@ const FRAME_GAP: usize = 4;
 
 /// Longest word kept as it is; a longer one (minified JSON, base64) is a
 /// variable whatever it holds.
-const MAX_WORD_BYTES: usize = 64;
+pub const MAX_WORD_BYTES: usize = 64;
 
 /// The key of one failure.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -15,14 +15,16 @@ use crate::Dlq;
 use std::path::Path;
 
 impl Dlq {
-    /// Imports the legacy JSON DLQ under `root` (every
-    /// `mapreduce/dlq/<job_id>/items/*.json` at any depth) once per
-    /// database: `Some(report)` when this call imported it, `None` when it
-    /// was adopted before (by any process) or `root` holds no legacy job.
-    /// Files that cannot be read are in the report's rejections, as in
-    /// `dlq import`; they are not tried again.
+    /// Imports the legacy JSON DLQ kept at `root` (Prodigy's layout:
+    /// `root/mapreduce/dlq/<job_id>/items/*.json`; the import then takes
+    /// every job under `root`, at any depth) once per database and root:
+    /// `Some(report)` when this call imported it, `None` when this root
+    /// was adopted into this database before (by any process) or holds no
+    /// legacy job there. Files that cannot be read are in the report's
+    /// rejections, as in `dlq import`; they are not tried again.
     pub fn adopt_legacy(&self, root: &Path) -> Result<Option<ImportReport>> {
-        if self.legacy_adopted()?.is_some() || !holds_legacy_jobs(root) {
+        let key = root.display().to_string();
+        if !holds_legacy_jobs(root) || self.legacy_adopted(&key)?.is_some() {
             return Ok(None);
         }
         let report = import(
@@ -31,7 +33,7 @@ impl Dlq {
             &ImportOptions::default(),
             |_| {},
         )?;
-        self.mark_legacy_adopted(&root.display().to_string(), report.items_read as u64)?;
+        self.mark_legacy_adopted(&key, report.items_read as u64)?;
         Ok(Some(report))
     }
 }

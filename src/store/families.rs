@@ -671,7 +671,13 @@ impl Dlq {
         self.write(|tx| {
             let conn = tx.sql();
             let backend = conn.backend();
-            let id = root_family(conn, id)?;
+            let root = root_family(conn, id)?;
+            if root != id {
+                return Err(Error::invalid_argument(
+                    "family",
+                    format!("family {id} was merged into family {root}: split {root}"),
+                ));
+            }
             let (error_type, site, state) = conn
                 .row(
                     "SELECT error_type, site, state FROM families WHERE id = ?1",
@@ -721,6 +727,18 @@ impl Dlq {
                     else {
                         continue;
                     };
+                    // A key keeps at most 64 bytes of a word: two values
+                    // that share those would share a part.
+                    if word.raw.len() >= crate::families::key::MAX_WORD_BYTES {
+                        return Err(Error::invalid_argument(
+                            "position",
+                            format!(
+                                "word {position} of family {id} has values of {} bytes or more, \
+                                 which families compare by their start only: not a word to split on",
+                                crate::families::key::MAX_WORD_BYTES
+                            ),
+                        ));
+                    }
                     let value = word.raw.to_string();
                     let entry = values
                         .entry(value.clone())

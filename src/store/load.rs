@@ -151,13 +151,15 @@ impl Dlq {
         Ok(raised.into_values().collect())
     }
 
-    /// Where a legacy JSON DLQ was adopted into this database
-    /// ([`Dlq::adopt_legacy`]), if one was.
-    pub fn legacy_adopted(&self) -> Result<Option<String>> {
+    /// Whether the legacy JSON DLQ at `root` was adopted into this
+    /// database ([`Dlq::adopt_legacy`]): what was recorded then (JSON), if
+    /// it was.
+    pub fn legacy_adopted(&self, root: &str) -> Result<Option<String>> {
+        let key = format!("legacy_adopted:{root}");
         self.read(|conn| {
             conn.row(
-                "SELECT value FROM settings WHERE key = 'legacy_adopted'",
-                &[],
+                "SELECT value FROM settings WHERE key = ?1",
+                vals![key.as_str()],
                 |row| row.text(0),
             )
         })
@@ -165,12 +167,13 @@ impl Dlq {
 
     /// Records that the legacy DLQ at `root` was adopted (`items` read).
     pub(crate) fn mark_legacy_adopted(&self, root: &str, items: u64) -> Result<()> {
+        let key = format!("legacy_adopted:{root}");
         let value = serde_json::json!({"root": root, "items_read": items}).to_string();
         self.write(|tx| {
             tx.sql().exec(
-                "INSERT INTO settings (key, value) VALUES ('legacy_adopted', ?1)
+                "INSERT INTO settings (key, value) VALUES (?1, ?2)
                  ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-                vals![value.as_str()],
+                vals![key.as_str(), value.as_str()],
             )?;
             Ok(())
         })

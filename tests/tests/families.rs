@@ -654,6 +654,24 @@ fn a_split_makes_a_family_per_value_and_survives_a_rebuild() {
     assert_eq!((fam("n1"), fam("n2")), (db2, whole));
     let other = fam("n3");
     assert!(![whole, db2, cache].contains(&other), "{other}");
+    // A merged family is split where it went; a word a key keeps only the
+    // start of is no word to split on.
+    let long = |n: usize| format!("{}{n}", "W".repeat(70));
+    add_lines(
+        &db,
+        "k",
+        (0..2).map(|n| {
+            failure(
+                &format!("w{n}"),
+                1,
+                20 + n as u32,
+                &format!("upstream timeout at {} port", long(n)),
+            )
+        }),
+    );
+    let wide = count(&db, "SELECT family_id FROM items WHERE item_id = 'w0'");
+    let refused = fails(dlq(&db).args(["families", "split", &wide.to_string(), "--by", "4"]));
+    assert!(refused.contains("64 bytes"), "{refused}");
     // Splitting the same word again: it is no longer a <*>.
     let refused = fails(dlq(&db).args(["families", "split", &whole.to_string(), "--by", "4"]));
     assert!(refused.contains("not a <*>"), "{refused}");
@@ -674,5 +692,11 @@ fn a_split_makes_a_family_per_value_and_survives_a_rebuild() {
         .iter()
         .map(|f| f["items"].as_i64().unwrap())
         .sum();
-    assert_eq!(total, 9, "{listed}");
+    assert_eq!(total, 11, "{listed}");
+    ok(dlq(&db).args(["families", "merge", &db2.to_string(), &cache.to_string()]));
+    let refused = fails(dlq(&db).args(["families", "split", &cache.to_string(), "--by", "4"]));
+    assert!(
+        refused.contains(&format!("was merged into family {db2}")),
+        "{refused}"
+    );
 }

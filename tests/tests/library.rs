@@ -1356,9 +1356,24 @@ fn adopting_a_legacy_tree_imports_it_once() {
         )
         .unwrap();
     }
-    let report = dlq.adopt_legacy(&dir.join("home")).unwrap().unwrap();
+    let home = dir.join("home");
+    let report = dlq.adopt_legacy(&home).unwrap().unwrap();
     assert_eq!(report.items_new, 2);
-    assert!(dlq.legacy_adopted().unwrap().is_some());
-    assert!(dlq.adopt_legacy(&dir.join("home")).unwrap().is_none());
+    assert!(dlq
+        .legacy_adopted(&home.display().to_string())
+        .unwrap()
+        .is_some());
+    assert!(dlq.adopt_legacy(&home).unwrap().is_none());
     assert_eq!(count(&db, "SELECT COUNT(*) FROM items"), 2);
+    // Another root is adopted on its own.
+    let other = dir.join("other/mapreduce/dlq/job-2/items");
+    std::fs::create_dir_all(&other).unwrap();
+    std::fs::write(
+        other.join("c.json"),
+        item("c", 1, "2025-01-01T00:00:00Z", "boom").to_string(),
+    )
+    .unwrap();
+    let report = dlq.adopt_legacy(&dir.join("other")).unwrap().unwrap();
+    assert_eq!(report.items_new, 1);
+    assert_eq!(count(&db, "SELECT COUNT(*) FROM items"), 3);
 }
