@@ -581,6 +581,17 @@ fn root_family(conn: Conn<'_>, id: i64) -> Result<i64> {
     Ok(at)
 }
 
+/// After a person's change to the families (merge, split, rebuild):
+/// every process's miner reads them again, and the change is an event.
+fn families_changed(
+    tx: &mut super::WriteTx<'_>,
+    kind: super::EventKind,
+    what: &impl Serialize,
+) -> Result<()> {
+    tx.reset_families();
+    tx.event(kind, None, None, serde_json::to_value(what)?)
+}
+
 /// A `rev` above every family's, for rows changed now (other processes
 /// read the families changed since the highest they saw).
 fn next_rev(conn: Conn<'_>) -> Result<i64> {
@@ -646,13 +657,7 @@ impl Dlq {
                 merged,
                 items_moved,
             };
-            tx.reset_families();
-            tx.event(
-                super::EventKind::FamiliesMerged,
-                None,
-                None,
-                serde_json::to_value(&merge)?,
-            )?;
+            families_changed(tx, super::EventKind::FamiliesMerged, &merge)?;
             Ok(merge)
         })?;
         Ok(merge)
@@ -820,13 +825,7 @@ impl Dlq {
                 });
             }
             conn.exec("DELETE FROM family_split", &[])?;
-            tx.reset_families();
-            tx.event(
-                super::EventKind::FamiliesSplit,
-                None,
-                None,
-                serde_json::to_value(&split)?,
-            )?;
+            families_changed(tx, super::EventKind::FamiliesSplit, &split)?;
             Ok(split)
         })
     }
@@ -1066,13 +1065,7 @@ impl Dlq {
             }
             conn.exec("DELETE FROM family_rebuild", &[])?;
             conn.exec("DELETE FROM family_rebuild_ids", &[])?;
-            tx.reset_families();
-            tx.event(
-                super::EventKind::FamiliesRebuilt,
-                None,
-                None,
-                serde_json::to_value(&report)?,
-            )?;
+            families_changed(tx, super::EventKind::FamiliesRebuilt, &report)?;
             Ok(report)
         })
     }
