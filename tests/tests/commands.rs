@@ -589,7 +589,7 @@ fn leases_are_renewed_while_commands_run() {
     let (dir, db) = retry_job("retry-renew", 2);
     let log = dir.join("log");
     let command = format!(
-        "echo \"start $DLQ_ITEM_ID\" >> {log}; sleep 4; echo \"end $DLQ_ITEM_ID\" >> {log}",
+        "echo \"start $DLQ_ITEM_ID\" >> {log}; sleep 8; echo \"end $DLQ_ITEM_ID\" >> {log}",
         log = log.display()
     );
     let first = dlq(&db)
@@ -597,7 +597,7 @@ fn leases_are_renewed_while_commands_run() {
             "retry",
             "j",
             "--lease",
-            "1",
+            "3",
             "--parallel",
             "2",
             "--json",
@@ -609,14 +609,20 @@ fn leases_are_renewed_while_commands_run() {
         .spawn()
         .unwrap();
     wait_for_lines(&log, 2);
-    // Past the lease (1 s) twice over: only renewal keeps the items held.
-    std::thread::sleep(Duration::from_millis(2_000));
+    // Past the lease (3 s): only renewal keeps the items held. A lease of
+    // 3 s rather than 1 s leaves a renewal 1.5 s to get through on a loaded
+    // machine before the run's guard (rightly) gives its items up.
+    std::thread::sleep(Duration::from_millis(4_000));
     let second = json(&ok(
         dlq(&db).args(["retry", "j", "--json", "--exec", &command])
     ));
     assert_eq!(second["attempted"], 0, "took items on a renewed lease");
     let first = first.wait_with_output().unwrap();
-    assert!(first.status.success());
+    assert!(
+        first.status.success(),
+        "{}",
+        String::from_utf8_lossy(&first.stderr)
+    );
     assert_eq!(
         json(&String::from_utf8(first.stdout).unwrap())["succeeded"],
         2
