@@ -468,6 +468,7 @@ impl Dlq {
     /// false, and nothing changed, if it has some.
     pub fn adopt_families(&self, rows: &[FamilyRow]) -> Result<bool> {
         self.write(|tx| {
+            tx.mine_alone()?;
             let conn = tx.sql();
             let any = conn.row("SELECT 1 FROM families LIMIT 1", &[], |row| row.i64(0))?;
             if any.is_some() {
@@ -618,6 +619,7 @@ impl Dlq {
             ));
         }
         let merge = self.write(|tx| {
+            tx.mine_alone()?;
             let conn = tx.sql();
             let into = root_family(conn, into)?;
             let rev = next_rev(conn)?;
@@ -674,6 +676,7 @@ impl Dlq {
     /// are more than [`MAX_SPLIT_VALUES`] values.
     pub fn split_family(&self, id: i64, position: usize) -> Result<FamilySplit> {
         self.write(|tx| {
+            tx.mine_alone()?;
             let conn = tx.sql();
             let backend = conn.backend();
             let root = root_family(conn, id)?;
@@ -846,6 +849,7 @@ impl Dlq {
     /// streamed and their new families kept in a scratch table.
     pub fn rebuild_families(&self, mut progress: impl FnMut(u64)) -> Result<FamilyRebuild> {
         self.write(|tx| {
+            tx.mine_alone()?;
             let conn = tx.sql();
             let backend = conn.backend();
             conn.exec(
@@ -1086,6 +1090,7 @@ impl Dlq {
         let mut after = 0i64;
         loop {
             let (last, n) = self.write(|tx| {
+                tx.mine_alone()?;
                 let backend = tx.sql().backend();
                 let sql = format!(
                     "SELECT i.id, f.error_type, f.error_message, f.stack_trace, {last_attempt}

@@ -123,6 +123,25 @@ impl Expr {
                 out.values.push(bound.clone());
                 out.values.push(bound);
             }
+            Expr::Compare {
+                field: Field::Column(Column::Family),
+                op: op @ (Op::Eq | Op::Ne),
+                value: Literal::Integer(id),
+            } => {
+                // A family merged into another is an alias of it (`dlq
+                // families merge`): its items moved there, so its id selects
+                // them where they are now. Merges point every alias at the
+                // end of the chain, so one step is enough.
+                out.sql.push_str(if matches!(op, Op::Eq) {
+                    "i.family_id = "
+                } else {
+                    "i.family_id != "
+                });
+                out.sql
+                    .push_str("COALESCE((SELECT merged_into FROM families WHERE id = ?), ?)");
+                out.values.push(Value::Integer(*id));
+                out.values.push(Value::Integer(*id));
+            }
             Expr::Compare { field, op, value } => {
                 let bound = bind_value(field, value, now);
                 let reader = match (op, value) {

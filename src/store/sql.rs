@@ -297,6 +297,21 @@ impl Backend {
 }
 
 impl<'c> Conn<'c> {
+    /// Makes this transaction take turns, until it ends, with every other
+    /// transaction that calls this with `key`: on PostgreSQL a
+    /// transaction-scoped advisory lock. SQLite's writers take turns
+    /// anyway, so there it does nothing. Take it before any row lock of the
+    /// transaction, or two transactions can wait on each other.
+    pub fn take_turns(&self, key: i64) -> Result<()> {
+        match self {
+            Conn::Sqlite(_) => Ok(()),
+            #[cfg(feature = "postgres")]
+            Conn::Postgres(_) => self
+                .exec("SELECT pg_advisory_xact_lock(?1)", vals![key])
+                .map(drop),
+        }
+    }
+
     pub fn backend(&self) -> Backend {
         match self {
             Conn::Sqlite(_) => Backend::Sqlite,

@@ -110,6 +110,9 @@ pub struct WriteTx<'c> {
     /// On PostgreSQL, whether this transaction staged events in
     /// `pending_events` (see [`WriteTx::events_table`]).
     events_staged: std::cell::Cell<bool>,
+    /// Whether this transaction holds [`FAMILIES_LOCK`] (see
+    /// [`WriteTx::mine_alone`]).
+    mining_alone: std::cell::Cell<bool>,
     /// The process's families, and what this transaction mined
     /// (families.rs).
     families: &'c std::sync::Mutex<super::families::Cache>,
@@ -122,6 +125,10 @@ pub struct WriteTx<'c> {
 #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
 const EVENTS_LOCK: i64 = 0x646c_7165_7665_6e74;
 
+/// The advisory lock PostgreSQL transactions that mine families hold to
+/// their end ("dlqfamil" in ASCII; see [`WriteTx::mine_alone`]).
+const FAMILIES_LOCK: i64 = 0x646c_7166_616d_696c;
+
 impl<'c> WriteTx<'c> {
     pub(super) fn new(
         conn: Conn<'c>,
@@ -132,6 +139,7 @@ impl<'c> WriteTx<'c> {
             families,
             families_pending: super::families::Pending::default(),
             events_staged: std::cell::Cell::new(false),
+            mining_alone: std::cell::Cell::new(false),
             conn,
             now,
             default_cap: default_capacity(conn)?,
@@ -160,12 +168,30 @@ impl<'c> WriteTx<'c> {
         &mut self,
         failure: impl Into<super::families::Failure<'f>>,
     ) -> Result<i64> {
+        self.mine_alone()?;
         super::families::assign(
             self.families,
             &mut self.families_pending,
             self.conn,
             failure.into(),
         )
+    }
+
+    /// Makes this transaction the only one that mines families until it
+    /// ends. A process's miner starts from the families committed when it
+    /// reads them; SQLite's writers take turns, so that is all of them, but
+    /// PostgreSQL's run at once, and two that both met a new cause would
+    /// each make a family for it. So there a transaction that may mine
+    /// takes a lock first: before its first job (an add, an import, a
+    /// copy), before the job of a failed retry, and before a person's
+    /// change to the families. First, before any row lock, so it never
+    /// waits while holding one (no deadlock). Once per transaction.
+    pub(super) fn mine_alone(&self) -> Result<()> {
+        if !self.mining_alone.get() {
+            self.conn.take_turns(FAMILIES_LOCK)?;
+            self.mining_alone.set(true);
+        }
+        Ok(())
     }
 
     /// Makes this process's miner read every family again at its next
@@ -229,6 +255,8 @@ impl<'c> WriteTx<'c> {
         }
         crate::model::check_id(job_id)
             .map_err(|reason| crate::error::Error::invalid_argument("job id", reason))?;
+        // Before the job's row lock: its items are mined next.
+        self.mine_alone()?;
         let existed = self
             .conn
             .row(

@@ -364,6 +364,25 @@ fn a_merge_moves_items_is_recorded_and_survives_a_rebuild() {
         )],
     );
     assert_eq!(fam("b3"), a);
+    // The merged family's id selects the items where they are now, in the
+    // family it went into (and `!=` leaves them out).
+    let listed = |filter: String| -> Vec<String> {
+        let rows = json(&ok(
+            dlq(&db).args(["list", "--filter", &filter, "--format", "json"])
+        ));
+        let mut ids: Vec<String> = rows
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["item_id"].as_str().unwrap().to_string())
+            .collect();
+        ids.sort();
+        ids
+    };
+    let in_a = ["a1", "a2", "b1", "b2", "b3"].map(String::from).to_vec();
+    assert_eq!(listed(format!("family == {b}")), in_a);
+    assert_eq!(listed(format!("family == {a}")), in_a);
+    assert_eq!(listed(format!("family != {b}")), ["c1".to_string()]);
     // Merging into a merged family means the family it went into.
     let refused = fails(dlq(&db).args(["families", "merge", &a.to_string(), &b.to_string()]));
     assert!(refused.contains("already"), "{refused}");
@@ -378,6 +397,7 @@ fn a_merge_moves_items_is_recorded_and_survives_a_rebuild() {
     assert_eq!(rebuilt["items"], 6, "{rebuilt}");
     assert_eq!(families_of(&db), before, "{rebuilt}");
     assert_eq!(fam("c1"), c);
+    assert_eq!(listed(format!("family == {b}")), in_a);
     // Again: the same families, and no new rows.
     let rows = count(&db, "SELECT COUNT(*) FROM families");
     ok(dlq(&db).args(["families", "rebuild", "--all"]));

@@ -402,6 +402,69 @@ fn multi_job_adds_in_opposite_orders_never_deadlock() {
     assert_counters_exact(&pg);
 }
 
+/// Writers in several processes (here handles, each with a miner of its
+/// own) that meet a new cause at the same moment make one family of it,
+/// as one writer would: PostgreSQL commits them at once, so without taking
+/// turns each would start its own.
+#[test]
+fn writers_meeting_a_new_cause_at_once_make_one_family() {
+    if both_backends_already() {
+        return;
+    }
+    let pg = PgDb::new("families-race");
+    let (writers, rounds) = (6, 8);
+    // Round r's cause: r + 1 words, so no two rounds' causes can be one
+    // family, whatever the miner generalises.
+    let item_of = |writer: usize, round: usize| {
+        let message = vec!["boom"; round + 1].join(" ");
+        let value = item(
+            &format!("w{writer}-r{round}"),
+            1,
+            "2025-06-01T00:00:00Z",
+            &message,
+        );
+        dlqlite::DeadLetteredItem::from_json_str(&value.to_string()).unwrap()
+    };
+    let barrier = std::sync::Barrier::new(writers);
+    std::thread::scope(|scope| {
+        for writer in 0..writers {
+            let (barrier, pg) = (&barrier, &pg);
+            scope.spawn(move || {
+                let handle = dlqlite::Dlq::open(pg.url()).unwrap();
+                for round in 0..rounds {
+                    let item = item_of(writer, round);
+                    barrier.wait();
+                    handle
+                        .write(|tx| tx.add(&format!("j{writer}"), None, &item).map(|_| ()))
+                        .unwrap();
+                }
+            });
+        }
+    });
+    // The same items from one writer, one after another.
+    let dir = TempDir::new("families-race");
+    let alone = dlqlite::Dlq::open(&dir.join("alone.db")).unwrap();
+    for round in 0..rounds {
+        for writer in 0..writers {
+            let item = item_of(writer, round);
+            alone
+                .write(|tx| tx.add(&format!("j{writer}"), None, &item).map(|_| ()))
+                .unwrap();
+        }
+    }
+    let alone_families = alone.families(None).unwrap().families.len() as i64;
+    assert_eq!(alone_families, rounds as i64);
+    assert_eq!(
+        pg.count("SELECT COUNT(*) FROM families"),
+        alone_families,
+        "a family made twice"
+    );
+    assert_eq!(
+        pg.count("SELECT COUNT(DISTINCT family_id) FROM items"),
+        alone_families
+    );
+}
+
 #[test]
 fn the_library_opens_a_url_and_keeps_nanoseconds() {
     if both_backends_already() {
