@@ -232,6 +232,13 @@ fn merge(into: i64, from: &[i64], json: bool, ctx: &Context) -> Result<ExitCode>
         merge.into,
         plural(merge.items_moved, "item")
     ));
+    if !merge.other_error_types.is_empty() {
+        note(&format!(
+            "warning: family {} now holds failures of another error type too ({}): the miner never joins two error types, so check that they are one cause",
+            merge.into,
+            merge.other_error_types.join(", ")
+        ));
+    }
     if json {
         print_json(&merge)?;
     }

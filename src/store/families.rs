@@ -514,6 +514,10 @@ pub struct FamilyMerge {
     pub merged: Vec<i64>,
     /// Items that moved.
     pub items_moved: u64,
+    /// The error types of merged families that differ from the error type
+    /// of `into` (each once): a merge a person may not have meant, since
+    /// the miner never puts two error types in one family.
+    pub other_error_types: Vec<String>,
 }
 
 /// What [`Dlq::rebuild_families`] did.
@@ -623,12 +627,29 @@ impl Dlq {
             let conn = tx.sql();
             let into = root_family(conn, into)?;
             let rev = next_rev(conn)?;
+            let error_type_of = |id: i64| {
+                conn.row(
+                    "SELECT error_type FROM families WHERE id = ?1",
+                    vals![id],
+                    |row| row.opt_text(0),
+                )
+                .map(Option::flatten)
+            };
+            let into_type = error_type_of(into)?;
+            let mut other_error_types = Vec::new();
             let mut merged = Vec::new();
             let mut items_moved = 0u64;
             for &id in from {
                 let root = root_family(conn, id)?;
                 if root == into || merged.contains(&root) {
                     continue;
+                }
+                let root_type = error_type_of(root)?;
+                if root_type != into_type {
+                    let name = root_type.unwrap_or_else(|| "(none)".to_string());
+                    if !other_error_types.contains(&name) {
+                        other_error_types.push(name);
+                    }
                 }
                 items_moved += conn.exec(
                     "UPDATE items SET family_id = ?1 WHERE family_id = ?2",
@@ -658,6 +679,7 @@ impl Dlq {
                 into,
                 merged,
                 items_moved,
+                other_error_types,
             };
             families_changed(tx, super::EventKind::FamiliesMerged, &merge)?;
             Ok(merge)

@@ -299,6 +299,53 @@ fn copy_keeps_family_ids() {
     );
 }
 
+/// A merge of families of two error types goes through (a person may know
+/// they are one cause) with a warning, and says which types it joined.
+#[test]
+fn a_merge_across_error_types_warns() {
+    let dir = TempDir::new("families-merge-types");
+    let db = dir.join("dlq.db");
+    let mut timeout = failure("t1", 1, 2, "deadline exceeded calling the registry");
+    timeout["failure_history"][0]["error_type"] = serde_json::json!("Timeout");
+    add_lines(
+        &db,
+        "j",
+        [
+            failure("c1", 1, 1, "disk quota exceeded on /var/lib/runner"),
+            failure("c2", 1, 1, "connection refused by db-1:5432"),
+            timeout,
+        ],
+    );
+    let fam = |id: &str| {
+        count(
+            &db,
+            &format!("SELECT family_id FROM items WHERE item_id = '{id}'"),
+        )
+        .to_string()
+    };
+    let same = run(dlq(&db).args(["families", "merge", &fam("c1"), &fam("c2"), "--json"]));
+    assert!(same.status.success());
+    let stderr = String::from_utf8_lossy(&same.stderr);
+    assert!(!stderr.contains("warning"), "{stderr}");
+    assert_eq!(
+        json(&String::from_utf8_lossy(&same.stdout))["other_error_types"],
+        serde_json::json!([])
+    );
+    let across = run(dlq(&db).args(["families", "merge", &fam("c1"), &fam("t1"), "--json"]));
+    assert!(across.status.success());
+    let stderr = String::from_utf8_lossy(&across.stderr);
+    assert!(
+        stderr.contains("warning") && stderr.contains("Timeout"),
+        "{stderr}"
+    );
+    assert_eq!(
+        json(&String::from_utf8_lossy(&across.stdout))["other_error_types"],
+        serde_json::json!(["Timeout"])
+    );
+    assert_eq!(fam("t1"), fam("c1"));
+    assert_sound(&db);
+}
+
 /// A merge moves every item of the merged family, records an event, sends
 /// what the miner still finds in the merged family to the one it went into
 /// (in another process too), and survives a full rebuild, which keeps ids.
