@@ -1,5 +1,5 @@
 -- The schema of a dlqlite database, as the migrations in migrations/sqlite/ leave
--- it (V1 to V11), in one file: what you can query with `sqlite3 dlq.db`.
+-- it (V1 to V13), in one file: what you can query with `sqlite3 dlq.db`.
 -- tests/tests/schema.rs checks that it matches a freshly migrated database,
 -- so it cannot drift. Comments outside the statements are this file's own;
 -- comments inside them are the migrations' (SQLite keeps them), except
@@ -427,9 +427,14 @@ CREATE TABLE families (
     -- (V12) The family a person merged this one into (`dlq families
     -- merge`), or a rebuild retired it into: its items are there, and a
     -- failure the miner still finds in it goes there. NULL: its own.
-    merged_into INTEGER
+    merged_into INTEGER,
+    -- (V13) The family's part: its number of words, error type and site
+    -- joined by char(31). A process that mines reads the families of the
+    -- parts its failures fall in, not all of them.
+    part TEXT
 );
 CREATE INDEX families_rev ON families (rev);
+CREATE INDEX families_part ON families (part);
 CREATE INDEX items_family ON items (family_id);
 -- A job's items per family (the dashboard's Patterns page of one job).
 CREATE INDEX items_job_family ON items (job_id, family_id);

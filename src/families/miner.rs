@@ -265,6 +265,15 @@ impl Family {
             .collect()
     }
 
+    /// The [`part`] it falls in.
+    pub fn part(&self) -> String {
+        part(
+            self.error_type.as_deref(),
+            self.site.as_deref(),
+            self.slots.len(),
+        )
+    }
+
     /// How many words its template has.
     pub fn word_count(&self) -> usize {
         self.slots.len()
@@ -305,6 +314,24 @@ impl Family {
     fn variables(&self) -> usize {
         self.slots.iter().filter(|s| s.key.is_none()).count()
     }
+}
+
+/// The part a family falls in, as stored in `families.part`: its number
+/// of words, error type and crash site, joined by U+001F (an absent one
+/// empty). Only families of one part can share a failure, so a process
+/// loads those of the parts it mines into. Two parts with one text (an
+/// absent error type and an empty one) are still kept apart by the miner.
+pub fn part(error_type: Option<&str>, site: Option<&str>, words: usize) -> String {
+    format!(
+        "{words}\u{1f}{}\u{1f}{}",
+        error_type.unwrap_or(""),
+        site.unwrap_or("")
+    )
+}
+
+/// [`part`] of a failure: its error type and key.
+pub fn part_of(error_type: Option<&str>, key: &Key) -> String {
+    part(error_type, key.site.as_deref(), key.words.len())
 }
 
 /// What must be equal for two failures to share a family.
@@ -356,7 +383,9 @@ impl Miner {
         self.assign_key(error_type, key)
     }
 
-    fn assign_key(&mut self, error_type: Option<&str>, key: Key) -> Assigned {
+    /// [`Miner::assign`] of a key taken already ([`key_of`]): for a
+    /// caller that needs its [`part`] first.
+    pub fn assign_key(&mut self, error_type: Option<&str>, key: Key) -> Assigned {
         let Key { words, site } = key;
         let partition = Partition {
             error_type: error_type.map(Into::into),

@@ -2,13 +2,18 @@
 //! each item's `family_id`, and the miner that assigns them as items are
 //! written (the mining itself is [`crate::families`]'s).
 //!
-//! Every process that writes keeps a [`Cache`]: a miner holding every
-//! family of the database. Before its first assignment in a write
-//! transaction it reads the families changed since it last looked (`rev`
-//! above the highest it saw): under SQLite's one writer, so every process
-//! mines on top of the same families and none makes a family twice. A
-//! transaction that fails leaves the cache stale, and the next one reads
-//! every family again, so nothing a rolled-back transaction mined is used.
+//! Every process that writes keeps a [`Cache`]: a miner holding the
+//! families of each part (error type, crash site, number of words: only
+//! families of one part can share a failure) it has mined into, each part
+//! read whole from `families.part` when a failure first falls in it. So an
+//! add into a database of 100,000 families reads the few of its part.
+//! Before its first assignment in a write transaction it reads the
+//! families changed since it last looked (`rev` above the highest it saw)
+//! in the parts it holds: under one writer at a time (SQLite's, and the
+//! lock [`super::WriteTx::mine_alone`] takes on PostgreSQL), so every
+//! process mines on top of the same families and none makes a family
+//! twice. A transaction that fails leaves the cache stale, and the next
+//! one starts over, so nothing a rolled-back transaction mined is used.
 //!
 //! A family's count is not stored: it is the number of items whose
 //! `family_id` is its id, counted on the `items_family` index when asked
@@ -17,11 +22,12 @@
 use super::sql::{vals, Conn};
 use super::Dlq;
 use crate::error::{Error, Result};
+use crate::families::miner::part_of;
 use crate::families::{Family, Miner};
 use crate::model::FailureDetail;
 use crate::time::Timestamp;
 use serde::Serialize;
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 /// A process's families: the miner and the database id of each of its
 /// families.
@@ -34,6 +40,9 @@ pub(crate) struct Cache {
     /// Families merged into another (`merged_into`), by database id: a
     /// failure mined into one goes to the family it points at.
     merged: HashMap<i64, i64>,
+    /// The parts ([`crate::families::miner::part`]) whose families the
+    /// miner holds: all of each, read when a failure first fell in it.
+    loaded: HashSet<String>,
     /// The highest `rev` read or written.
     rev: i64,
     /// Set while a transaction may have changed the cache without
@@ -85,49 +94,111 @@ impl Cache {
         id
     }
 
-    /// Reads the families changed since the cache last looked (all of
-    /// them when it is stale).
+    /// Reads the families changed since the cache last looked, in the
+    /// parts it holds (a merge changes the row of each family it merged);
+    /// starts over when it is stale.
     fn sync(&mut self, conn: Conn<'_>) -> Result<()> {
         if self.stale {
-            if std::env::var_os("DLQ_DEBUG_FAM").is_some() {
-                eprintln!("RESET {} families", self.ids.len());
-            }
             *self = Cache::default();
         }
+        if self.rev == 0 {
+            // A new cache holds no part yet: it only needs to know where the
+            // families stand now, and reads each part when it is mined into.
+            self.rev = conn
+                .row("SELECT COALESCE(MAX(rev), 0) FROM families", &[], |row| {
+                    row.i64(0)
+                })?
+                .unwrap_or(0);
+            return Ok(());
+        }
         let changed = conn.collect(
-            "SELECT id, error_type, site, state, rev, merged_into FROM families WHERE rev > ?1 ORDER BY rev",
+            "SELECT id, error_type, site, state, rev, merged_into, part FROM families WHERE rev > ?1 ORDER BY rev",
             vals![self.rev],
-            |row| {
-                Ok((
-                    row.i64(0)?,
-                    row.opt_text(1)?,
-                    row.opt_text(2)?,
-                    row.text(3)?,
-                    row.i64(4)?,
-                    row.opt_i64(5)?,
-                ))
-            },
+            |row| Ok((FamilyState::read(row)?, row.opt_text(6)?)),
         )?;
-        for (id, error_type, site, state, rev, merged_into) in changed {
-            match merged_into {
-                Some(into) => self.merged.insert(id, into),
-                None => self.merged.remove(&id),
-            };
-            let family = Family::from_state(error_type.as_deref(), site.as_deref(), &state)
-                .map_err(|e| {
-                    Error::invalid_argument("families", format!("family {id}: bad state: {e}"))
-                })?;
-            match self.index.get(&id) {
-                Some(&at) => self.miner.update(at, family),
-                None => {
-                    let at = self.miner.restore(family);
-                    self.ids.push(id);
-                    self.index.insert(id, at);
-                }
+        for (family, part) in changed {
+            self.rev = self.rev.max(family.rev);
+            // A part not read yet is read whole, as it is then, when a
+            // failure first falls in it.
+            if part.is_some_and(|part| self.loaded.contains(&part)) {
+                self.take(family)?;
             }
-            self.rev = self.rev.max(rev);
         }
         Ok(())
+    }
+
+    /// Reads every family of `part`, once: before the first failure that
+    /// falls in it is mined. The families of other parts could not take
+    /// the failure, so a process that mines a few failures into a
+    /// database of many families reads a few of them.
+    fn load(&mut self, conn: Conn<'_>, part: String) -> Result<()> {
+        if self.loaded.contains(&part) {
+            return Ok(());
+        }
+        let families = conn.collect(
+            "SELECT id, error_type, site, state, rev, merged_into FROM families WHERE part = ?1 ORDER BY rev",
+            vals![part.as_str()],
+            FamilyState::read,
+        )?;
+        for family in families {
+            self.take(family)?;
+        }
+        self.loaded.insert(part);
+        Ok(())
+    }
+
+    /// Takes in one family's stored state.
+    fn take(&mut self, row: FamilyState) -> Result<()> {
+        let FamilyState {
+            id,
+            error_type,
+            site,
+            state,
+            rev,
+            merged_into,
+        } = row;
+        match merged_into {
+            Some(into) => self.merged.insert(id, into),
+            None => self.merged.remove(&id),
+        };
+        let family =
+            Family::from_state(error_type.as_deref(), site.as_deref(), &state).map_err(|e| {
+                Error::invalid_argument("families", format!("family {id}: bad state: {e}"))
+            })?;
+        match self.index.get(&id) {
+            Some(&at) => self.miner.update(at, family),
+            None => {
+                let at = self.miner.restore(family);
+                self.ids.push(id);
+                self.index.insert(id, at);
+            }
+        }
+        self.rev = self.rev.max(rev);
+        Ok(())
+    }
+}
+
+/// One row of `families` as the miner reads it.
+struct FamilyState {
+    id: i64,
+    error_type: Option<String>,
+    site: Option<String>,
+    state: String,
+    rev: i64,
+    merged_into: Option<i64>,
+}
+
+impl FamilyState {
+    /// From `id, error_type, site, state, rev, merged_into`.
+    fn read(row: &super::sql::Row<'_>) -> Result<Self> {
+        Ok(FamilyState {
+            id: row.i64(0)?,
+            error_type: row.opt_text(1)?,
+            site: row.opt_text(2)?,
+            state: row.text(3)?,
+            rev: row.i64(4)?,
+            merged_into: row.opt_i64(5)?,
+        })
     }
 }
 
@@ -151,23 +222,24 @@ pub(crate) fn assign(
         // database's.
         cache.stale = true;
     }
-    let assigned = cache
-        .miner
-        .assign(Some(last.error_type), last.message, last.stack_trace);
+    let key = crate::families::key::key_of(last.message, last.stack_trace);
+    cache.load(conn, part_of(Some(last.error_type), &key))?;
+    let assigned = cache.miner.assign_key(Some(last.error_type), key);
     let id = if assigned.new {
         let family = cache.miner.family(assigned.family);
         let rev = cache.rev + 1;
         let id = conn
             .row(
-                "INSERT INTO families (template, error_type, site, state, first_seen, last_seen, rev)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?5, ?6) RETURNING id",
+                "INSERT INTO families (template, error_type, site, state, first_seen, last_seen, rev, part)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?5, ?6, ?7) RETURNING id",
                 vals![
                     family.template().as_str(),
                     family.error_type.as_deref(),
                     family.site.as_deref(),
                     family.state().as_str(),
                     last.timestamp,
-                    rev
+                    rev,
+                    family.part().as_str()
                 ],
                 |row| row.i64(0),
             )?
@@ -475,9 +547,18 @@ impl Dlq {
                 return Ok(false);
             }
             for family in rows {
+                // A state the miner cannot read gets no part: it is listed,
+                // never mined into.
+                let part = Family::from_state(
+                    family.error_type.as_deref(),
+                    family.site.as_deref(),
+                    &family.state,
+                )
+                .ok()
+                .map(|f| f.part());
                 conn.exec(
-                    "INSERT INTO families (id, template, error_type, site, state, first_seen, last_seen, rev, merged_into)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+                    "INSERT INTO families (id, template, error_type, site, state, first_seen, last_seen, rev, merged_into, part)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
                     vals![
                         family.id,
                         family.template.as_str(),
@@ -487,7 +568,8 @@ impl Dlq {
                         family.first_seen,
                         family.last_seen,
                         family.rev,
-                        family.merged_into
+                        family.merged_into,
+                        part.as_deref()
                     ],
                 )?;
             }
@@ -822,8 +904,8 @@ impl Dlq {
                 } else {
                     let new_id = conn
                         .row(
-                            "INSERT INTO families (template, error_type, site, state, first_seen, last_seen, rev)
-                             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) RETURNING id",
+                            "INSERT INTO families (template, error_type, site, state, first_seen, last_seen, rev, part)
+                             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) RETURNING id",
                             vals![
                                 part.template().as_str(),
                                 error_type.as_deref(),
@@ -831,7 +913,8 @@ impl Dlq {
                                 part.state().as_str(),
                                 *first,
                                 *last,
-                                rev
+                                rev,
+                                part.part().as_str()
                             ],
                             |row| row.i64(0),
                         )?
@@ -983,14 +1066,15 @@ impl Dlq {
                         report.kept_ids += 1;
                         conn.exec(
                             "UPDATE families SET template = ?1, error_type = ?2, site = ?3, state = ?4,
-                                 rev = ?5, merged_into = NULL WHERE id = ?6",
+                                 rev = ?5, merged_into = NULL, part = ?7 WHERE id = ?6",
                             vals![
                                 family.template().as_str(),
                                 family.error_type.as_deref(),
                                 family.site.as_deref(),
                                 family.state().as_str(),
                                 rev,
-                                id
+                                id,
+                                family.part().as_str()
                             ],
                         )?;
                     }
@@ -999,7 +1083,7 @@ impl Dlq {
                         report.aliases += 1;
                         conn.exec(
                             "UPDATE families SET template = ?1, error_type = ?2, site = ?3, state = ?4,
-                                 rev = ?5, merged_into = ?6 WHERE id = ?7",
+                                 rev = ?5, merged_into = ?6, part = ?8 WHERE id = ?7",
                             vals![
                                 family.template().as_str(),
                                 family.error_type.as_deref(),
@@ -1007,7 +1091,8 @@ impl Dlq {
                                 family.state().as_str(),
                                 rev,
                                 into,
-                                alias
+                                alias,
+                                family.part().as_str()
                             ],
                         )?;
                         id_of.insert(fam, into);
@@ -1020,8 +1105,8 @@ impl Dlq {
                         }
                         let id = conn
                             .row(
-                                "INSERT INTO families (template, error_type, site, state, first_seen, last_seen, rev, merged_into)
-                                 VALUES (?1, ?2, ?3, ?4, ?5, ?5, ?6, ?7) RETURNING id",
+                                "INSERT INTO families (template, error_type, site, state, first_seen, last_seen, rev, merged_into, part)
+                                 VALUES (?1, ?2, ?3, ?4, ?5, ?5, ?6, ?7, ?8) RETURNING id",
                                 vals![
                                     family.template().as_str(),
                                     family.error_type.as_deref(),
@@ -1029,7 +1114,8 @@ impl Dlq {
                                     family.state().as_str(),
                                     now,
                                     rev,
-                                    into
+                                    into,
+                                    family.part().as_str()
                                 ],
                                 |row| row.i64(0),
                             )?

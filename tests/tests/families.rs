@@ -204,6 +204,96 @@ fn two_handles_mine_on_top_of_the_same_families() {
     assert_sound(&db);
 }
 
+/// A handle reads the families of a part (error type, site, number of
+/// words) when it first mines into it: what another handle made there
+/// before or since is found all the same, in parts read before and after.
+#[test]
+fn a_handle_finds_other_handles_families_in_every_part() {
+    if sqlite_only("two processes' caches on one file") {
+        return;
+    }
+    let dir = TempDir::new("families-parts");
+    let db = dir.join("dlq.db");
+    let first = Dlq::open(&db).unwrap();
+    let second = Dlq::open(&db).unwrap();
+    let add = |handle: &Dlq, id: &str, message: &str| {
+        handle
+            .add("j", &parse(&failure(id, 1, 1, message)))
+            .unwrap();
+    };
+    add(&first, "a1", "disk full on /var/lib/a");
+    // The second reads the disk part, and makes a family in another.
+    add(&second, "a2", "disk full on /var/lib/b");
+    add(&second, "b1", "connection refused by db-1:5432");
+    // The first reads that part only now, and finds it.
+    add(&first, "b2", "connection refused by db-2:5432");
+    // A part the first holds already (five words): a family the second
+    // makes there after the first read it.
+    add(
+        &first,
+        "d1",
+        "certificate for registry.internal expired yesterday",
+    );
+    add(&second, "c1", "quota of project-9 exceeded today");
+    add(&first, "c2", "quota of project-7 exceeded today");
+    let fam = |id: &str| {
+        count(
+            &db,
+            &format!("SELECT family_id FROM items WHERE item_id = '{id}'"),
+        )
+    };
+    assert_eq!(fam("a1"), fam("a2"));
+    assert_eq!(fam("b1"), fam("b2"));
+    assert_eq!(fam("c1"), fam("c2"));
+    assert_ne!(fam("c1"), fam("d1"));
+    assert_eq!(count(&db, "SELECT COUNT(*) FROM families"), 4);
+    assert_eq!(
+        count(
+            &db,
+            "SELECT COUNT(*) FROM families WHERE part IS NULL OR part = ''"
+        ),
+        0
+    );
+    assert_sound(&db);
+}
+
+/// The part the migration (SQLite V13, PostgreSQL V7) gives the families
+/// of an older database is the part the miner gives them: an upgraded
+/// database's families are found by the parts they are looked up by.
+#[test]
+fn the_migrations_part_is_the_miners() {
+    let dir = TempDir::new("families-part");
+    let db = dir.join("dlq.db");
+    let mut traced = failure("t", 1, 2, "thread 'main' panicked at 'index out of bounds'");
+    traced["failure_history"][0]["stack_trace"] =
+        "   0: app::store::load\n             at src/store.rs:42\n   1: app::main\n".into();
+    add_lines(
+        &db,
+        "j",
+        [
+            failure("a", 1, 1, "disk full on /var/lib/a"),
+            failure("b", 1, 1, "connection refused by db-1:5432"),
+            traced,
+        ],
+    );
+    let migration = if super::common::on_postgres() {
+        "json_array_length(state -> 'slots')::text || chr(31) || COALESCE(error_type, '')
+         || chr(31) || COALESCE(site, '')"
+    } else {
+        "json_array_length(state, '$.slots') || char(31) || COALESCE(error_type, '')
+         || char(31) || COALESCE(site, '')"
+    };
+    assert_eq!(count(&db, "SELECT COUNT(*) FROM families"), 3);
+    assert_eq!(
+        count(
+            &db,
+            &format!("SELECT COUNT(*) FROM families WHERE part = {migration}")
+        ),
+        3
+    );
+    assert!(count(&db, "SELECT COUNT(*) FROM families WHERE site IS NOT NULL") > 0);
+}
+
 #[test]
 fn reimport_keeps_family_ids_and_rebuild_mines_items_without_one() {
     let dir = TempDir::new("families-rebuild");
