@@ -328,6 +328,36 @@ impl super::Dlq {
     }
 }
 
+/// The count of a filter that asks only for a job and the flags the jobs
+/// table counts (no times, no expression), from those counters; `None`
+/// when the filter needs the items.
+pub(super) fn count_from_counters(
+    conn: Conn<'_>,
+    filter: &super::ListFilter,
+) -> Result<Option<u64>> {
+    if filter.since.is_some()
+        || filter.until.is_some()
+        || filter.expression.is_some()
+        || filter.max_key.is_some()
+        || filter.leased_to.is_some()
+    {
+        return Ok(None);
+    }
+    let column = match (filter.eligible, filter.manual_review) {
+        (None, None) => "item_count",
+        (Some(true), None) => "eligible_count",
+        (None, Some(true)) => "manual_review_count",
+        _ => return Ok(None),
+    };
+    let sql = format!(
+        "SELECT COALESCE(SUM({column}), 0) FROM jobs WHERE CAST(?1 AS TEXT) IS NULL OR job_id = ?1"
+    );
+    let n = conn
+        .row(&sql, vals![filter.job_id.as_deref()], |row| row.i64(0))?
+        .unwrap_or(0);
+    Ok(Some(u64::try_from(n).unwrap_or(0)))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

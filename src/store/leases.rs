@@ -502,7 +502,7 @@ impl Dlq {
                     category,
                 );
             }
-            if let Some(n) = super::jobs::count_from_counters(conn, filter)? {
+            if let Some(n) = super::counters::count_from_counters(conn, filter)? {
                 return Ok(n);
             }
             if let Some((error_type, last)) = only_an_error_type(filter) {
