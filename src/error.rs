@@ -196,9 +196,15 @@ pub enum Error {
         running: u64,
     },
 
-    /// The operation is not available on this database's backend.
-    #[error("{what} is not available on PostgreSQL yet (it works on a SQLite database)")]
-    Unsupported { what: String },
+    /// The operation is not available on this database's backend
+    /// (`backend`: its name, as [`crate::store::Backend`] spells it).
+    #[error("{what} is not available on {backend} yet")]
+    Unsupported { what: String, backend: String },
+
+    /// dlqlite itself failed (a thread of it panicked): a bug. Nothing of
+    /// the operation was kept.
+    #[error("{what}: an internal error (a bug in dlqlite; nothing of it was stored)")]
+    Internal { what: String },
 
     /// A JSON value could not be produced or read.
     #[error("json error: {0}")]
@@ -276,9 +282,27 @@ impl Error {
         }
     }
 
-    /// An operation the backend does not have.
-    pub fn unsupported(what: impl Into<String>) -> Self {
-        Error::Unsupported { what: what.into() }
+    /// An operation `backend` does not have.
+    pub fn unsupported(what: impl Into<String>, backend: impl Into<String>) -> Self {
+        Error::Unsupported {
+            what: what.into(),
+            backend: backend.into(),
+        }
+    }
+
+    /// An [`Error::Internal`]: `what` failed inside dlqlite.
+    pub(crate) fn internal(what: impl Into<String>) -> Self {
+        Error::Internal { what: what.into() }
+    }
+
+    /// Stored data this build cannot read (a column of another type than
+    /// the schema's): a damaged database, or one written around dlq.
+    pub(crate) fn damaged(reason: impl Into<String>) -> Self {
+        Error::storage(
+            ErrorKind::Corrupt,
+            DbScope::current(),
+            std::io::Error::other(reason.into()),
+        )
     }
 
     /// An invalid-argument error.
@@ -316,6 +340,7 @@ impl Error {
             Error::SelectionChanged { .. } => ErrorKind::Conflict,
             Error::LeasesLapsing { .. } => ErrorKind::Busy,
             Error::Unsupported { .. } => ErrorKind::Unsupported,
+            Error::Internal { .. } => ErrorKind::Other,
             Error::Json(e) => match e.io_error_kind() {
                 Some(io) => io_kind(&std::io::Error::from(io)),
                 None => ErrorKind::InvalidInput,

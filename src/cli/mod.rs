@@ -369,8 +369,8 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
     };
     result.map_err(|error| match error.downcast_ref::<dlqlite::Error>() {
         // Names the subcommand that PostgreSQL cannot run yet.
-        Some(dlqlite::Error::Unsupported { what }) => anyhow::anyhow!(
-            "{} is not available on PostgreSQL yet (it works on a SQLite database; \
+        Some(dlqlite::Error::Unsupported { what, backend }) => anyhow::anyhow!(
+            "{} is not available on {backend} yet (it works on a SQLite database; \
              `dlq copy` moves the items to one)",
             if what == "this operation" {
                 format!("dlq {name}")

@@ -98,7 +98,10 @@ thread_local! {
 
 /// The WAL hook of every writable pool connection: runs inside each
 /// commit, on the committing thread.
-pub(crate) fn note_wal_frames(_: &rusqlite::hooks::Wal, frames: std::ffi::c_int) -> rusqlite::Result<()> {
+pub(crate) fn note_wal_frames(
+    _: &rusqlite::hooks::Wal,
+    frames: std::ffi::c_int,
+) -> rusqlite::Result<()> {
     WAL_FRAMES.set(u32::try_from(frames).ok());
     Ok(())
 }

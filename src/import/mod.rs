@@ -470,7 +470,7 @@ pub fn import(
     });
     let scanned = scanner
         .join()
-        .map_err(|_| Error::invalid_argument("import", "the scanning thread panicked"))?;
+        .map_err(|_| Error::internal("the import's scanning thread"))?;
     let raised = loaded?;
     let mut report = writer.report;
     report.paths_skipped = scanned?;

@@ -74,7 +74,7 @@ fn query_sqlite(
         }
         let counted = statement
             .join()
-            .unwrap_or_else(|_| Err(Error::invalid_argument("query", "the statement panicked")));
+            .unwrap_or_else(|_| Err(Error::internal("the query's statement")));
         followed?;
         counted
     })

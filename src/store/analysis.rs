@@ -904,9 +904,9 @@ fn on_two_connections<A, B: Send>(
     std::thread::scope(|scope| {
         let other = scope.spawn(second);
         let mine = first();
-        let theirs = other.join().map_err(|_| {
-            crate::error::Error::invalid_argument("analyze", "a reading thread panicked")
-        })?;
+        let theirs = other
+            .join()
+            .map_err(|_| crate::error::Error::internal("analyze's second reading thread"))?;
         Ok((mine?, theirs?))
     })
 }

@@ -84,13 +84,7 @@ impl Drop for Leading<'_> {
         for request in &self.group {
             let mut result = lock_ignoring_poison(&request.result);
             if result.is_none() && !self.again.iter().any(|r| Arc::ptr_eq(r, request)) {
-                *result = Some(Err(Error::storage(
-                    ErrorKind::Other,
-                    None,
-                    std::io::Error::other(
-                        "the add committing this add's group panicked; nothing of it was stored",
-                    ),
-                )));
+                *result = Some(Err(Error::internal("the add committing this add's group")));
             }
         }
         let mut state = lock_ignoring_poison(&self.committer.state);

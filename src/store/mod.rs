@@ -459,7 +459,10 @@ impl Dlq {
         match &self.pool {
             Pools::Sqlite(pool) => Ok(pool),
             #[cfg(feature = "postgres")]
-            Pools::Postgres { .. } => Err(crate::error::Error::unsupported(unported_operation())),
+            Pools::Postgres { .. } => Err(crate::error::Error::unsupported(
+                unported_operation(),
+                Backend::Postgres.name(),
+            )),
         }
     }
 

@@ -245,10 +245,9 @@ impl Row<'_> {
 }
 
 fn bad_column(idx: usize, wanted: &str, found: &str) -> Error {
-    Error::invalid_argument(
-        "database column",
-        format!("column {idx}: expected {wanted}, found {found}"),
-    )
+    Error::damaged(format!(
+        "column {idx} of a row: expected {wanted}, found {found}"
+    ))
 }
 
 impl<'c> Conn<'c> {
@@ -265,6 +264,14 @@ impl<'c> Conn<'c> {
 }
 
 impl Backend {
+    /// Its name as people write it: "SQLite", "PostgreSQL".
+    pub fn name(self) -> &'static str {
+        match self {
+            Backend::Sqlite => "SQLite",
+            Backend::Postgres => "PostgreSQL",
+        }
+    }
+
     /// An inner join whose left side is read first: SQLite's CROSS JOIN
     /// (which keeps its planner to that order); PostgreSQL plans joins
     /// itself and takes no ON after CROSS JOIN.
@@ -327,7 +334,7 @@ impl<'c> Conn<'c> {
         match self {
             Conn::Sqlite(conn) => Ok(conn),
             #[cfg(feature = "postgres")]
-            Conn::Postgres(_) => Err(Error::unsupported(what)),
+            Conn::Postgres(_) => Err(Error::unsupported(what, Backend::Postgres.name())),
         }
     }
 
