@@ -14,7 +14,7 @@ mod embedded {
 }
 
 /// The pool type every store function takes its connections from.
-pub type DbPool = Pool<SqliteConnectionManager>;
+pub(crate) type DbPool = pool::Pool<SqliteConnectionManager>;
 
 /// How long a connection waits for another writer before giving up, unless
 /// [`crate::OpenOptions::busy_timeout`] says otherwise.
@@ -620,14 +620,16 @@ pub(crate) fn open_pool(path: &Path, setup: Setup) -> Result<(DbPool, bool)> {
     let manager = SqliteConnectionManager::file(&target.name)
         .with_flags(target.flags)
         .with_init(move |conn| configure(conn, read_only, busy));
-    let pool = Pool::builder()
+    let builder = Pool::builder()
         .max_size(setup.pool_size.max(1))
         .min_idle(Some(0))
         // Past 2^31-1 ms r2d2's wait for a connection never ends (measured:
         // a busy timeout of Duration::MAX hung the first add).
-        .connection_timeout(clamp_timeout(busy.saturating_add(Duration::from_secs(5))))
-        .build_unchecked(manager);
-    Ok((pool, immutable))
+        .connection_timeout(clamp_timeout(busy.saturating_add(Duration::from_secs(5))));
+    Ok((
+        pool::Pool::new(builder, manager, crate::error::sqlite_kind),
+        immutable,
+    ))
 }
 
 /// What SQLite is asked to open: the file's name (or an `immutable` URI)
@@ -752,11 +754,10 @@ pub(crate) fn open_memory_pool(from: Option<&Path>) -> Result<DbPool> {
         // Surface a bad or too-new source here, not inside the pool.
         open_read_only(source)?;
     }
-    let pool = Pool::builder()
+    let builder = Pool::builder()
         .max_size(1)
-        .connection_timeout(DEFAULT_BUSY_TIMEOUT + Duration::from_secs(5))
-        .build(manager)
-        .map_err(|e| open_error(&label, e))?;
+        .connection_timeout(DEFAULT_BUSY_TIMEOUT + Duration::from_secs(5));
+    let pool = pool::Pool::new(builder, manager, crate::error::sqlite_kind);
     let mut conn = pool.get().map_err(|e| open_error(&label, e))?;
     migrate(&mut conn, &label, DEFAULT_BUSY_TIMEOUT)?;
     drop(conn);
@@ -790,14 +791,6 @@ trait OpenCause: std::fmt::Display {
 impl OpenCause for rusqlite::Error {
     fn kind(&self) -> ErrorKind {
         crate::error::sqlite_kind(self)
-    }
-}
-
-impl OpenCause for r2d2::Error {
-    fn kind(&self) -> ErrorKind {
-        // The first connection of an in-memory pool: SQLite's own message
-        // is in the text, and it can only fail as a resource problem.
-        ErrorKind::Other
     }
 }
 
@@ -1131,6 +1124,7 @@ pub fn is_conninfo(target: &str) -> bool {
 }
 
 mod checkpoint;
+pub(crate) mod pool;
 pub(crate) use checkpoint::{note_wal_frames, take_wal_frames, Checkpointer};
 pub use checkpoint::{
     CHECKPOINT_AT_BYTES, CHECKPOINT_INTERVAL, RESET_AT_BYTES, URGENT_AT_BYTES, WAL_BOUND_BYTES,

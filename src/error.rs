@@ -422,7 +422,7 @@ impl DbScope {
         DbScope(id)
     }
 
-    fn current() -> Option<PathBuf> {
+    pub(crate) fn current() -> Option<PathBuf> {
         SCOPES.with(|scopes| {
             scopes
                 .borrow()
@@ -521,29 +521,5 @@ impl std::error::Error for PgError {
         } else {
             self.0.source()
         }
-    }
-}
-
-#[doc(hidden)]
-impl From<r2d2::Error> for Error {
-    /// The pool gave no connection within its timeout: all were in use
-    /// (Busy), or opening a new one kept failing. r2d2 keeps only the last
-    /// failure's text, so that is what tells them apart (SQLite's messages
-    /// are stable): a corrupt or unreadable file must not read as
-    /// transient.
-    fn from(error: r2d2::Error) -> Self {
-        let text = error.to_string().to_ascii_lowercase();
-        let kind = if text.contains("not a database") || text.contains("malformed") {
-            ErrorKind::Corrupt
-        } else if text.contains("disk is full") {
-            ErrorKind::DiskFull
-        } else if text.contains("readonly") || text.contains("read-only") {
-            ErrorKind::ReadOnly
-        } else if text.contains("unable to open") || text.contains("disk i/o error") {
-            ErrorKind::Io
-        } else {
-            ErrorKind::Busy
-        };
-        Error::storage(kind, DbScope::current(), error)
     }
 }

@@ -15,7 +15,7 @@ mod embedded {
 }
 
 /// The pool of PostgreSQL connections.
-pub type PgPool = r2d2::Pool<Manager>;
+pub(crate) type PgPool = super::pool::Pool<Manager>;
 
 /// A pooled connection with its prepared statements: preparing costs a
 /// round trip to the server, and an add runs a dozen statements
@@ -91,7 +91,7 @@ pub fn supported_schema_version() -> i64 {
 /// build's schema). A `scratch` pool is one connection inside one
 /// transaction that is never committed (see `Scratch` below).
 /// A password comes from the URL, else `PGPASSWORD`, else `~/.pgpass`.
-pub fn open_pool(
+pub(crate) fn open_pool(
     url: &str,
     create: bool,
     read_only: bool,
@@ -157,7 +157,7 @@ pub fn open_pool(
         // Capped at a year: r2d2 adds it to the clock (Duration::MAX
         // would overflow).
         .connection_timeout(busy.clamp(Duration::from_secs(1), Duration::from_secs(365 * 86_400)));
-    Ok(if scratch {
+    let builder = if scratch {
         builder
             .max_size(1)
             // Its one connection holds everything written so far: never
@@ -165,10 +165,14 @@ pub fn open_pool(
             .idle_timeout(None)
             .max_lifetime(None)
             .connection_customizer(Box::new(Scratch::default()))
-            .build_unchecked(manager)
     } else {
-        builder.max_size(size.max(1)).build_unchecked(manager)
-    })
+        builder.max_size(size.max(1))
+    };
+    Ok(super::pool::Pool::new(
+        builder,
+        manager,
+        |e: &postgres::Error| crate::store::sql::pg::kind(e),
+    ))
 }
 
 /// The connection of a scratch pool (`--dry-run` on PostgreSQL): it begins
