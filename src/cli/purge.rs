@@ -83,15 +83,22 @@ pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
         // bar names the one running.
         let bar = Bar::working("purge");
         bar.set_message(format!("removing {} item(s)", preview.items));
-        // The same "now" as the question, and exactly what was counted
-        // (refused if anything counted changed meanwhile).
-        let report = dlq.purge_counted(&preview, args.older_than_days, &filter, |p| {
-            bar.set_message(format!(
-                "removing {} item(s): {}",
-                preview.items,
-                step_name(p.step)
-            ))
-        });
+        // Asked: the same "now" as the question, and exactly what was
+        // counted (refused if anything counted changed meanwhile). With
+        // --yes nobody was shown a count: it removes what is due when it
+        // runs, as clear and retention apply do (a cron line must not fail
+        // because adds ran beside it).
+        let report = if args.yes {
+            dlq.purge(args.older_than_days, &filter, false)
+        } else {
+            dlq.purge_counted(&preview, args.older_than_days, &filter, |p| {
+                bar.set_message(format!(
+                    "removing {} item(s): {}",
+                    preview.items,
+                    step_name(p.step)
+                ))
+            })
+        };
         bar.clear();
         report?
     };

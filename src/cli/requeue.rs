@@ -78,7 +78,7 @@ pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
         " and took them out of the DLQ".to_string()
     } else {
         format!(
-            " and took {} out of the DLQ; {} changed after {} written (a failure was merged in) and {} still in the DLQ",
+            " and took {} out of the DLQ; {} changed after {} written (an attempt merged in, a mark, a write outside dlq) and {} still in the DLQ",
             report.taken,
             report.items - report.taken,
             if report.items - report.taken == 1 { "it was" } else { "they were" },

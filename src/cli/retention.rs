@@ -253,7 +253,7 @@ fn list(format: Format, ctx: &Context) -> Result<ExitCode> {
             json!(policy.created_at),
         ])?;
     }
-    out.finish("no retention policies (nothing is removed by apply)")?;
+    out.finish("no retention policies for items (apply removes no item)")?;
     // The audit log's policy is one line on stderr: it has no job or
     // category, and the rows above stay what scripts read.
     let events = dlq.trim_events(true)?;
@@ -391,11 +391,25 @@ fn apply(dry_run: bool, yes: bool, json: bool, ctx: &Context) -> Result<ExitCode
     let report = if dry_run {
         counted
     } else {
-        if counted.removed > 0 {
-            let action = format!(
-                "remove {} older than their retention policies allow",
-                plural(counted.removed, "item")
-            );
+        // One question for both: items and audit-log events are removed
+        // alike, so neither goes without a yes (or --yes).
+        let events_due = dlq.trim_events(true)?.removed;
+        if counted.removed > 0 || events_due > 0 {
+            let action = match (counted.removed, events_due) {
+                (items, 0) => format!(
+                    "remove {} older than their retention policies allow",
+                    plural(items, "item")
+                ),
+                (0, events) => format!(
+                    "remove {} older than the audit log's policy allows",
+                    plural(events, "audit-log event")
+                ),
+                (items, events) => format!(
+                    "remove {} and {} older than their retention policies allow",
+                    plural(items, "item"),
+                    plural(events, "audit-log event")
+                ),
+            };
             if !confirm(&action, yes)? {
                 note("nothing removed");
                 return Ok(ExitCode::from(1));

@@ -257,7 +257,7 @@ fn print_summary(summary: &dlqlite::retry::RetrySummary) -> Result<()> {
         c.succeeded - summary.kept_changed,
         if summary.kept_changed > 0 {
             format!(
-                ", {} succeeded but kept (a failure was merged into them while they ran)",
+                ", {} succeeded but kept (changed while they ran: an attempt merged in, a mark, a write outside dlq)",
                 summary.kept_changed
             )
         } else {

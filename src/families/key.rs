@@ -21,7 +21,8 @@ pub const MAX_WORDS: usize = 48;
 /// output.
 const MAX_LINES_SEARCHED: usize = 400;
 
-/// Lines of a message read at all.
+/// Lines of a message read at all: the first half of these and the last
+/// half (a Python trace's exception is its last line, after every frame).
 const MAX_LINES_READ: usize = 2_000;
 
 /// Lines between an error line and its trace, or between two frames of
@@ -60,13 +61,16 @@ pub fn key_of(message: &str, stack_trace: Option<&str>) -> Key {
     let message = clean(message);
     // Room for the lines of most messages, so the list is not regrown.
     let mut lines = Vec::with_capacity(64);
-    lines.extend(
-        message
-            .split('\n')
-            .map(trim)
-            .filter(|l| !l.is_empty())
-            .take(MAX_LINES_READ),
-    );
+    let mut rest = message.split('\n').map(trim).filter(|l| !l.is_empty());
+    lines.extend(rest.by_ref().take(MAX_LINES_READ / 2));
+    let mut tail = std::collections::VecDeque::new();
+    for line in rest {
+        if tail.len() == MAX_LINES_READ / 2 {
+            tail.pop_front();
+        }
+        tail.push_back(line);
+    }
+    lines.extend(tail);
     let mut words = Vec::new();
     let mut site = None;
     let mut frames = Vec::new();
@@ -182,8 +186,15 @@ pub fn key_of(message: &str, stack_trace: Option<&str>) -> Key {
         }
     }
     words.truncate(MAX_WORDS);
+    // A site is a path and a function: a longer one (a pasted blob after
+    // "panicked at") is cut, so a family's row stays small.
+    let site = site.map(|site| cut_to(&site, MAX_NAME_BYTES).to_string());
     Key { words, site }
 }
+
+/// The longest crash site or error type a family keeps: longer ones are
+/// cut (and two that share this much are one).
+pub const MAX_NAME_BYTES: usize = 256;
 
 /// The error line of a stack trace kept apart from the message: its first
 /// line that says it is an error and is not a frame.
@@ -649,6 +660,13 @@ fn word(raw: &str, previous: Option<&str>) -> Word {
             raw: shown,
             pinned: true,
         };
+    } else if is_glued_status(core) {
+        // `rc=1`, `status=502`, `exit:2`: a status glued to its name.
+        return Word {
+            key: Some(shown.clone()),
+            raw: shown,
+            pinned: true,
+        };
     } else if is_variable(core) {
         let label = label_of(core);
         // A labelled value (`uid=<*>`) is compared by its label; a bare
@@ -665,10 +683,15 @@ fn word(raw: &str, previous: Option<&str>) -> Word {
 }
 
 fn cut(raw: &str) -> &str {
-    if raw.len() <= MAX_WORD_BYTES {
+    cut_to(raw, MAX_WORD_BYTES)
+}
+
+/// `raw`'s first `max` bytes at most, at a character boundary.
+pub fn cut_to(raw: &str, max: usize) -> &str {
+    if raw.len() <= max {
         return raw;
     }
-    let mut end = MAX_WORD_BYTES;
+    let mut end = max;
     while !raw.is_char_boundary(end) {
         end -= 1;
     }
@@ -690,6 +713,16 @@ fn is_status(previous: Option<&str>, raw: &str) -> bool {
                 && core
                     .bytes()
                     .all(|b| b.is_ascii_uppercase() || b.is_ascii_digit())))
+}
+
+/// Whether `core` is a status glued to the word that names it (`rc=1`,
+/// `status=502`, `exit_code:2`).
+fn is_glued_status(core: &str) -> bool {
+    let Some(at) = core.find(['=', ':']) else {
+        return false;
+    };
+    let value = &core[at + 1..];
+    !value.is_empty() && is_status(Some(&core[..at]), value)
 }
 
 /// Whether the word before a number says the number is a status: exit
@@ -1058,6 +1091,62 @@ mod tests {
         assert_eq!(
             keys("npm test failed: 3 failed\n  at foo\n  random 1\nline"),
             keys("npm test failed: 9 failed\nsomething else entirely")
+        );
+    }
+
+    #[test]
+    fn a_status_glued_to_its_name_is_pinned() {
+        let keys = |message: &str| -> Vec<Option<Box<str>>> {
+            key_of(message, None)
+                .words
+                .into_iter()
+                .map(|w| w.key)
+                .collect()
+        };
+        for (a, b) in [
+            ("deploy failed rc=1", "deploy failed rc=2"),
+            (
+                "upstream answered status=502",
+                "upstream answered status=503",
+            ),
+            ("runner stopped exit=1", "runner stopped exit=2"),
+        ] {
+            assert_ne!(keys(a), keys(b), "{a} / {b}");
+        }
+        // A value glued to another name is still a variable.
+        assert_eq!(keys("job done uid=1"), keys("job done uid=2"));
+    }
+
+    #[test]
+    fn a_deep_python_trace_keeps_its_exception() {
+        let trace = |exception: &str| {
+            let mut text = String::from("Traceback (most recent call last):\n");
+            for n in 0..1_100 {
+                text.push_str(&format!(
+                    "  File \"/app/deep.py\", line {n}, in step\n    step()\n"
+                ));
+            }
+            text.push_str(exception);
+            text
+        };
+        let a = key_of(&trace("ValueError: bad value"), None);
+        let b = key_of(&trace("KeyError: 'user'"), None);
+        assert_ne!(a.words, b.words);
+        assert!(a.words.iter().any(|w| &*w.raw == "ValueError:"), "{a:?}");
+    }
+
+    #[test]
+    fn a_huge_site_is_cut() {
+        let path = format!("src/{}.rs", "é".repeat(100_000));
+        let key = key_of(
+            &format!("thread 'main' panicked at {path}:3:9:\nboom"),
+            None,
+        );
+        let site = key.site.expect("a site");
+        assert!(
+            site.len() <= MAX_NAME_BYTES && site.starts_with("src/é"),
+            "{}",
+            site.len()
         );
     }
 

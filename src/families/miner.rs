@@ -14,9 +14,10 @@
 //!
 //! Memory: a family holds at most [`super::key::MAX_WORDS`] words of at most
 //! 64 bytes each (twice: what is compared and what is shown), so under
-//! 7 KiB; a leaf keeps at most [`LEAF_CANDIDATES`] families as candidates,
-//! the most recently joined, which bounds the work per failure whatever
-//! the number of families.
+//! 7 KiB; a leaf keeps at most [`LEAF_FAMILIES`] families as candidates,
+//! the most recently joined, comparing the [`LEAF_CANDIDATES`] most recent
+//! first, which bounds the work per failure whatever the number of
+//! families.
 
 use super::key::{key_of, Key, Word};
 use std::collections::HashMap;
@@ -31,8 +32,15 @@ const ROUTING_WORDS: usize = 1;
 /// Children of one tree node before further words share a `<*>` branch.
 const MAX_CHILDREN: usize = 100;
 
-/// Families compared in one leaf: the most recently joined.
+/// Families compared first in one leaf: the most recently joined. The
+/// older ones are compared only when none of these is similar enough.
 pub const LEAF_CANDIDATES: usize = 64;
+
+/// Families one leaf keeps as candidates at most, the most recently joined:
+/// an older one stays a family but no longer attracts failures. This
+/// bounds the work per failure (a failure that starts a family compares
+/// them all).
+pub const LEAF_FAMILIES: usize = 1024;
 
 const WILDCARD: &str = "<*>";
 
@@ -265,6 +273,15 @@ impl Family {
             .collect()
     }
 
+    /// Whether `other` sits where this family does in a miner's tree (the
+    /// same part and route): only then can one replace the other in place.
+    pub fn same_place(&self, other: &Family) -> bool {
+        self.error_type == other.error_type
+            && self.site == other.site
+            && self.slots.len() == other.slots.len()
+            && self.route == other.route
+    }
+
     /// The [`part`] it falls in.
     pub fn part(&self) -> String {
         part(
@@ -331,6 +348,7 @@ pub fn part(error_type: Option<&str>, site: Option<&str>, words: usize) -> Strin
 
 /// [`part`] of a failure: its error type and key.
 pub fn part_of(error_type: Option<&str>, key: &Key) -> String {
+    let error_type = error_type.map(|t| super::key::cut_to(t, super::key::MAX_NAME_BYTES));
     part(error_type, key.site.as_deref(), key.words.len())
 }
 
@@ -386,6 +404,7 @@ impl Miner {
     /// [`Miner::assign`] of a key taken already ([`key_of`]): for a
     /// caller that needs its [`part`] first.
     pub fn assign_key(&mut self, error_type: Option<&str>, key: Key) -> Assigned {
+        let error_type = error_type.map(|t| super::key::cut_to(t, super::key::MAX_NAME_BYTES));
         let Key { words, site } = key;
         let partition = Partition {
             error_type: error_type.map(Into::into),
@@ -409,16 +428,24 @@ impl Miner {
             node = node.children.entry(branch.into()).or_default();
         }
         let families = &mut self.families;
-        let best = node
-            .families
-            .iter()
-            .enumerate()
-            .map(|(at, &f)| (at, f, families[f].similarity(&words)))
-            .filter(|(_, _, similarity)| *similarity >= SIMILARITY)
-            .max_by(|a, b| {
-                a.2.total_cmp(&b.2)
-                    .then(families[a.1].variables().cmp(&families[b.1].variables()))
-            });
+        // The most similar of the leaf's most recent families; when none
+        // is similar enough, of the older ones (so a process that read the
+        // families in another order than one that saw them join still
+        // finds an old cause).
+        let leaf = &node.families;
+        let recent = leaf.len().saturating_sub(LEAF_CANDIDATES);
+        let best_in = |from: usize, to: usize| {
+            leaf[from..to]
+                .iter()
+                .enumerate()
+                .map(|(at, &f)| (from + at, f, families[f].similarity(&words)))
+                .filter(|(_, _, similarity)| *similarity >= SIMILARITY)
+                .max_by(|a, b| {
+                    a.2.total_cmp(&b.2)
+                        .then(families[a.1].variables().cmp(&families[b.1].variables()))
+                })
+        };
+        let best = best_in(recent, leaf.len()).or_else(|| best_in(0, recent));
         match best {
             Some((at, family, _)) => {
                 let joined = &mut families[family];
@@ -445,7 +472,7 @@ impl Miner {
                     route,
                     count: 1,
                 });
-                if node.families.len() >= LEAF_CANDIDATES {
+                if node.families.len() >= LEAF_FAMILIES {
                     node.families.remove(0);
                 }
                 node.families.push(family);
@@ -473,7 +500,7 @@ impl Miner {
         }
         let index = self.families.len();
         self.families.push(family);
-        if node.families.len() >= LEAF_CANDIDATES {
+        if node.families.len() >= LEAF_FAMILIES {
             node.families.remove(0);
         }
         node.families.push(index);
@@ -648,6 +675,18 @@ mod grouping {
         "TestRetry",
     ];
     const BRANCHES: &[&str] = &["main", "feature/add-auth", "fix/issue-12", "release-2.1"];
+
+    #[test]
+    fn a_huge_error_type_is_cut_and_still_one_family() {
+        let mut miner = Miner::new();
+        let long = "E".repeat(1 << 20);
+        let a = miner.assign(Some(&long), "boom at start", None);
+        let b = miner.assign(Some(&long), "boom at start", None);
+        assert_eq!(a.family, b.family);
+        let family = miner.family(a.family);
+        assert!(family.error_type.as_deref().unwrap().len() <= super::super::key::MAX_NAME_BYTES);
+        assert!(family.part().len() < 400);
+    }
 
     #[test]
     fn npm_test_and_npm_install_stay_apart() {

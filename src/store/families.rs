@@ -116,13 +116,21 @@ impl Cache {
             vals![self.rev],
             |row| Ok((FamilyState::read(row)?, row.opt_text(6)?)),
         )?;
+        let mut moved = false;
         for (family, part) in changed {
             self.rev = self.rev.max(family.rev);
             // A part not read yet is read whole, as it is then, when a
             // failure first falls in it.
             if part.is_some_and(|part| self.loaded.contains(&part)) {
-                self.take(family)?;
+                moved |= !self.take(family)?;
             }
+        }
+        if moved {
+            // A family now stands elsewhere in the tree (a rebuild gave its
+            // id another cause): updated in place it would sit where no
+            // failure of its cause looks. Start over from the table.
+            *self = Cache::default();
+            return self.sync(conn);
         }
         Ok(())
     }
@@ -135,20 +143,27 @@ impl Cache {
         if self.loaded.contains(&part) {
             return Ok(());
         }
+        // Most recently seen last, as a miner that saw them join keeps
+        // them: a leaf compares its most recent families only.
         let families = conn.collect(
-            "SELECT id, error_type, site, state, rev, merged_into FROM families WHERE part = ?1 ORDER BY rev",
+            "SELECT id, error_type, site, state, rev, merged_into FROM families WHERE part = ?1
+             ORDER BY last_seen, id",
             vals![part.as_str()],
             FamilyState::read,
         )?;
         for family in families {
-            self.take(family)?;
+            // A family a sync read already is in its place.
+            if !self.index.contains_key(&family.id) {
+                self.take(family)?;
+            }
         }
         self.loaded.insert(part);
         Ok(())
     }
 
-    /// Takes in one family's stored state.
-    fn take(&mut self, row: FamilyState) -> Result<()> {
+    /// Takes in one family's stored state; false (and nothing changed)
+    /// when the miner holds it elsewhere in its tree.
+    fn take(&mut self, row: FamilyState) -> Result<bool> {
         let FamilyState {
             id,
             error_type,
@@ -157,15 +172,12 @@ impl Cache {
             rev,
             merged_into,
         } = row;
-        match merged_into {
-            Some(into) => self.merged.insert(id, into),
-            None => self.merged.remove(&id),
-        };
         let family =
             Family::from_state(error_type.as_deref(), site.as_deref(), &state).map_err(|e| {
                 Error::invalid_argument("families", format!("family {id}: bad state: {e}"))
             })?;
         match self.index.get(&id) {
+            Some(&at) if !self.miner.family(at).same_place(&family) => return Ok(false),
             Some(&at) => self.miner.update(at, family),
             None => {
                 let at = self.miner.restore(family);
@@ -173,8 +185,12 @@ impl Cache {
                 self.index.insert(id, at);
             }
         }
+        match merged_into {
+            Some(into) => self.merged.insert(id, into),
+            None => self.merged.remove(&id),
+        };
         self.rev = self.rev.max(rev);
-        Ok(())
+        Ok(true)
     }
 }
 
@@ -640,7 +656,7 @@ pub struct SplitPart {
 }
 
 /// The most families one split makes: the miner compares at most
-/// [`crate::families::miner::LEAF_CANDIDATES`] families sharing a leaf,
+/// [`crate::families::miner::LEAF_CANDIDATES`] recent families of a leaf first,
 /// and a split that makes dozens is a search, not a cause.
 pub const MAX_SPLIT_VALUES: usize = 32;
 
@@ -969,19 +985,40 @@ impl Dlq {
             let mut report = FamilyRebuild::default();
             let mut id_of: HashMap<i64, i64> = HashMap::new();
             let mut taken: BTreeSet<i64> = BTreeSet::new();
-            for (id, error_type, site, state) in conn.collect(
-                "SELECT id, error_type, site, state FROM families WHERE merged_into IS NULL ORDER BY id",
+            // Split parts a person then merged into another family: they
+            // still take only their value, and their failures go where the
+            // merge sent them; their rows stay as they are.
+            let mut merged_parts: BTreeSet<i64> = BTreeSet::new();
+            for (id, error_type, site, state, merged_into) in conn.collect(
+                "SELECT id, error_type, site, state, merged_into FROM families ORDER BY id",
                 &[],
-                |row| Ok((row.i64(0)?, row.opt_text(1)?, row.opt_text(2)?, row.text(3)?)),
+                |row| {
+                    Ok((
+                        row.i64(0)?,
+                        row.opt_text(1)?,
+                        row.opt_text(2)?,
+                        row.text(3)?,
+                        row.opt_i64(4)?,
+                    ))
+                },
             )? {
                 let Ok(family) = Family::from_state(error_type.as_deref(), site.as_deref(), &state)
                 else {
                     continue;
                 };
-                if family.is_split() {
-                    let index = miner.restore(family);
-                    id_of.insert(index as i64, id);
-                    taken.insert(id);
+                if !family.is_split() {
+                    continue;
+                }
+                let index = miner.restore(family) as i64;
+                match merged_into {
+                    Some(root) => {
+                        id_of.insert(index, root);
+                        merged_parts.insert(index);
+                    }
+                    None => {
+                        id_of.insert(index, id);
+                        taken.insert(id);
+                    }
                 }
             }
             let mut after = 0i64;
@@ -1058,6 +1095,9 @@ impl Dlq {
             let mut first_of: HashMap<i64, usize> = HashMap::new();
             for (index, family) in miner.families().iter().enumerate() {
                 let fam = index as i64;
+                if merged_parts.contains(&fam) {
+                    continue;
+                }
                 let kept = id_of.get(&fam).copied();
                 let merged_into = kept.and_then(|id| first_of.get(&id).map(|_| id));
                 match (kept, merged_into) {

@@ -1029,3 +1029,45 @@ fn help_names_environment_variables_without_a_stray_equals_sign() {
         assert!(!help.contains("=]"), "{command}: {help}");
     }
 }
+
+/// With `--yes` nobody was shown a count, so `purge`, `clear`, `capacity
+/// --set` and `retention apply` act on what is there when they run: adds
+/// landing beside them (a cron line's neighbours) never make them fail.
+#[test]
+fn yes_acts_on_what_is_there_while_adds_run() {
+    let dir = TempDir::new("yes-under-adds");
+    let db = dir.join("dlq.db");
+    let old =
+        |n: u32, attempt: u32| item(&format!("o{n}"), attempt, "2020-01-01T00:00:00Z", "boom");
+    add_lines(&db, "j", (0..50).map(|n| old(n, 1)));
+    ok(dlq(&db).args(["retention", "set", "--max-age", "30d"]));
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    std::thread::scope(|scope| {
+        // Old items again and again, new attempts of them too: each add
+        // changes what a count of the job (or of its old items) saw.
+        let adder = scope.spawn(|| {
+            let mut round = 2;
+            while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+                add_lines(&db, "j", (0..50).map(|n| old(n, round)));
+                round += 1;
+            }
+        });
+        for _ in 0..4 {
+            for args in [
+                &["purge", "--older-than-days", "30", "--yes"][..],
+                &["clear", "j", "--yes"],
+                &["capacity", "--job-id", "j", "--set", "10", "--yes"],
+                &["retention", "apply", "--yes"],
+            ] {
+                let out = run(dlq(&db).args(args));
+                assert!(
+                    out.status.success(),
+                    "{args:?}: {}",
+                    String::from_utf8_lossy(&out.stderr)
+                );
+            }
+        }
+        stop.store(true, std::sync::atomic::Ordering::SeqCst);
+        adder.join().unwrap();
+    });
+}

@@ -389,6 +389,55 @@ fn copy_keeps_family_ids() {
     );
 }
 
+/// A split part a person then merged into another family still takes only
+/// its value after `rebuild --all`: a family nobody merged (a value no
+/// part holds) keeps its id and its items.
+#[test]
+fn a_rebuild_keeps_a_merged_split_part_to_its_value() {
+    let dir = TempDir::new("families-split-merge-rebuild");
+    let db = dir.join("dlq.db");
+    add_lines(
+        &db,
+        "j",
+        (0..10).map(|n| {
+            let word = if n % 2 == 0 { "alpha" } else { "beta" };
+            failure(
+                &format!("t{n}"),
+                1,
+                1,
+                &format!("test {word} failed on branch main"),
+            )
+        }),
+    );
+    let fam = |id: &str| {
+        count(
+            &db,
+            &format!("SELECT family_id FROM items WHERE item_id = '{id}'"),
+        )
+    };
+    let first = fam("t0").to_string();
+    ok(dlq(&db).args(["families", "split", &first, "--by", "2"]));
+    let (alpha, beta) = (fam("t0"), fam("t1"));
+    assert_ne!(alpha, beta);
+    add_lines(
+        &db,
+        "j",
+        (0..2).map(|n| failure(&format!("d{n}"), 1, 2, "test delta failed on branch main")),
+    );
+    let delta = fam("d0");
+    assert!(delta != alpha && delta != beta);
+    ok(dlq(&db).args(["families", "merge", &alpha.to_string(), &beta.to_string()]));
+    ok(dlq(&db).args(["families", "rebuild", "--all"]));
+    assert_eq!((fam("t1"), fam("d0"), fam("d1")), (alpha, delta, delta));
+    add_lines(
+        &db,
+        "j",
+        [failure("e0", 1, 3, "test delta failed on branch main")],
+    );
+    assert_eq!(fam("e0"), delta);
+    assert_sound(&db);
+}
+
 /// A merge of families of two error types goes through (a person may know
 /// they are one cause) with a warning, and says which types it joined.
 #[test]

@@ -3,7 +3,7 @@
 //! checked against an oracle written here (the precedence rule of schema
 //! V5, in Rust) and read back with plain SQL, never through dlq.
 
-use crate::common::{add_lines, count, dlq, fails, item, json, ok, run, strings, TempDir};
+use crate::common::{add_lines, count, dlq, exec, fails, item, json, ok, run, strings, TempDir};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -402,7 +402,7 @@ fn with_no_policy_apply_removes_nothing() {
     assert!(out.status.success());
     assert!(out.stdout.is_empty());
     assert!(String::from_utf8_lossy(&out.stderr)
-        .contains("no retention policies (nothing is removed by apply)"));
+        .contains("no retention policies for items (apply removes no item)"));
     assert_eq!(
         json(&ok(dlq(&db).args([
             "retention",
@@ -599,6 +599,34 @@ fn bad_input_is_one_line_and_changes_nothing() {
         ),
         0
     );
+}
+
+/// Audit-log events are asked about as items are: with only events due,
+/// `retention apply` without a terminal and without --yes removes none.
+#[test]
+fn apply_asks_before_it_trims_the_audit_log() {
+    if crate::common::sqlite_only("events aged by hand with SQLite's SQL") {
+        return;
+    }
+    let dir = TempDir::new("retention-asks-events");
+    let db = dir.join("dlq.db");
+    add_lines(&db, "j", [item("a", 1, "2025-01-01T00:00:00Z", "boom")]);
+    ok(dlq(&db).args(["retention", "set", "--events", "--max-age", "1d"]));
+    exec(
+        &db,
+        "UPDATE events SET time = '2020-01-01T00:00:00.000000000Z'",
+    );
+    let events = count(&db, "SELECT COUNT(*) FROM events");
+    let output = run(dlq(&db).args(["retention", "apply"]));
+    assert_eq!(output.status.code(), Some(2), "as purge: a usage error");
+    let said = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        said.contains("audit-log event") && said.contains("pass --yes"),
+        "{said}"
+    );
+    assert_eq!(count(&db, "SELECT COUNT(*) FROM events"), events);
+    ok(dlq(&db).args(["retention", "apply", "--yes"]));
+    assert!(count(&db, "SELECT COUNT(*) FROM events") < events);
 }
 
 /// `retention apply` asks as purge does: without a terminal and without
