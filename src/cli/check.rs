@@ -330,7 +330,9 @@ fn evaluate(
             breaches.push(Breach {
                 check: "new_signature",
                 line: format!(
-                    "new signature {} \"{message}\" since the last check",
+                    // Quoted with its own quotes escaped: one line a
+                    // script can split whatever the message holds.
+                    "new signature {} {message:?} since the last check",
                     signature.error_signature
                 ),
                 job_id: args.job_id.clone(),
@@ -362,7 +364,7 @@ fn evaluate(
             breaches.push(Breach {
                 check: "new_family",
                 line: format!(
-                    "new family {} \"{}\" ({}) since the last check",
+                    "new family {} {:?} ({}) since the last check",
                     family.family_id,
                     short(&family.template),
                     plural(family.items, "item")

@@ -146,8 +146,8 @@ fn list(limit: usize, format: Format, ctx: &Context) -> Result<ExitCode> {
     let rest = families.more_items;
     if rest > 0 {
         note(&format!(
-            "and {} more in smaller families (--limit 0 lists all)",
-            plural(rest, "item")
+            "and {} in smaller families (--limit 0 lists all)",
+            plural(rest, "more item")
         ));
     }
     if families.items_without_family > 0 {
