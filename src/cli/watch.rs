@@ -196,7 +196,15 @@ pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
         if stop.load(Ordering::Relaxed) {
             break;
         }
-        let Some(seen) = watcher.next_pending()? else {
+        // A read that fails because the file was removed or replaced under
+        // it (SQLite can meet a removed -shm as a disk I/O error) says so.
+        let next = watcher.next_pending().map_err(|error| {
+            match on_file.then(|| still_the_database(ctx.db_path(), identity)) {
+                Some(Err(replaced)) => replaced,
+                _ => error.into(),
+            }
+        });
+        let Some(seen) = next? else {
             // Caught up (or stopped): events passed over still move the
             // cursor, so a restart does not read them again.
             if let Some(cursor) = &mut cursor {

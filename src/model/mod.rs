@@ -296,6 +296,12 @@ pub struct TooDeep {
 /// the top-level field it happens in.
 pub(crate) fn check_depth(text: &str) -> std::result::Result<(), TooDeep> {
     let bytes = text.as_bytes();
+    // Nesting can only pass the limit if that many brackets open: a count
+    // (which the compiler vectorises) settles nearly every item without the
+    // scan below, which reads byte by byte (a sixth of an import's parse).
+    if bytes.iter().filter(|&&b| b == b'{' || b == b'[').count() <= MAX_JSON_DEPTH {
+        return Ok(());
+    }
     let mut depth = 0usize;
     let mut in_string = false;
     let mut escaped = false;
