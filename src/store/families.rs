@@ -9,11 +9,14 @@
 //! add into a database of 100,000 families reads the few of its part.
 //! Before its first assignment in a write transaction it reads the
 //! families changed since it last looked (`rev` above the highest it saw)
-//! in the parts it holds: under one writer at a time (SQLite's, and the
-//! lock [`super::WriteTx::mine_alone`] takes on PostgreSQL), so every
-//! process mines on top of the same families and none makes a family
-//! twice. A transaction that fails leaves the cache stale, and the next
-//! one starts over, so nothing a rolled-back transaction mined is used.
+//! in the parts it holds. SQLite's writers take turns, so every process
+//! mines on top of the same families and none makes a family twice.
+//! PostgreSQL's mine at once: there a transaction that made a family takes
+//! a lock as it ends ([`super::WriteTx::mine_alone`]) and gives its items
+//! to a family of the same part and template another writer committed
+//! meanwhile ([`flush`]). A transaction that fails leaves the cache stale,
+//! and the next one starts over, so nothing a rolled-back transaction
+//! mined is used.
 //!
 //! A family's count is not stored: it is the number of items whose
 //! `family_id` is its id, counted on the `items_family` index when asked
@@ -48,6 +51,10 @@ pub(crate) struct Cache {
     /// Set while a transaction may have changed the cache without
     /// committing: the next one starts over.
     stale: bool,
+    /// Set when a transaction dropped a family it made for one another
+    /// writer made first ([`flush`]): after its commit the cache starts
+    /// over.
+    dropped: bool,
 }
 
 /// What a family is mined from: one attempt.
@@ -79,6 +86,15 @@ pub(crate) struct Pending {
     generalised: BTreeSet<usize>,
     /// The latest failure of each family seen (by database id).
     seen: BTreeMap<i64, Timestamp>,
+    /// The families this transaction made: (miner index, database id).
+    made: Vec<(usize, i64)>,
+}
+
+impl Pending {
+    /// Whether this transaction made a family.
+    pub(crate) fn made_any(&self) -> bool {
+        !self.made.is_empty()
+    }
 }
 
 impl Cache {
@@ -263,6 +279,7 @@ pub(crate) fn assign(
         cache.rev = rev;
         cache.ids.push(id);
         cache.index.insert(id, assigned.family);
+        pending.made.push((assigned.family, id));
         id
     } else {
         if assigned.generalised {
@@ -282,12 +299,46 @@ pub(crate) fn flush(
     pending: &mut Pending,
     conn: Conn<'_>,
 ) -> Result<()> {
-    if pending.generalised.is_empty() && pending.seen.is_empty() {
+    if pending.generalised.is_empty() && pending.seen.is_empty() && pending.made.is_empty() {
         return Ok(());
     }
     let mut cache = cache
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner());
+    // A family this transaction made that another writer made too, for the
+    // same cause, since this one read the families: PostgreSQL's writers
+    // mine at once. The caller holds the families lock now (taken as the
+    // transaction ends, so writers do not wait for each other's whole
+    // transactions), so every such family is committed and visible: the
+    // items go to the older one and this one is not kept. On SQLite,
+    // whose writers take turns, there is never one.
+    let mut dropped = BTreeSet::new();
+    for (at, id) in std::mem::take(&mut pending.made) {
+        let family = cache.miner.family(at);
+        let twin = conn.row(
+            "SELECT id FROM families
+             WHERE part = ?1 AND template = ?2 AND id <> ?3 AND merged_into IS NULL
+             ORDER BY id LIMIT 1",
+            vals![family.part().as_str(), family.template().as_str(), id],
+            |row| row.i64(0),
+        )?;
+        if let Some(twin) = twin {
+            conn.exec(
+                "UPDATE items SET family_id = ?1 WHERE family_id = ?2",
+                vals![twin, id],
+            )?;
+            conn.exec("DELETE FROM families WHERE id = ?1", vals![id])?;
+            if let Some(seen) = pending.seen.remove(&id) {
+                let entry = pending.seen.entry(twin).or_insert(seen);
+                *entry = (*entry).max(seen);
+            }
+            pending.generalised.remove(&at);
+            dropped.insert(at);
+        }
+    }
+    // The miner holds a family the database will not: it starts over after
+    // the commit.
+    cache.dropped |= !dropped.is_empty();
     for at in std::mem::take(&mut pending.generalised) {
         let rev = cache.rev + 1;
         let family = cache.miner.family(at);
@@ -321,10 +372,13 @@ pub(crate) fn reset(cache: &std::sync::Mutex<Cache>) {
 
 /// Called after a commit: what the cache mined is now the database's.
 pub(crate) fn committed(cache: &std::sync::Mutex<Cache>) {
-    cache
+    let mut cache = cache
         .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
-        .stale = false;
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    if cache.dropped {
+        *cache = Cache::default();
+    }
+    cache.stale = false;
 }
 
 /// One family, as `dlq families` lists it.
@@ -1238,7 +1292,6 @@ impl Dlq {
         let mut after = 0i64;
         loop {
             let (last, n) = self.write(|tx| {
-                tx.mine_alone()?;
                 let backend = tx.sql().backend();
                 let sql = format!(
                     "SELECT i.id, f.error_type, f.error_message, f.stack_trace, {last_attempt}

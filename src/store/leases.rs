@@ -358,9 +358,7 @@ impl Dlq {
         mut failure: FailureDetail,
     ) -> Result<Option<(u32, i64)>> {
         self.write(|tx| {
-            // The new attempt may be mined: that turn before any row lock.
-            tx.mine_alone()?;
-            // The job's row next (see retry_succeeded); the lease is
+            // The job's row first (see retry_succeeded); the lease is
             // checked again below, under it.
             if !lock_holders_job(tx, run_id, key)? {
                 return Ok(None);

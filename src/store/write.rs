@@ -168,7 +168,6 @@ impl<'c> WriteTx<'c> {
         &mut self,
         failure: impl Into<super::families::Failure<'f>>,
     ) -> Result<i64> {
-        self.mine_alone()?;
         super::families::assign(
             self.families,
             &mut self.families_pending,
@@ -177,15 +176,13 @@ impl<'c> WriteTx<'c> {
         )
     }
 
-    /// Makes this transaction the only one that mines families until it
-    /// ends. A process's miner starts from the families committed when it
-    /// reads them; SQLite's writers take turns, so that is all of them, but
-    /// PostgreSQL's run at once, and two that both met a new cause would
-    /// each make a family for it. So there a transaction that may mine
-    /// takes a lock first: before its first job (an add, an import, a
-    /// copy), before the job of a failed retry, and before a person's
-    /// change to the families. First, before any row lock, so it never
-    /// waits while holding one (no deadlock). Once per transaction.
+    /// Makes this transaction the only one that changes families until it
+    /// ends (a no-op on SQLite, whose writers take turns anyway). A person's
+    /// change to the families (merge, split, rebuild) takes it first, before
+    /// any row lock; a transaction that mined a new family takes it as it
+    /// ends, to find a family another writer made for the same cause
+    /// meanwhile (families.rs, [`super::families::flush`]). Once per
+    /// transaction.
     pub(super) fn mine_alone(&self) -> Result<()> {
         if !self.mining_alone.get() {
             self.conn.take_turns(FAMILIES_LOCK)?;
@@ -202,6 +199,9 @@ impl<'c> WriteTx<'c> {
 
     /// Writes what this transaction mined; just before the commit.
     pub(super) fn flush_families(&mut self) -> Result<()> {
+        if self.families_pending.made_any() {
+            self.mine_alone()?;
+        }
         super::families::flush(self.families, &mut self.families_pending, self.conn)
     }
 
@@ -255,8 +255,6 @@ impl<'c> WriteTx<'c> {
         }
         crate::model::check_id(job_id)
             .map_err(|reason| crate::error::Error::invalid_argument("job id", reason))?;
-        // Before the job's row lock: its items are mined next.
-        self.mine_alone()?;
         let existed = self
             .conn
             .row(

@@ -20,6 +20,14 @@ fn families_of(db: &Path) -> Vec<(String, Option<i64>)> {
     rows_as(db, "SELECT item_id, family_id FROM items ORDER BY item_id")
 }
 
+/// The family of the item `id` (ids are unique in these tests).
+fn family(db: &Path, id: &str) -> i64 {
+    count(
+        db,
+        &format!("SELECT family_id FROM items WHERE item_id = '{id}'"),
+    )
+}
+
 /// No item points at a family that is not there, and every item with an
 /// attempt has one.
 fn assert_sound(db: &Path) {
@@ -236,12 +244,7 @@ fn a_handle_finds_other_handles_families_in_every_part() {
     );
     add(&second, "c1", "quota of project-9 exceeded today");
     add(&first, "c2", "quota of project-7 exceeded today");
-    let fam = |id: &str| {
-        count(
-            &db,
-            &format!("SELECT family_id FROM items WHERE item_id = '{id}'"),
-        )
-    };
+    let fam = |id: &str| family(&db, id);
     assert_eq!(fam("a1"), fam("a2"));
     assert_eq!(fam("b1"), fam("b2"));
     assert_eq!(fam("c1"), fam("c2"));
@@ -379,10 +382,7 @@ fn copy_keeps_family_ids() {
             "could not connect to db-3 on port 5432",
         )],
     );
-    assert_eq!(
-        count(&to, "SELECT family_id FROM items WHERE item_id = 'y3'"),
-        2
-    );
+    assert_eq!(family(&to, "y3"), 2);
     assert_eq!(
         strings(&to, "SELECT template FROM families WHERE id = 2"),
         strings(&db, "SELECT template FROM families WHERE id = 2")
@@ -409,12 +409,7 @@ fn a_rebuild_keeps_a_merged_split_part_to_its_value() {
             )
         }),
     );
-    let fam = |id: &str| {
-        count(
-            &db,
-            &format!("SELECT family_id FROM items WHERE item_id = '{id}'"),
-        )
-    };
+    let fam = |id: &str| family(&db, id);
     let first = fam("t0").to_string();
     ok(dlq(&db).args(["families", "split", &first, "--by", "2"]));
     let (alpha, beta) = (fam("t0"), fam("t1"));
@@ -455,13 +450,7 @@ fn a_merge_across_error_types_warns() {
             timeout,
         ],
     );
-    let fam = |id: &str| {
-        count(
-            &db,
-            &format!("SELECT family_id FROM items WHERE item_id = '{id}'"),
-        )
-        .to_string()
-    };
+    let fam = |id: &str| family(&db, id).to_string();
     let same = run(dlq(&db).args(["families", "merge", &fam("c1"), &fam("c2"), "--json"]));
     assert!(same.status.success());
     let stderr = String::from_utf8_lossy(&same.stderr);
@@ -513,12 +502,7 @@ fn a_merge_moves_items_is_recorded_and_survives_a_rebuild() {
             failure("c1", 1, 5, "disk quota exceeded on /var/lib/runner"),
         ],
     );
-    let fam = |id: &str| {
-        count(
-            &db,
-            &format!("SELECT family_id FROM items WHERE item_id = '{id}'"),
-        )
-    };
+    let fam = |id: &str| family(&db, id);
     let (a, b, c) = (fam("a1"), fam("b1"), fam("c1"));
     assert!(a != b && b != c && a != c, "{a} {b} {c}");
     let out = json(&ok(dlq(&db).args([
@@ -630,10 +614,7 @@ fn a_merge_moves_items_is_recorded_and_survives_a_rebuild() {
             "TLS handshake timed out after 55s talking to the primary",
         )],
     );
-    assert_eq!(
-        count(&copy, "SELECT family_id FROM items WHERE item_id = 'b5'"),
-        a
-    );
+    assert_eq!(family(&copy, "b5"), a);
     let shown = ok(dlq(&db).args(["families", "show", &b.to_string()]));
     assert!(
         shown.contains(&format!("merged into family {a}")),
@@ -801,12 +782,7 @@ fn a_split_makes_a_family_per_value_and_survives_a_rebuild() {
             )
         }),
     );
-    let fam = |id: &str| {
-        count(
-            &db,
-            &format!("SELECT family_id FROM items WHERE item_id = '{id}'"),
-        )
-    };
+    let fam = |id: &str| family(&db, id);
     let whole = fam("i0");
     assert!((0..6).all(|n| fam(&format!("i{n}")) == whole));
     let shown = ok(dlq(&db).args(["families", "show", &whole.to_string()]));
@@ -875,7 +851,7 @@ fn a_split_makes_a_family_per_value_and_survives_a_rebuild() {
             )
         }),
     );
-    let wide = count(&db, "SELECT family_id FROM items WHERE item_id = 'w0'");
+    let wide = family(&db, "w0");
     let refused = fails(dlq(&db).args(["families", "split", &wide.to_string(), "--by", "4"]));
     assert!(refused.contains("64 bytes"), "{refused}");
     // Splitting the same word again: it is no longer a <*>.
