@@ -443,7 +443,7 @@ fn writers_meeting_a_new_cause_at_once_make_one_family() {
     });
     // The same items from one writer, one after another.
     let dir = TempDir::new("families-race");
-    let alone = dlqlite::Dlq::open(&dir.join("alone.db")).unwrap();
+    let alone = dlqlite::Dlq::open(dir.join("alone.db")).unwrap();
     for round in 0..rounds {
         for writer in 0..writers {
             let item = item_of(writer, round);
