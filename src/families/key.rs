@@ -551,6 +551,28 @@ fn push_line_words(words: &mut Vec<Word>, line: &str) {
             next.pinned = true;
         }
         previous = Some(raw);
+        // The plain word right before `failed` names what failed (`npm
+        // test failed`, `git push failed`, `authentication failed`): two
+        // steps that fail are two causes, however few words they share.
+        // A word-valued variable there is rarely plain lower case: test
+        // names, branches and ids carry `_`, `-`, `/`, capitals or digits.
+        // A number before an HTTP reason phrase is its status, on any line
+        // (`502 Server Error: Bad Gateway`, requests' wording; `404 Not
+        // Found`).
+        if starts_reason_phrase(core) {
+            if let Some(last) = words
+                .last_mut()
+                .filter(|w| w.key.is_none() && is_http_status(core_of(&w.raw)))
+            {
+                last.key = Some(last.raw.clone());
+                last.pinned = true;
+            }
+        }
+        if is_failed(core) {
+            if let Some(last) = words.last_mut().filter(|w| is_plain_word(&w.raw)) {
+                last.pinned = true;
+            }
+        }
         // A list of variables is one variable: lists of versions or ids
         // vary in length as well as in value.
         if next.key.is_none()
@@ -562,6 +584,52 @@ fn push_line_words(words: &mut Vec<Word>, line: &str) {
         }
         words.push(next);
     }
+}
+
+/// Whether a word is the first of an HTTP reason phrase (RFC 9110's, and
+/// `Server Error`/`Client Error` as Python's requests words them).
+fn starts_reason_phrase(core: &str) -> bool {
+    const FIRST_WORDS: &[&str] = &[
+        "Bad",
+        "Unauthorized",
+        "Payment",
+        "Forbidden",
+        "Not",
+        "Method",
+        "Proxy",
+        "Request",
+        "Conflict",
+        "Gone",
+        "Length",
+        "Precondition",
+        "Content",
+        "Payload",
+        "URI",
+        "Unsupported",
+        "Range",
+        "Expectation",
+        "Misdirected",
+        "Unprocessable",
+        "Too",
+        "Internal",
+        "Service",
+        "Gateway",
+        "HTTP",
+        "Server",
+        "Client",
+    ];
+    core.as_bytes().first().is_some_and(u8::is_ascii_uppercase) && FIRST_WORDS.contains(&core)
+}
+
+/// Whether a word says something failed (`failed`, `Failed:`).
+fn is_failed(core: &str) -> bool {
+    core.eq_ignore_ascii_case("failed")
+}
+
+/// Whether a word is plain lower-case letters, as a step's name is
+/// (`test`, `install`, `push`), and not an identifier.
+fn is_plain_word(raw: &str) -> bool {
+    (2..=24).contains(&raw.len()) && raw.bytes().all(|b| b.is_ascii_lowercase())
 }
 
 /// Whether a word is an HTTP status number (three digits, 100 to 599).

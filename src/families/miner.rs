@@ -712,6 +712,39 @@ mod grouping {
     }
 
     #[test]
+    fn bare_npm_test_and_npm_install_stay_apart() {
+        // Nothing but the headline, or the headline and output with no
+        // error line of its own: two of three words are equal.
+        stay_apart(
+            "CommandFailed",
+            |_| "npm test failed".into(),
+            |_| "npm install failed".into(),
+        );
+        stay_apart(
+            "CommandFailed",
+            |n| format!("npm test failed: {} failed, {} passed", n % 7 + 1, n * 3),
+            |n| format!("npm install failed: {} failed, {} passed", n % 7 + 1, n * 3),
+        );
+        stay_apart(
+            "CommandFailed",
+            |n| format!("git push failed\nremote: counting objects {n}"),
+            |n| format!("git pull failed\nremote: counting objects {n}"),
+        );
+    }
+
+    #[test]
+    fn a_test_name_before_failed_still_generalises() {
+        let mut miner = Miner::new();
+        let families: std::collections::BTreeSet<usize> = TESTS
+            .iter()
+            .chain(["TestParse", "tests::queue::drains", "login-flow"].iter())
+            .filter(|name| !name.contains(' '))
+            .map(|name| assign(&mut miner, "TestFailure", &format!("test {name} failed")))
+            .collect();
+        assert_eq!(families.len(), 1, "{families:?}");
+    }
+
+    #[test]
     fn one_panic_message_at_two_call_sites_stays_two() {
         let panic = |file: &'static str| {
             move |n: usize| {
@@ -730,6 +763,20 @@ mod grouping {
             "NetworkError",
             |n| format!("POST https://api.example.com/v1/jobs/{n} returned HTTP 502 after {n}ms"),
             |n| format!("POST https://api.example.com/v1/jobs/{n} returned HTTP 503 after {n}ms"),
+        );
+    }
+
+    #[test]
+    fn an_http_status_before_its_reason_phrase_stays_apart() {
+        // Python requests' wording: no "HTTP" on the line.
+        stay_apart(
+            "NetworkError",
+            |n| format!("502 Server Error: Bad Gateway for url: https://api.acme.dev/v1/jobs/{n}"),
+            |n| {
+                format!(
+                    "503 Server Error: Service Unavailable for url: https://api.acme.dev/v1/jobs/{n}"
+                )
+            },
         );
     }
 
