@@ -403,6 +403,33 @@ fn remove_item(db: &LazyDb, job_id: &str, item_id: &str) -> Result<bool> {
     }
 }
 
+/// Takes the reprocess-eligible ones of `item_ids` out of a job, in the
+/// order asked: (item_id, item_data) of each one this call removed.
+fn take_eligible(db: &LazyDb, job_id: &str, item_ids: Vec<String>) -> Result<Vec<(String, Value)>> {
+    use crate::filter::{Column, Expr, Field, Literal, Op};
+    let Some(dlq) = db.for_read()? else {
+        return Ok(Vec::new());
+    };
+    let mut taken = Vec::new();
+    for item_id in item_ids {
+        let mut selection = job_filter(job_id);
+        selection.eligible = Some(true);
+        selection.expression = Some(Expr::Compare {
+            field: Field::Column(Column::ItemId),
+            op: Op::Eq,
+            value: Literal::Text(item_id.clone()),
+        });
+        let Some(stored) = dlq.items(selection).next().transpose()? else {
+            continue;
+        };
+        let read = crate::store::ReadItem::of(&stored);
+        if dlq.take_unchanged(&[read], "reprocess")? == 1 {
+            taken.push((item_id, from_engine(&stored.item)?.item_data));
+        }
+    }
+    Ok(taken)
+}
+
 /// Prodigy's `DLQStorage`: the queue's persistence, here one dlqlite
 /// database for every job under `base_path` (see [`database_path`]).
 #[derive(Debug)]
@@ -575,20 +602,22 @@ impl<L: DLQEventLogger> DeadLetterQueue<L> {
 
     /// Takes the reprocess-eligible ones of `item_ids` out of the queue and
     /// returns their data; the others (and ids not there) stay as they are.
+    ///
+    /// Each item is taken only if it is still the one read (a failure
+    /// merged into it meanwhile, or another queue taking it first, leaves
+    /// it out), so two queues reprocessing at once hand out an item once.
     pub async fn reprocess(&self, item_ids: Vec<String>) -> Result<Vec<Value>> {
-        let mut taken = Vec::new();
-        for item_id in item_ids {
-            let Some(item) = self.get_item(&item_id).await? else {
-                continue;
-            };
-            if item.reprocess_eligible {
-                taken.push(item.item_data);
-                self.remove(&item_id).await?;
-            }
+        let db = Arc::clone(&self.storage.db);
+        let job_id = self.job_id.clone();
+        let taken = blocking(move || take_eligible(&db, &job_id, item_ids)).await?;
+        let mut data = Vec::with_capacity(taken.len());
+        for (item_id, item_data) in taken {
+            self.log(DLQEvent::ItemRemoved { item_id }).await?;
+            data.push(item_data);
         }
-        self.log(DLQEvent::ItemsReprocessed { count: taken.len() })
+        self.log(DLQEvent::ItemsReprocessed { count: data.len() })
             .await?;
-        Ok(taken)
+        Ok(data)
     }
 
     /// Removes an item. An item that is not there is no error (and is

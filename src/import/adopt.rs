@@ -2,34 +2,42 @@
 //! used to keep its dead letters as JSON files (Prodigy's queue) calls when
 //! it opens its database, so that switching loses sight of nothing.
 //!
-//! The first adoption imports every legacy job under the root (the
-//! import's own rules: read only, lossless, an item already stored is
-//! merged or left unchanged) and then records that it did (`settings`), so
+//! The first adoption imports every legacy job of the root's queue
+//! (`root/mapreduce/dlq/<job_id>/`) by the import's own rules (read only,
+//! lossless, an item already stored is merged or left unchanged) and then records that it did (`settings`), so
 //! later opens pay one lookup. A crash half way leaves the JSON untouched
 //! and no record: the next open imports again, and what the first one
 //! stored comes back unchanged. Nothing is ever written as JSON.
 
 use super::{import, ImportOptions, ImportReport};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::Dlq;
 use std::path::Path;
 
 impl Dlq {
     /// Imports the legacy JSON DLQ kept at `root` (Prodigy's layout:
-    /// `root/mapreduce/dlq/<job_id>/items/*.json`; the import then takes
-    /// every job under `root`, at any depth) once per database and root:
-    /// `Some(report)` when this call imported it, `None` when this root
-    /// was adopted into this database before (by any process) or holds no
-    /// legacy job there. Files that cannot be read are in the report's
-    /// rejections, as in `dlq import`; they are not tried again.
+    /// `root/mapreduce/dlq/<job_id>/items/*.json`, and nothing else under
+    /// `root`, which may be a project directory holding other trees) once
+    /// per database and root: `Some(report)` when this call imported it,
+    /// `None` when this root was adopted into this database before (by any
+    /// process, under any spelling of its path) or holds no legacy job
+    /// there. Files that cannot be read are in the report's rejections, as
+    /// in `dlq import`; they are not tried again.
     pub fn adopt_legacy(&self, root: &Path) -> Result<Option<ImportReport>> {
-        let key = root.display().to_string();
-        if !holds_legacy_jobs(root) || self.legacy_adopted(&key)?.is_some() {
+        if !holds_legacy_jobs(root) {
+            return Ok(None);
+        }
+        // Recorded under the canonical path, so `dir/`, `./dir` or a link to
+        // it is the same root; the spelling recorded before that counts too.
+        let canonical = std::fs::canonicalize(root).map_err(|e| Error::io(root, e))?;
+        let key = canonical.display().to_string();
+        let spelled = root.display().to_string();
+        if self.legacy_adopted(&key)?.is_some() || self.legacy_adopted(&spelled)?.is_some() {
             return Ok(None);
         }
         let report = import(
             self,
-            &[root.to_path_buf()],
+            &[canonical.join("mapreduce").join("dlq")],
             &ImportOptions::default(),
             |_| {},
         )?;

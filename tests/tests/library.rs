@@ -1356,14 +1356,31 @@ fn adopting_a_legacy_tree_imports_it_once() {
         )
         .unwrap();
     }
+    // A legacy tree deeper below the root (a fixture, a copy) is not the
+    // root's queue: only root/mapreduce/dlq/<job>/ is.
+    let deeper = dir.join("home/fixtures/copy/mapreduce/dlq/job-9/items");
+    std::fs::create_dir_all(&deeper).unwrap();
+    std::fs::write(
+        deeper.join("z.json"),
+        item("z", 1, "2025-01-01T00:00:00Z", "boom").to_string(),
+    )
+    .unwrap();
     let home = dir.join("home");
     let report = dlq.adopt_legacy(&home).unwrap().unwrap();
     assert_eq!(report.items_new, 2);
+    let canonical = std::fs::canonicalize(&home).unwrap();
     assert!(dlq
-        .legacy_adopted(&home.display().to_string())
+        .legacy_adopted(&canonical.display().to_string())
         .unwrap()
         .is_some());
     assert!(dlq.adopt_legacy(&home).unwrap().is_none());
+    // The same root spelled another way is adopted already.
+    let slash = std::path::PathBuf::from(format!("{}/", home.display()));
+    assert!(dlq.adopt_legacy(&slash).unwrap().is_none());
+    assert!(dlq
+        .adopt_legacy(&home.join("fixtures").join(".."))
+        .unwrap()
+        .is_none());
     assert_eq!(count(&db, "SELECT COUNT(*) FROM items"), 2);
     // Another root is adopted on its own.
     let other = dir.join("other/mapreduce/dlq/job-2/items");

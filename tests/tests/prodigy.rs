@@ -652,3 +652,91 @@ fn a_base_path_full_of_legacy_json_shows_every_item() {
     // Adds never write JSON.
     assert!(!base.join("mapreduce/dlq/other/items/w.json").exists());
 }
+
+/// Writes one item as Prodigy's JSON file under `base`'s queue of `job`.
+fn write_legacy(base: &Path, job: &str, id: &str) {
+    let items = base.join("mapreduce").join("dlq").join(job).join("items");
+    std::fs::create_dir_all(&items).unwrap();
+    let text =
+        serde_json::to_string_pretty(&item(id, at("2025-03-01T00:00:00Z"), "s", true)).unwrap();
+    std::fs::write(items.join(format!("{id}.json")), text).unwrap();
+}
+
+/// The base path is recognised by the directory, not by how it is
+/// spelled: an item reprocessed through one spelling does not come back
+/// through another (a trailing slash, a `..`).
+#[test]
+fn an_adopted_base_path_is_the_same_whatever_its_spelling() {
+    let dir = TempDir::new("prodigy-adopt-spelling");
+    let base = dir.join("base");
+    write_legacy(&base, "job", "keep");
+    write_legacy(&base, "job", "gone");
+    let (dlq, _) = queue(&base, "job", 10);
+    assert_eq!(run(dlq.reprocess(vec!["gone".into()])).unwrap().len(), 1);
+    let slash = std::path::PathBuf::from(format!("{}/", base.display()));
+    let dotdot = base.join("mapreduce").join("..");
+    for spelled in [slash, dotdot, base.clone()] {
+        let (again, _) = queue(&spelled, "job", 10);
+        let listed = run(again.list_items(DLQFilter::default())).unwrap();
+        assert_eq!(ids(&listed), ["keep"], "{}", spelled.display());
+    }
+}
+
+/// Only `<base>/mapreduce/dlq/<job>/` is the queue's: a legacy tree
+/// deeper below the base path (a fixture, a copy of another project) is
+/// not adopted.
+#[test]
+fn legacy_json_deeper_below_the_base_path_is_not_adopted() {
+    let dir = TempDir::new("prodigy-adopt-depth");
+    let base = dir.join("base");
+    write_legacy(&base, "job", "mine");
+    let elsewhere = base.join("fixtures").join("copy");
+    write_legacy(&elsewhere, "job", "fixture");
+    write_legacy(&elsewhere, "other", "other");
+    let (dlq, _) = queue(&base, "job", 10);
+    let listed = run(dlq.list_items(DLQFilter::default())).unwrap();
+    assert_eq!(ids(&listed), ["mine"]);
+    let (other, _) = queue(&base, "other", 10);
+    assert!(run(other.list_items(DLQFilter::default()))
+        .unwrap()
+        .is_empty());
+}
+
+/// Two queues reprocessing the same items at once hand each item out
+/// once: an item is returned only by the call that took it.
+#[test]
+fn two_queues_reprocessing_at_once_hand_each_item_out_once() {
+    let dir = TempDir::new("prodigy-reprocess-race");
+    let base = dir.join("base");
+    let all: Vec<String> = (0..200).map(|i| format!("i{i:03}")).collect();
+    let (first, _) = queue(&base, "job", 1000);
+    run(async {
+        for id in &all {
+            first.add(item(id, Utc::now(), "s", true)).await.unwrap();
+        }
+    });
+    let (one, one_log) = queue(&base, "job", 1000);
+    let (two, two_log) = queue(&base, "job", 1000);
+    // Each call's store work runs on the blocking pool, so the two race.
+    let (a, b) = run(async {
+        let (a, b) = tokio::join!(one.reprocess(all_ids(200)), two.reprocess(all_ids(200)));
+        (a.unwrap(), b.unwrap())
+    });
+    assert_eq!(a.len() + b.len(), 200, "{} + {}", a.len(), b.len());
+    // Each queue logs the items it took, and only those.
+    let removed = |log: &Recorder| {
+        log.names()
+            .iter()
+            .filter(|n| n.starts_with("removed:"))
+            .count()
+    };
+    assert_eq!(removed(&one_log), a.len());
+    assert_eq!(removed(&two_log), b.len());
+    assert!(run(first.list_items(DLQFilter::default()))
+        .unwrap()
+        .is_empty());
+}
+
+fn all_ids(n: usize) -> Vec<String> {
+    (0..n).map(|i| format!("i{i:03}")).collect()
+}
