@@ -1,6 +1,6 @@
 -- The schema of a dlqlite database, as the migrations in migrations/sqlite/ leave
 -- it (V1 to V13), in one file: what you can query with `sqlite3 dlq.db`.
--- tests/tests/schema.rs checks that it matches a freshly migrated database,
+-- dlq/tests/tests/schema.rs checks that it matches a freshly migrated database,
 -- so it cannot drift. Comments outside the statements are this file's own;
 -- comments inside them are the migrations' (SQLite keeps them), except
 -- where a later migration changed the rule they describe.

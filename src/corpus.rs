@@ -1779,7 +1779,7 @@ const UNWRAP_WORKER: RustSite = RustSite {
             41,
             13,
         ),
-        ("dlq_worker::main", "src/main.rs", 22, 5),
+        ("dlq_worker::main", "dlq/src/main.rs", 22, 5),
     ],
     message: UNWRAP_NONE,
 };
@@ -1792,7 +1792,7 @@ const UNWRAP_CONFIG: RustSite = RustSite {
     std_frames: UNWRAP_WORKER.std_frames,
     callers: &[
         ("dlq_worker::config::load", "src/config/mod.rs", 57, 19),
-        ("dlq_worker::main", "src/main.rs", 14, 18),
+        ("dlq_worker::main", "dlq/src/main.rs", 14, 18),
     ],
     message: UNWRAP_NONE,
 };
@@ -1813,8 +1813,8 @@ const INDEX_TOKENS: RustSite = RustSite {
             140,
             23,
         ),
-        ("dlq_worker::cli::list", "src/cli/list.rs", 33, 17),
-        ("dlq_worker::main", "src/main.rs", 31, 9),
+        ("dlq_worker::cli::list", "dlq/src/cli/list.rs", 33, 17),
+        ("dlq_worker::main", "dlq/src/main.rs", 31, 9),
     ],
     message: "index out of bounds: the len is {} but the index is {}",
 };
@@ -1827,7 +1827,7 @@ const SERDE_MANIFEST: RustSite = RustSite {
     std_frames: &[("core::result::unwrap_failed", "core/src/result.rs:1679:5")],
     callers: &[
         ("dlq_worker::jobs::start", "src/jobs.rs", 77, 20),
-        ("dlq_worker::main", "src/main.rs", 40, 13),
+        ("dlq_worker::main", "dlq/src/main.rs", 40, 13),
     ],
     message: "called `Result::unwrap()` on an `Err` value: Error(\"missing field `{}`\", line: {}, column: {})",
 };

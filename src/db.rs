@@ -118,7 +118,7 @@ fn configure(conn: &mut Connection, read_only: bool, busy: Duration) -> rusqlite
         // 4 KiB: a WAL frame is a whole page, and an add touches about 11
         // pages (the item, its history and event rows, and their indexes),
         // so the page size decides what each commit writes and syncs.
-        // Measured (benches/wal.rs, 10,000 adds of ~2 KB items) against
+        // Measured (dlq/benches/wal.rs, 10,000 adds of ~2 KB items) against
         // 8 KiB: 8 threads 2,032 against 1,609 adds/s, p50 3.4 against
         // 4.5 ms; 1 thread p50 0.84 against 1.14 ms. At 100,000 items
         // analyze and stats took the same time, a bulk add 7% longer.

@@ -253,7 +253,8 @@ impl Browser {
                 .unwrap(),
         );
         assert!(png.starts_with(b"\x89PNG"), "the screenshot is no PNG");
-        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/dashboard-screenshots");
+        let dir = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
+            .join("target/dashboard-screenshots");
         std::fs::create_dir_all(&dir).unwrap();
         std::fs::write(dir.join(format!("{name}.png")), png).unwrap();
     }
@@ -435,7 +436,7 @@ fn a_person_searches_marks_and_deletes_in_a_real_browser() {
     let db = dir.join("dlq.db");
     // The shipped sample (which holds broken files on purpose, so the
     // import says so and exits 1), then a few hundred more in three jobs.
-    let sample = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/legacy");
+    let sample = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/..")).join("examples/legacy");
     run(dlq(&db).arg("import").arg(&sample));
     assert!(
         count(&db, "SELECT count(*) FROM items") > 0,

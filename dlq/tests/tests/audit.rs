@@ -11,7 +11,7 @@ use dlqlite::EventKind;
 use std::path::{Path, PathBuf};
 
 fn sample() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/legacy")
+    Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/..")).join("examples/legacy")
 }
 
 /// (job_id, repo) of every job, from `dlq jobs --json`.
@@ -250,8 +250,10 @@ fn events_help_lists_every_kind() {
 
 /// The README's "Where did an item go?" query, for `item_id`.
 fn readme_trail_query(item_id: &str) -> String {
-    let readme =
-        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap();
+    let readme = std::fs::read_to_string(
+        Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/..")).join("README.md"),
+    )
+    .unwrap();
     let start = readme
         .find("-- Where did an item")
         .expect("the README has the query");
@@ -318,9 +320,10 @@ fn an_imported_item_answers_the_readme_trail_query() {
 /// The README's `dlq events` section names every event kind.
 #[test]
 fn the_readme_lists_every_event_kind() {
-    let readme =
-        std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md"))
-            .unwrap();
+    let readme = std::fs::read_to_string(
+        std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/..")).join("README.md"),
+    )
+    .unwrap();
     let start = readme.find("### `dlq events").expect("an events section");
     let section = &readme[start..];
     let section = &section[..section[4..]

@@ -176,7 +176,7 @@ fn a_copy_through_postgres_and_back_is_identical() {
     }
     let dir = TempDir::new("pg-roundtrip");
     let (a, b) = (dir.join("a.db"), dir.join("b.db"));
-    let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/legacy");
+    let examples = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/..")).join("examples/legacy");
     // The sample tree has four broken files: import says so and exits 1.
     let _ = dlq(&a).arg("import").arg(&examples).output().unwrap();
     add_lines(&a, "awkward", awkward_items());
@@ -248,7 +248,7 @@ fn a_legacy_tree_imports_straight_into_postgres() {
     }
     let dir = TempDir::new("pg-import");
     let (lite, back) = (dir.join("lite.db"), dir.join("back.db"));
-    let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/legacy");
+    let examples = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/..")).join("examples/legacy");
     let pg = PgDb::new("import");
     let into_pg = dlq(pg.url()).arg("import").arg(&examples).output().unwrap();
     let into_lite = dlq(&lite).arg("import").arg(&examples).output().unwrap();
@@ -1093,8 +1093,10 @@ fn sql_shows_every_type_as_the_server_writes_it() {
 /// The statements of the README's `sql` blocks: the sqlite3 one first,
 /// then the psql one.
 fn readme_queries() -> Vec<Vec<String>> {
-    let readme =
-        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap();
+    let readme = std::fs::read_to_string(
+        Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/..")).join("README.md"),
+    )
+    .unwrap();
     let mut blocks = Vec::new();
     let mut current: Option<String> = None;
     for line in readme.lines() {
@@ -1130,7 +1132,7 @@ fn the_readmes_queries_run_on_both_backends() {
     }
     let dir = TempDir::new("pg-readme-sql");
     let file = dir.join("sample.db");
-    let sample = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/legacy");
+    let sample = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/..")).join("examples/legacy");
     let _ = super::common::run(dlq(&file).arg("import").arg(&sample));
     let mut word = item("worded", 1, "2025-01-02T03:04:05Z", "boom");
     word["item_data"] = serde_json::json!({"priority": "high", "path": "a.rs"});

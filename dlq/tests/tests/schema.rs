@@ -52,7 +52,7 @@ fn docs_schema_sql_is_the_schema_of_a_fresh_database() {
 
     let documented = Connection::open_in_memory().unwrap();
     let text = std::fs::read_to_string(
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/schema.sql"),
+        std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/..")).join("docs/schema.sql"),
     )
     .unwrap();
     documented.execute_batch(&text).unwrap();

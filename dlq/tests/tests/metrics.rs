@@ -701,8 +701,10 @@ fn a_read_only_database_is_measured() {
 /// Every family the text has is in the README's table, with its type.
 #[test]
 fn the_readme_documents_every_metric() {
-    let readme =
-        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap();
+    let readme = std::fs::read_to_string(
+        Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/..")).join("README.md"),
+    )
+    .unwrap();
     let section = readme
         .split("### Metrics for Prometheus")
         .nth(1)

@@ -227,7 +227,7 @@ fn max_new_counts_arrivals_within_the_window() {
     let later = plus_millis(&times[0], 3_600_001);
     holds(&db, &["--now", &later, "--max-new", "2", "--per", "1h"]);
     // An import's new items are arrivals too (its merges are not).
-    let sample = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/legacy");
+    let sample = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/..")).join("examples/legacy");
     let _ = run(dlq(&db).arg("import").arg(sample));
     breaches(
         &db,

@@ -19,7 +19,7 @@ pub fn env_usize(name: &str, default: usize) -> usize {
 /// target/bench-data, where generated data is kept between runs (made
 /// when missing: a fresh clone has none).
 pub fn bench_dir() -> PathBuf {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/bench-data");
+    let dir = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/..")).join("target/bench-data");
     std::fs::create_dir_all(&dir).expect("target/bench-data");
     dir
 }

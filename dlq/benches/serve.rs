@@ -13,7 +13,7 @@
 //! 3 for a call whose warm-up took over a second): median and max.
 //!
 //! Shapes (DLQ_BENCH_SHAPES, default "abcdej"; DLQ_BENCH_ITEMS, default
-//! 1,000,000), as in benches/shapes.rs: a 1,000 jobs; b one job; c a
+//! 1,000,000), as in dlq/benches/shapes.rs: a 1,000 jobs; b one job; c a
 //! signature per item; d an agent per attempt; e 20 attempts per item (a
 //! tenth of the items); f 100 KB of item_data on 1%; r as a in random time
 //! order; j 10,000 jobs.

@@ -1,9 +1,8 @@
 //! The integration suite: one binary that drives the real `dlq` in temporary
 //! directories (and the library through its public API), one module per area.
-//! The modules live in tests/tests/ so cargo does not build each as its own
+//! The modules live in dlq/tests/tests/ so cargo does not build each as its own
 //! test binary.
 
-#[cfg(feature = "tokio")]
 #[path = "tests/asynchronous.rs"]
 mod asynchronous;
 #[path = "tests/audit.rs"]

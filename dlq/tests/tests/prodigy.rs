@@ -1,10 +1,8 @@
 //! The Prodigy adapter (`dlqlite::compat::prodigy`, feature `prodigy`)
 //! through its public API only: Prodigy-shaped items in and out, stored in
 //! the dlqlite database its base path names, events to a logger, nothing
-//! created before the first write. Run with
-//! `cargo test --features prodigy --test tests prodigy`.
-
-#![cfg(feature = "prodigy")]
+//! created before the first write. Run with `cargo test --test tests
+//! prodigy`.
 
 use crate::common::TempDir;
 use chrono::{DateTime, Duration, Utc};

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 fn sample() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/legacy")
+    Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/..")).join("examples/legacy")
 }
 
 /// Every file under `root` (not following links) with its content hash.
@@ -320,7 +320,7 @@ fn hostile_ids_export_inside_the_directory() {
         "line\nbreak",
     ];
     // An empty id, or one holding NUL, could never be named on a command
-    // line: refused with the field (tests/tests/hostile.rs).
+    // line: refused with the field (dlq/tests/tests/hostile.rs).
     let long = "L".repeat(5000);
     let mut lines = String::new();
     for id in ids.iter().copied().chain([long.as_str()]) {

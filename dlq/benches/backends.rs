@@ -110,7 +110,10 @@ struct Cluster(Option<PathBuf>);
 impl Drop for Cluster {
     fn drop(&mut self) {
         if let Some(dir) = &self.0 {
-            let _ = Command::new("scripts/pg").arg("stop").arg(dir).status();
+            let _ = Command::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../scripts/pg"))
+                .arg("stop")
+                .arg(dir)
+                .status();
             let _ = std::fs::remove_dir_all(dir);
         }
     }
@@ -123,7 +126,7 @@ fn server() -> (String, Cluster) {
     let dir = bench_dir().join("pg-cluster");
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).expect("cluster dir");
-    let output = Command::new("scripts/pg")
+    let output = Command::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../scripts/pg"))
         .arg("start")
         .arg(&dir)
         .output()

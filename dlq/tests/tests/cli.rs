@@ -17,7 +17,7 @@ struct Fixture {
 fn fixture(label: &str) -> Fixture {
     let dir = TempDir::new(label);
     let db = dir.join("dlq.db");
-    let sample = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/legacy");
+    let sample = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/..")).join("examples/legacy");
     run(dlq(&db).arg("import").arg(&sample));
     // A job whose messages differ only in numbers, and an id shared with the sample.
     let timeouts = (0..6).map(|i| {

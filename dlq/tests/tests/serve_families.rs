@@ -9,7 +9,7 @@ use super::http::{enc, Server};
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-/// The rows the page shows (FAMILIES_SHOWN in src/cli/serve/insight.rs).
+/// The rows the page shows (FAMILIES_SHOWN in dlq/src/cli/serve/insight.rs).
 const SHOWN: usize = 50;
 
 /// An item whose one attempt has this error type and message.

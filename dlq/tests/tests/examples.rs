@@ -35,7 +35,7 @@ const EXIT_ONE: &[(&str, &str)] = &[
 
 /// The PostgreSQL database the examples name: each example that names it
 /// gets a fresh database on the test server instead (DLQ_TEST_PG_URL, see
-/// tests/tests/postgres.rs).
+/// dlq/tests/tests/postgres.rs).
 const EXAMPLE_PG_URL: &str = "postgres://dlq@db.internal/dlq";
 
 /// A fresh database on the test server for one example, holding the
@@ -74,7 +74,7 @@ fn example_pg_database(_: &Path) -> String {
 }
 
 fn repo() -> &'static Path {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
+    Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
 }
 
 fn copy_dir(from: &Path, to: &Path) {

@@ -301,7 +301,7 @@ fn the_migrations_part_is_the_miners() {
 fn reimport_keeps_family_ids_and_rebuild_mines_items_without_one() {
     let dir = TempDir::new("families-rebuild");
     let db = dir.join("dlq.db");
-    let tree = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/legacy");
+    let tree = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/..")).join("examples/legacy");
     run(dlq(&db).arg("import").arg(&tree));
     assert_sound(&db);
     let mined = families_of(&db);
@@ -400,7 +400,11 @@ fn a_rebuild_keeps_a_merged_split_part_to_its_value() {
         &db,
         "j",
         (0..10).map(|n| {
-            let word = if n % 2 == 0 { "alpha" } else { "beta" };
+            let word = if n % 2 == 0 {
+                "test_alpha"
+            } else {
+                "test_beta"
+            };
             failure(
                 &format!("t{n}"),
                 1,
@@ -417,7 +421,14 @@ fn a_rebuild_keeps_a_merged_split_part_to_its_value() {
     add_lines(
         &db,
         "j",
-        (0..2).map(|n| failure(&format!("d{n}"), 1, 2, "test delta failed on branch main")),
+        (0..2).map(|n| {
+            failure(
+                &format!("d{n}"),
+                1,
+                2,
+                "test test_delta failed on branch main",
+            )
+        }),
     );
     let delta = fam("d0");
     assert!(delta != alpha && delta != beta);
@@ -427,7 +438,7 @@ fn a_rebuild_keeps_a_merged_split_part_to_its_value() {
     add_lines(
         &db,
         "j",
-        [failure("e0", 1, 3, "test delta failed on branch main")],
+        [failure("e0", 1, 3, "test test_delta failed on branch main")],
     );
     assert_eq!(fam("e0"), delta);
     assert_sound(&db);

@@ -38,7 +38,7 @@ fn baseline(items: usize, parallel: usize) -> Duration {
 fn main() {
     let items = env_usize("DLQ_BENCH_ITEMS", 10_000);
     let parallel = 8;
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/bench-data");
+    let dir = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/..")).join("target/bench-data");
     std::fs::create_dir_all(&dir).expect("dir");
     let db = dir.join("retry.db");
     support::remove_db(&db);
