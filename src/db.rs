@@ -801,7 +801,7 @@ impl OpenCause for Error {
 }
 
 /// The highest migration version recorded in the database, if any.
-pub fn applied_schema_version(conn: &Connection) -> Result<Option<i64>> {
+pub(crate) fn applied_schema_version(conn: &Connection) -> Result<Option<i64>> {
     let has_table: bool = conn.query_row(
         "SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'refinery_schema_history')",
         [],
@@ -1130,4 +1130,10 @@ pub use checkpoint::{
     CHECKPOINT_AT_BYTES, CHECKPOINT_INTERVAL, RESET_AT_BYTES, URGENT_AT_BYTES, WAL_BOUND_BYTES,
 };
 #[cfg(feature = "postgres")]
-pub mod postgres;
+pub(crate) mod postgres;
+
+/// The schema version this build creates and understands on PostgreSQL.
+#[cfg(feature = "postgres")]
+pub fn supported_postgres_schema_version() -> i64 {
+    postgres::supported_schema_version()
+}

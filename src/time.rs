@@ -222,19 +222,6 @@ impl<'de> serde::Deserialize<'de> for Timestamp {
     }
 }
 
-impl rusqlite::ToSql for Timestamp {
-    fn to_sql(&self) -> rusqlite::Result<rusqlite::types::ToSqlOutput<'_>> {
-        Ok(rusqlite::types::ToSqlOutput::from(self.to_storage()))
-    }
-}
-
-impl rusqlite::types::FromSql for Timestamp {
-    fn column_result(value: rusqlite::types::ValueRef<'_>) -> rusqlite::types::FromSqlResult<Self> {
-        let text = value.as_str()?;
-        Timestamp::parse(text).map_err(|e| rusqlite::types::FromSqlError::Other(e.into()))
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

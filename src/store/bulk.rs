@@ -4,12 +4,12 @@
 //! `Dlq::write_bulk` (foreign key actions off: the children are deleted
 //! here).
 
+use super::sql::SqlValue as Value;
 use super::sql::{vals, Backend, Val};
 use super::write::WriteTx;
 use super::EventKind;
 use crate::error::Result;
 use rusqlite::params_from_iter;
-use rusqlite::types::Value;
 use serde::Serialize;
 
 /// From this share of the table on, a bulk delete rebuilds the indexes of
@@ -207,7 +207,10 @@ fn delete(
     // `condition` is SQL built from fixed fragments; the values are bound.
     let select =
         format!("INSERT INTO temp.doomed_ids (id) SELECT i.id FROM items i WHERE 1 = 1{condition}");
-    let doomed = conn.execute(&select, params_from_iter(values.iter()))?;
+    let doomed = conn.execute(
+        &select,
+        params_from_iter(values.iter().map(Val::from_value)),
+    )?;
     if doomed == 0 {
         return Ok(0);
     }
@@ -221,7 +224,7 @@ fn delete(
          SELECT ?1, ?2, i.job_id, i.item_id,
              json_patch(json_object('error_signature', i.error_signature, 'last_attempt', i.last_attempt), ?3)
          FROM temp.doomed_ids d CROSS JOIN items i ON i.id = d.id ORDER BY d.id",
-        rusqlite::params![tx.now(), kind, extra.to_string()],
+        rusqlite::params![tx.now().to_storage(), kind.as_str(), extra.to_string()],
     )?;
     step(DeleteStep::UpdatingCounters, doomed);
     super::counters::subtract_doomed(conn)?;

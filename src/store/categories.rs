@@ -79,21 +79,6 @@ impl std::str::FromStr for Category {
     }
 }
 
-impl rusqlite::ToSql for Category {
-    fn to_sql(&self) -> rusqlite::Result<rusqlite::types::ToSqlOutput<'_>> {
-        Ok(self.as_str().into())
-    }
-}
-
-impl rusqlite::types::FromSql for Category {
-    fn column_result(value: rusqlite::types::ValueRef<'_>) -> rusqlite::types::FromSqlResult<Self> {
-        let text = value.as_str()?;
-        text.parse().map_err(|_| {
-            rusqlite::types::FromSqlError::Other(format!("unknown category {text:?}").into())
-        })
-    }
-}
-
 /// The category of the item `i` (an `items AS i` query): that of its last
 /// attempt's error type, 'unclassified' without a row or without attempts.
 /// One primary-key lookup per item.

@@ -12,11 +12,11 @@
 //! ids as the keys: so the two never take each other's news or baseline,
 //! and the schema did not change for them.
 
+use super::sql::SqlValue as Value;
 use super::sql::{vals, Backend, Row, Val};
 use super::{Dlq, EventKind, ListFilter};
 use crate::error::Result;
 use crate::time::Timestamp;
-use rusqlite::types::Value;
 use serde::Serialize;
 use std::collections::BTreeMap;
 

@@ -164,12 +164,6 @@ impl std::str::FromStr for EventKind {
     }
 }
 
-impl rusqlite::ToSql for EventKind {
-    fn to_sql(&self) -> rusqlite::Result<rusqlite::types::ToSqlOutput<'_>> {
-        Ok(self.as_str().into())
-    }
-}
-
 /// Which events [`Dlq::events_page`] lists (empty: all).
 #[derive(Clone, Debug, Default)]
 pub struct EventQuery {
@@ -224,7 +218,7 @@ impl Dlq {
     ) -> Result<Vec<Event>> {
         let mut sql =
             String::from("SELECT id, time, kind, job_id, item_id, detail FROM events WHERE 1 = 1");
-        let mut values: Vec<rusqlite::types::Value> = Vec::new();
+        let mut values: Vec<super::sql::SqlValue> = Vec::new();
         if let Some(item) = &query.item_id {
             sql.push_str(" AND item_id = ?");
             values.push(item.clone().into());

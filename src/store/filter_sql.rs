@@ -5,10 +5,10 @@
 //! column expressions below, and every literal (and every path into
 //! item_data) is a bound parameter.
 
+use super::sql::SqlValue as Value;
 use super::Backend;
 use crate::filter::{AttemptColumn, Column, Expr, Field, Literal, Op};
 use crate::time::Timestamp;
-use rusqlite::types::Value;
 
 impl Column {
     /// The column's expression in an item query.
@@ -186,9 +186,9 @@ pub(crate) fn push_time_bound(
     op: Op,
     time: crate::time::Timestamp,
     sql: &mut String,
-    values: &mut Vec<rusqlite::types::Value>,
+    values: &mut Vec<Value>,
 ) {
-    let text = rusqlite::types::Value::Text(time.to_storage());
+    let text = Value::Text(time.to_storage());
     sql.push_str(" AND ");
     match backend {
         Backend::Postgres => {

@@ -6,13 +6,13 @@
 
 use super::columns::{columns, sql};
 use super::rows::{self, StoredItem};
+use super::sql::SqlValue as Value;
 use super::sql::{vals, Val};
 use super::EventKind;
 use super::{Category, Dlq};
 use crate::error::{Error, Result};
 use crate::model::DeadLetteredItem;
 use crate::time::Timestamp;
-use rusqlite::types::Value;
 use serde::Serialize;
 use std::collections::VecDeque;
 

@@ -491,7 +491,7 @@ impl Dlq {
             let removed = super::bulk::delete_items(
                 tx,
                 " AND i.job_id = ?",
-                &[rusqlite::types::Value::Text(job_id.to_string())],
+                &[super::sql::SqlValue::Text(job_id.to_string())],
                 EventKind::Cleared,
                 serde_json::json!({}),
             )?;
@@ -560,9 +560,9 @@ fn eviction_selection(
     let (mut count, mut sum, mut max) = (0u64, 0i64, 0i64);
     for (job, excess) in evictions_for(conn, job_id, max_items)? {
         let values = [
-            rusqlite::types::Value::Text(job),
-            rusqlite::types::Value::Integer(excess),
-            rusqlite::types::Value::Integer(0),
+            super::sql::SqlValue::Text(job),
+            super::sql::SqlValue::Integer(excess),
+            super::sql::SqlValue::Integer(0),
         ];
         let (n, s, m) = super::selection::fingerprint(conn, &condition, &values)?;
         count += n;

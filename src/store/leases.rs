@@ -4,12 +4,12 @@
 //! holds or whose lease has expired, so two runs never hold one item.
 
 use super::rows;
+use super::sql::SqlValue as Value;
 use super::sql::{vals, Val};
 use super::{Dlq, EventKind, JobItem, ListFilter};
 use crate::error::Result;
 use crate::model::FailureDetail;
 use crate::time::Timestamp;
-use rusqlite::types::Value;
 use serde::Serialize;
 
 /// Counts a run keeps.
@@ -70,23 +70,6 @@ impl RunStatus {
 impl std::fmt::Display for RunStatus {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.as_str())
-    }
-}
-
-impl rusqlite::ToSql for RunStatus {
-    fn to_sql(&self) -> rusqlite::Result<rusqlite::types::ToSqlOutput<'_>> {
-        Ok(self.as_str().into())
-    }
-}
-
-impl rusqlite::types::FromSql for RunStatus {
-    fn column_result(value: rusqlite::types::ValueRef<'_>) -> rusqlite::types::FromSqlResult<Self> {
-        let name = value.as_str()?;
-        RunStatus::from_name(name).ok_or_else(|| {
-            rusqlite::types::FromSqlError::Other(
-                format!("retry_runs.status {name:?} is not a run status").into(),
-            )
-        })
     }
 }
 

@@ -99,6 +99,7 @@ pub use retention::{
 };
 pub use selection::{ActionReport, Selection, Target, MAX_NAMED_ITEMS};
 pub use space::{Space, VacuumReport};
+pub use sql::SqlValue;
 pub use stats::{Stats, StatsHead, StatsPart};
 pub use take::{ReadItem, TakeOptions, TakenItem};
 pub use write::{AddOutcome, AddReport, CapacityRaised, EvictedItem, WriteTx};

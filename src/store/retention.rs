@@ -17,13 +17,13 @@
 use super::bulk::delete_items;
 use super::categories::ITEM_CATEGORY_SQL;
 use super::filter_sql::push_time_bound;
+use super::sql::SqlValue as Value;
 use super::sql::{vals, Backend, Conn, Row, Val};
 use super::write::WriteTx;
 use super::{Category, Dlq, EventKind};
 use crate::error::{Error, Result};
 use crate::filter::Op;
 use crate::time::Timestamp;
-use rusqlite::types::Value;
 use serde::Serialize;
 
 /// One row of `retention_policies`.

@@ -9,12 +9,12 @@
 
 use super::bulk;
 use super::items::{ListFilter, MarkRequest};
+use super::sql::SqlValue as Value;
 use super::sql::{vals, Backend, Conn, Val};
 use super::write::WriteTx;
 use super::{Dlq, EventKind};
 use crate::error::{Error, Result};
 use crate::time::Timestamp;
-use rusqlite::types::Value;
 use serde::Serialize;
 
 /// The most items a [`Target::Items`] may name (two bound values each).

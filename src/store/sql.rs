@@ -110,16 +110,49 @@ macro_rules! vals {
 }
 pub(crate) use vals;
 
+/// A value the filter compiler and the statements built at run time bind:
+/// no backend's own type, so a compiled [`super::Condition`] can be read
+/// (and run) without knowing which backend will run it.
+#[derive(Clone, Debug, PartialEq)]
+pub enum SqlValue {
+    Null,
+    Integer(i64),
+    Real(f64),
+    Text(String),
+}
+
+impl From<i64> for SqlValue {
+    fn from(v: i64) -> Self {
+        SqlValue::Integer(v)
+    }
+}
+
+impl From<f64> for SqlValue {
+    fn from(v: f64) -> Self {
+        SqlValue::Real(v)
+    }
+}
+
+impl From<String> for SqlValue {
+    fn from(v: String) -> Self {
+        SqlValue::Text(v)
+    }
+}
+
+impl From<&str> for SqlValue {
+    fn from(v: &str) -> Self {
+        SqlValue::Text(v.to_string())
+    }
+}
+
 impl<'a> Val<'a> {
-    /// A value of the filter compiler's (which builds rusqlite values).
-    pub fn from_value(value: &'a rusqlite::types::Value) -> Self {
-        use rusqlite::types::Value as V;
+    /// A value of the filter compiler's.
+    pub fn from_value(value: &'a SqlValue) -> Self {
         match value {
-            V::Null => Val::Null,
-            V::Integer(v) => Val::Int(*v),
-            V::Real(v) => Val::Real(*v),
-            V::Text(v) => Val::Text(v),
-            V::Blob(v) => Val::Text(std::str::from_utf8(v).unwrap_or_default()),
+            SqlValue::Null => Val::Null,
+            SqlValue::Integer(v) => Val::Int(*v),
+            SqlValue::Real(v) => Val::Real(*v),
+            SqlValue::Text(v) => Val::Text(v),
         }
     }
 }
@@ -231,7 +264,15 @@ impl Row<'_> {
 
     pub fn opt_ts(&self, idx: usize) -> Result<Option<Timestamp>> {
         if let Row::Sqlite(row) = self {
-            return Ok(row.get(idx)?);
+            // Parsed in place, without a copy of the text.
+            let text = row
+                .get_ref(idx)?
+                .as_str_or_null()
+                .map_err(|e| bad_column(idx, "a timestamp", &e.to_string()))?;
+            return text
+                .map(Timestamp::parse)
+                .transpose()
+                .map_err(|e| bad_column(idx, "a timestamp", &e));
         }
         match self.value(idx)? {
             Value::Null => Ok(None),

@@ -6,11 +6,11 @@
 //! so one that fails again keeps counting its attempts.
 
 use super::items::ListFilter;
+use super::sql::SqlValue as Value;
 use super::sql::{vals, Backend, Val};
 use super::Dlq;
 use super::EventKind;
 use crate::error::{Error, Result};
-use rusqlite::types::Value;
 use serde::Serialize;
 
 /// What [`Dlq::take_eligible`] takes.

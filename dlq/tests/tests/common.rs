@@ -507,7 +507,7 @@ pub fn json_at(column: &str, path: &str, number: bool) -> String {
 /// The newest schema version this build has for the backend under test.
 pub fn supported_schema_version() -> i64 {
     if on_postgres() {
-        dlqlite::db::postgres::supported_schema_version()
+        dlqlite::db::supported_postgres_schema_version()
     } else {
         dlqlite::db::supported_schema_version()
     }

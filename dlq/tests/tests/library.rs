@@ -592,6 +592,9 @@ fn list_sees_every_item_once_while_merges_run() {
         dlq.add_many(job, &items).unwrap();
     }
     let stop = std::sync::atomic::AtomicBool::new(false);
+    // Merges so far: the walk waits for a few at each of its pauses, so
+    // they land during the walk however loaded the machine is.
+    let progress = std::sync::atomic::AtomicUsize::new(0);
     for filter in [
         dlqlite::ListFilter {
             job_id: Some("a".into()),
@@ -619,6 +622,7 @@ fn list_sees_every_item_once_while_merges_run() {
                             dlqlite::DeadLetteredItem::from_json_str(&value.to_string()).unwrap();
                         dlq.add("a", &newer).unwrap();
                         merged += 1;
+                        progress.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                         if stop.load(std::sync::atomic::Ordering::Relaxed) {
                             break;
                         }
@@ -633,7 +637,13 @@ fn list_sees_every_item_once_while_merges_run() {
                 seen.push((summary.job_id, summary.item_id));
                 // A slow consumer: merges land between pages.
                 if seen.len() % 256 == 0 {
-                    std::thread::sleep(Duration::from_millis(20));
+                    let before = progress.load(std::sync::atomic::Ordering::Relaxed);
+                    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+                    while progress.load(std::sync::atomic::Ordering::Relaxed) < before + 3
+                        && std::time::Instant::now() < deadline
+                    {
+                        std::thread::sleep(Duration::from_millis(2));
+                    }
                 }
             }
             stop.store(true, std::sync::atomic::Ordering::Relaxed);

@@ -317,7 +317,7 @@ fn random_filters_never_panic_and_never_run_injected_sql() {
                 let sql = format!("SELECT COUNT(*) FROM items i WHERE {}", condition.sql);
                 let counted = conn.query_row(
                     &sql,
-                    rusqlite::params_from_iter(condition.values.iter()),
+                    rusqlite::params_from_iter(condition.values.iter().map(to_rusqlite)),
                     |r| r.get::<_, i64>(0),
                 );
                 let intact: i64 = conn
@@ -374,4 +374,16 @@ fn any_text_quoted_for_a_filter_parses_back_to_itself() {
     QuickCheck::new()
         .tests(5000)
         .quickcheck(property as fn(String) -> bool);
+}
+
+/// A compiled filter's value, bound with rusqlite by hand.
+fn to_rusqlite(value: &dlqlite::store::SqlValue) -> rusqlite::types::Value {
+    use dlqlite::store::SqlValue;
+    use rusqlite::types::Value;
+    match value {
+        SqlValue::Null => Value::Null,
+        SqlValue::Integer(v) => Value::Integer(*v),
+        SqlValue::Real(v) => Value::Real(*v),
+        SqlValue::Text(v) => Value::Text(v.clone()),
+    }
 }
