@@ -18,6 +18,7 @@
 
 #[cfg(feature = "tokio")]
 pub mod asynchronous;
+pub mod check;
 pub mod classify;
 #[cfg(feature = "prodigy")]
 pub mod compat;

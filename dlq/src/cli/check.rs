@@ -6,7 +6,7 @@ use super::output::{note, parse_filter, plural, print_json, thousands};
 use super::term::span;
 use super::Context;
 use anyhow::{Context as _, Result};
-use dlqlite::ListFilter;
+use dlqlite::check::{Breach, MaxNew, Thresholds};
 use serde_json::{json, Value};
 use std::io::Write;
 use std::process::ExitCode;
@@ -105,8 +105,9 @@ fn parse_window(text: &str) -> std::result::Result<u64, String> {
     }
 }
 
-/// One threshold that does not hold.
-struct Breach {
+/// A breach as `dlq check` prints it: a line for people, and the JSON
+/// object for machines.
+struct Shown {
     check: &'static str,
     job_id: Option<String>,
     value: Value,
@@ -116,7 +117,7 @@ struct Breach {
     extra: serde_json::Map<String, Value>,
 }
 
-impl Breach {
+impl Shown {
     fn to_json(&self) -> Value {
         let mut object = serde_json::Map::new();
         object.insert("check".into(), json!(self.check));
@@ -175,12 +176,12 @@ pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
 
 /// Prints the verdict and returns its exit code. Lines that cannot be
 /// written (a closed stdout) do not change the verdict.
-fn report(args: &Args, breaches: &[Breach]) -> ExitCode {
+fn report(args: &Args, breaches: &[Shown]) -> ExitCode {
     if args.json {
         let _ = print_json(&json!({
             "ok": breaches.is_empty(),
             "status": if breaches.is_empty() { "ok" } else { "breach" },
-            "breaches": breaches.iter().map(Breach::to_json).collect::<Vec<_>>(),
+            "breaches": breaches.iter().map(Shown::to_json).collect::<Vec<_>>(),
         }));
     } else {
         let mut out = std::io::BufWriter::new(std::io::stdout().lock());
@@ -196,12 +197,13 @@ fn report(args: &Args, breaches: &[Breach]) -> ExitCode {
     }
 }
 
-/// Tests every threshold given (all of them, whatever the first found).
+/// Tests every threshold given (all of them, whatever the first found):
+/// the library's [`dlqlite::check`], shown.
 fn evaluate(
     args: &Args,
     expression: Option<dlqlite::filter::Expr>,
     ctx: &Context,
-) -> Result<Vec<Breach>> {
+) -> Result<Vec<Shown>> {
     let dlq = if args.new_signature || args.new_family {
         ctx.open_existing_to_write().context(
             "--new-signature and --new-family record what they saw in the database, which must be writable",
@@ -209,174 +211,135 @@ fn evaluate(
     } else {
         ctx.open_existing()?
     };
-    let job_id = args.job_id.as_deref();
-    if let Some(job) = job_id {
-        dlq.require_job(job)?;
-    }
-    let now = dlq.age_now();
-    let mut breaches = Vec::new();
-    let only = |job: &str| ListFilter {
-        job_id: Some(job.to_string()),
-        expression: expression.clone(),
-        ..ListFilter::default()
+    let thresholds = Thresholds {
+        job_id: args.job_id.clone(),
+        filter: expression,
+        max_items: args.max_items,
+        max_age: args.max_age,
+        max_new: args
+            .max_new
+            .zip(args.per)
+            .map(|(limit, per)| MaxNew { limit, per }),
+        new_signature: args.new_signature,
+        new_family: args.new_family,
+        name: args.name.clone(),
     };
-    if let Some(limit) = args.max_items {
-        for job in dlq.jobs()? {
-            if job_id.is_some_and(|wanted| wanted != job.job_id) {
-                continue;
-            }
-            let items = match expression {
-                // The job's counter: no items read.
-                None => u64::try_from(job.item_count).unwrap_or(0),
-                Some(_) => dlq.count_matching(&only(&job.job_id))?,
-            };
-            if items > limit {
-                breaches.push(Breach {
-                    check: "max_items",
-                    line: format!(
-                        "job {}: {} > {}",
-                        job.job_id,
-                        plural(items, "item"),
-                        thousands(limit)
-                    ),
-                    job_id: Some(job.job_id),
-                    value: json!(items),
-                    limit: json!(limit),
-                    extra: Default::default(),
-                });
-            }
-        }
+    let found = dlq.check(&thresholds)?;
+    if let Some(recorded) = found.signature_baseline {
+        note(&format!(
+            "dlq: check {:?}: no earlier check of this name and scope to compare with: \
+             recorded {} as the baseline; new ones are reported from the next check",
+            args.name,
+            plural(recorded as u64, "signature")
+        ));
     }
-    if let Some(limit) = args.max_age {
-        let oldest = match expression {
-            None => dlq.oldest_items(job_id)?,
-            Some(_) => {
-                let mut oldest = Vec::new();
-                for job in dlq.jobs()? {
-                    if job_id.is_some_and(|wanted| wanted != job.job_id) {
-                        continue;
-                    }
-                    oldest.extend(dlq.oldest_matching(&only(&job.job_id))?);
-                }
-                oldest
+    if let Some(recorded) = found.family_baseline {
+        note(&format!(
+            "dlq: check {:?}: no earlier family check of this name and scope to compare with: \
+             recorded {} as the baseline; new ones are reported from the next check",
+            args.name,
+            match recorded {
+                1 => "1 family".to_string(),
+                n => format!("{} families", thousands(n as u64)),
             }
-        };
-        for item in oldest {
-            // To the second: an item exactly at the limit holds.
-            let age = (now.datetime() - item.first_attempt.datetime())
-                .num_seconds()
-                .max(0)
-                .unsigned_abs();
-            if age > limit {
-                let mut extra = serde_json::Map::new();
-                extra.insert("item_id".into(), json!(item.item_id));
-                extra.insert("first_attempt".into(), json!(item.first_attempt));
-                breaches.push(Breach {
-                    check: "max_age",
-                    line: format!(
-                        "job {}: oldest item {} > {}",
-                        item.job_id,
-                        age_over(age, limit),
-                        span(limit)
-                    ),
-                    job_id: Some(item.job_id),
-                    value: json!(age),
-                    limit: json!(limit),
-                    extra,
-                });
-            }
-        }
+        ));
     }
-    if let (Some(limit), Some(per)) = (args.max_new, args.per) {
-        let since = now.minus_seconds(i64::try_from(per).unwrap_or(i64::MAX));
-        for (job, arrived) in dlq.arrivals_since(since, job_id)? {
-            if arrived > limit {
-                let mut extra = serde_json::Map::new();
-                extra.insert("per".into(), json!(per));
-                breaches.push(Breach {
-                    check: "max_new",
-                    line: format!(
-                        "job {job}: {} in the last {} > {}",
-                        plural(arrived, "new item"),
-                        span(per),
-                        thousands(limit)
-                    ),
-                    job_id: Some(job),
-                    value: json!(arrived),
-                    limit: json!(limit),
-                    extra,
-                });
-            }
+    Ok(found
+        .breaches
+        .into_iter()
+        .map(|breach| shown(args, breach))
+        .collect())
+}
+
+/// A breach's line and JSON object.
+fn shown(args: &Args, breach: Breach) -> Shown {
+    let check = breach.check();
+    let mut extra = serde_json::Map::new();
+    let (job_id, value, limit, line) = match breach {
+        Breach::MaxItems {
+            job_id,
+            items,
+            limit,
+        } => {
+            let line = format!(
+                "job {job_id}: {} > {}",
+                plural(items, "item"),
+                thousands(limit)
+            );
+            (Some(job_id), json!(items), json!(limit), line)
         }
-    }
-    if args.new_signature {
-        let news = dlq.new_signatures(&args.name, job_id)?;
-        if news.baseline {
-            note(&format!(
-                "dlq: check {:?}: no earlier check of this name and scope to compare with: \
-                 recorded {} as the baseline; new ones are reported from the next check",
-                args.name,
-                plural(news.recorded, "signature")
-            ));
+        Breach::MaxAge {
+            job_id,
+            item_id,
+            first_attempt,
+            age,
+            limit,
+        } => {
+            extra.insert("item_id".into(), json!(item_id));
+            extra.insert("first_attempt".into(), json!(first_attempt));
+            let line = format!(
+                "job {job_id}: oldest item {} > {}",
+                age_over(age, limit),
+                span(limit)
+            );
+            (Some(job_id), json!(age), json!(limit), line)
         }
-        let signatures: Vec<String> = news.new.iter().map(|s| s.error_signature.clone()).collect();
-        let samples = dlq.signature_samples(job_id, &signatures)?;
-        for (signature, sample) in news.new.into_iter().zip(samples) {
+        Breach::MaxNew {
+            job_id,
+            arrived,
+            per,
+            limit,
+        } => {
+            extra.insert("per".into(), json!(per));
+            let line = format!(
+                "job {job_id}: {} in the last {} > {}",
+                plural(arrived, "new item"),
+                span(per),
+                thousands(limit)
+            );
+            (Some(job_id), json!(arrived), json!(limit), line)
+        }
+        Breach::NewSignature { signature, sample } => {
             let message = sample.message.as_deref().map(short).unwrap_or_default();
-            let mut extra = serde_json::Map::new();
             extra.insert("items".into(), json!(signature.items));
             extra.insert("error_type".into(), json!(sample.error_type));
             extra.insert("message".into(), json!(sample.message));
-            breaches.push(Breach {
-                check: "new_signature",
-                line: format!(
-                    // Quoted with its own quotes escaped: one line a
-                    // script can split whatever the message holds.
-                    "new signature {} {message:?} since the last check",
-                    signature.error_signature
-                ),
-                job_id: args.job_id.clone(),
-                value: json!(signature.error_signature),
-                limit: Value::Null,
-                extra,
-            });
+            // Quoted with its own quotes escaped: one line a script can
+            // split whatever the message holds.
+            let line = format!(
+                "new signature {} {message:?} since the last check",
+                signature.error_signature
+            );
+            let value = json!(signature.error_signature);
+            (args.job_id.clone(), value, Value::Null, line)
         }
-    }
-    if args.new_family {
-        let news = dlq.new_families(&args.name, job_id)?;
-        if news.baseline {
-            note(&format!(
-                "dlq: check {:?}: no earlier family check of this name and scope to compare with: \
-                 recorded {} as the baseline; new ones are reported from the next check",
-                args.name,
-                match news.recorded {
-                    1 => "1 family".to_string(),
-                    n => format!("{} families", thousands(n as u64)),
-                }
-            ));
-        }
-        for family in news.new {
-            let mut extra = serde_json::Map::new();
+        Breach::NewFamily(family) => {
             extra.insert("items".into(), json!(family.items));
             extra.insert("template".into(), json!(family.template));
             extra.insert("error_type".into(), json!(family.error_type));
             extra.insert("first_seen".into(), json!(family.first_seen));
-            breaches.push(Breach {
-                check: "new_family",
-                line: format!(
-                    "new family {} {:?} ({}) since the last check",
-                    family.family_id,
-                    short(&family.template),
-                    plural(family.items, "item")
-                ),
-                job_id: args.job_id.clone(),
-                value: json!(family.family_id),
-                limit: Value::Null,
-                extra,
-            });
+            let line = format!(
+                "new family {} {:?} ({}) since the last check",
+                family.family_id,
+                short(&family.template),
+                plural(family.items, "item")
+            );
+            (
+                args.job_id.clone(),
+                json!(family.family_id),
+                Value::Null,
+                line,
+            )
         }
+    };
+    Shown {
+        check,
+        job_id,
+        value,
+        limit,
+        line,
+        extra,
     }
-    Ok(breaches)
 }
 
 /// An age over its limit as `--relative` shows it, or to the second when

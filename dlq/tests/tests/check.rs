@@ -560,3 +560,111 @@ fn new_families_are_news_once_and_kept_apart_from_signatures() {
     let refused = check(&db, &["--new-family", "--name", "a\u{1f}families"]);
     assert_eq!(refused.status.code(), Some(2), "{}", stderr(&refused));
 }
+
+/// The thresholds are the library's (`Dlq::check`): the same breaches
+/// through the API, each with its numbers, and thresholds it cannot check
+/// refused as invalid input.
+#[test]
+fn the_library_checks_the_same_thresholds() {
+    use dlqlite::check::{Breach, MaxNew, Thresholds};
+    let dir = TempDir::new("check-api");
+    let db = jobs(&dir, 5);
+    let dlq = dlqlite::Dlq::open(crate::common::target(&db)).unwrap();
+    let report = dlq
+        .check(&Thresholds {
+            max_items: Some(4),
+            max_new: Some(MaxNew {
+                limit: 100,
+                per: 3_600,
+            }),
+            name: "api".into(),
+            ..Thresholds::default()
+        })
+        .unwrap();
+    assert_eq!(
+        report.breaches,
+        [Breach::MaxItems {
+            job_id: "j".into(),
+            items: 5,
+            limit: 4
+        }]
+    );
+    // A filter narrows the count: two of j's items.
+    let narrowed = dlq
+        .check(&Thresholds {
+            max_items: Some(1),
+            job_id: Some("j".into()),
+            filter: Some(dlqlite::filter::parse(r#"item_id == "i0" or item_id == "i1""#).unwrap()),
+            name: "api".into(),
+            ..Thresholds::default()
+        })
+        .unwrap();
+    assert_eq!(
+        narrowed.breaches,
+        [Breach::MaxItems {
+            job_id: "j".into(),
+            items: 2,
+            limit: 1
+        }]
+    );
+    // The first news run is a baseline; an item of a new cause is news once.
+    let news = Thresholds {
+        new_family: true,
+        name: "api".into(),
+        ..Thresholds::default()
+    };
+    let first = dlq.check(&news).unwrap();
+    assert_eq!(first.family_baseline, Some(2), "{first:?}");
+    assert!(first.breaches.is_empty());
+    add_lines(
+        &db,
+        "k",
+        [item(
+            "y",
+            1,
+            "2025-06-02T00:00:00Z",
+            "disk quota exceeded on /var",
+        )],
+    );
+    let second = dlq.check(&news).unwrap();
+    assert_eq!(second.family_baseline, None);
+    assert!(
+        matches!(&second.breaches[..], [Breach::NewFamily(f)] if f.items == 1),
+        "{second:?}"
+    );
+    assert!(dlq.check(&news).unwrap().breaches.is_empty(), "news once");
+    for bad in [
+        Thresholds::default(),
+        Thresholds {
+            max_items: Some(1),
+            ..Thresholds::default()
+        },
+        Thresholds {
+            max_items: Some(1),
+            name: "a\u{1f}b".into(),
+            ..Thresholds::default()
+        },
+        Thresholds {
+            new_family: true,
+            filter: Some(dlqlite::filter::parse("failure_count > 1").unwrap()),
+            name: "x".into(),
+            ..Thresholds::default()
+        },
+    ] {
+        let error = dlq.check(&bad).unwrap_err();
+        assert_eq!(
+            error.kind(),
+            dlqlite::ErrorKind::InvalidInput,
+            "{bad:?}: {error}"
+        );
+    }
+    let missing = dlq
+        .check(&Thresholds {
+            max_items: Some(1),
+            job_id: Some("nope".into()),
+            name: "x".into(),
+            ..Thresholds::default()
+        })
+        .unwrap_err();
+    assert_eq!(missing.kind(), dlqlite::ErrorKind::NotFound, "{missing}");
+}
