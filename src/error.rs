@@ -147,6 +147,11 @@ pub enum Error {
     #[error("invalid {what}: {reason}")]
     InvalidArgument { what: String, reason: String },
 
+    /// A follower's cursor file ([`crate::watch::Cursor`]) cannot be read,
+    /// written, or used with this database.
+    #[error("cursor {}: {reason}", .path.display())]
+    Cursor { path: PathBuf, reason: String },
+
     /// The item does not exist.
     #[error("item {item_id:?} not found{}", job_hint(.job_id))]
     ItemNotFound {
@@ -331,6 +336,7 @@ impl Error {
             Error::Io { source, .. } => io_kind(source),
             Error::InvalidItem { .. }
             | Error::InvalidArgument { .. }
+            | Error::Cursor { .. }
             | Error::AmbiguousItem { .. }
             | Error::Filter(_) => ErrorKind::InvalidInput,
             Error::ItemNotFound { .. }

@@ -14,6 +14,10 @@
 //! a watcher whose position falls inside the trimmed part stops with
 //! [`Error::EventsTrimmed`] rather than skip what it never saw.
 
+mod cursor;
+
+pub use cursor::{log_start, Cursor, Notice};
+
 use crate::error::{Error, Result};
 use crate::filter::{Column, Expr, Field, Literal, Op};
 use crate::retry::pipes::Pipes;

@@ -5,9 +5,9 @@
 use super::output::{note, parse_filter};
 use super::table::{self, Kind};
 use super::{term, Context};
-use anyhow::{Context as _, Result};
+use anyhow::Result;
 use dlqlite::store::{Event, ItemSummary};
-use dlqlite::watch::{Hook, HookOutcome, Seen, WatchOptions, Watcher};
+use dlqlite::watch::{log_start, Cursor, Hook, HookOutcome, Notice, Seen, WatchOptions, Watcher};
 use dlqlite::Dlq;
 use serde_json::json;
 use std::io::Write;
@@ -145,13 +145,16 @@ pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
     // The file opened: a watch that went on reading a database removed or
     // replaced under it would print nothing ever again.
     // (A database on a server has no file to be replaced.)
-    let identity = file_identity(ctx.db_path());
+    let identity = dlqlite::db::file_id(ctx.db_path());
     let on_file = dlq.backend() == dlqlite::store::Backend::Sqlite;
-    let cursor = args
-        .since_cursor
-        .as_deref()
-        .map(|path| Cursor::open(path, &dlq, ctx.db_path(), args.from_start))
-        .transpose()?;
+    let cursor = match args.since_cursor.as_deref() {
+        Some(path) => {
+            let (cursor, notice) = Cursor::open(path, &dlq, ctx.db_path(), args.from_start)?;
+            tell(notice, Some(path));
+            Some(cursor)
+        }
+        None => None,
+    };
     if let Some(job_id) = &args.job_id {
         if !job_has_anything(&dlq, job_id)? {
             // Not an error (the job may come later), but a typo must show.
@@ -161,8 +164,12 @@ pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
         }
     }
     let start = match &cursor {
-        Some(cursor) => cursor.saved,
-        None if args.from_start => log_start(&dlq)?,
+        Some(cursor) => cursor.position(),
+        None if args.from_start => {
+            let (start, notice) = log_start(&dlq)?;
+            tell(notice, None);
+            start
+        }
         None => dlq.last_event_id()?,
     };
     let hook = args
@@ -290,19 +297,13 @@ const IDENTITY_CHECK: Duration = Duration::from_secs(1);
 /// An error when the file at `path` is no longer the one watched (removed,
 /// or another file moved over it).
 fn still_the_database(path: &Path, identity: Option<(u64, u64)>) -> Result<()> {
-    if identity.is_none() || file_identity(path) != identity {
+    if identity.is_none() || dlqlite::db::file_id(path) != identity {
         anyhow::bail!(
             "database {} was removed or replaced while being watched; restart the watch",
             path.display()
         );
     }
     Ok(())
-}
-
-/// The (device, inode) of the file at `path`; `None` when there is none.
-fn file_identity(path: &Path) -> Option<(u64, u64)> {
-    use std::os::unix::fs::MetadataExt;
-    std::fs::metadata(path).ok().map(|m| (m.dev(), m.ino()))
 }
 
 /// Whether the job has a dead letter or an event yet (one indexed lookup
@@ -464,232 +465,25 @@ fn json_line(seen: &Seen) -> serde_json::Value {
     line
 }
 
-/// `--since-cursor FILE`: the last event handled, and the time of that
-/// event (events are never rewritten, so a database whose event of that id
-/// has another time, or none, is not the one the cursor was kept for).
-struct Cursor {
-    path: PathBuf,
-    saved: i64,
-    database: String,
-}
-
-impl Cursor {
-    /// Reads FILE, or creates it at the starting point (the end of the log,
-    /// or the start with `from_start`) when it is missing.
-    fn open(path: &Path, dlq: &Dlq, db_path: &Path, from_start: bool) -> Result<Self> {
-        let database = match dlq.backend() {
-            // A URL is kept without its password.
-            dlqlite::store::Backend::Postgres => {
-                dlqlite::db::redacted_url(&db_path.to_string_lossy())
-            }
-            dlqlite::store::Backend::Sqlite => std::fs::canonicalize(db_path)
-                .unwrap_or_else(|_| db_path.to_path_buf())
-                .display()
-                .to_string(),
-        };
-        let shown = path.display().to_string();
-        // Everywhere else `-` is stdout; a cursor written there would land
-        // between the events it follows.
-        if path == Path::new("-") {
-            anyhow::bail!(
-                "--since-cursor -: a cursor is a file dlq reads back, not stdout; name a file"
-            );
-        }
-        match read_no_follow(path) {
-            Ok(text) => {
-                let value: serde_json::Value = serde_json::from_str(&text)
-                    .ok()
-                    .filter(|v: &serde_json::Value| v.is_object())
-                    .with_context(|| format!("cursor {shown}: not a dlq watch cursor"))?;
-                let id = value["event_id"]
-                    .as_i64()
-                    .filter(|id| *id >= 0)
-                    .with_context(|| format!("cursor {shown}: no event_id"))?;
-                let time = value["event_time"].as_str().unwrap_or("");
-                let event = match id {
-                    0 => None,
-                    id => dlq.event(id)?,
-                };
-                let trimmed = event.is_none() && trimmed_past(dlq, &shown, id, time)?;
-                if id > 0 && !trimmed {
-                    let why = match event {
-                        None => "is not in this one",
-                        Some(e) if e.time.to_storage() != time => "has another time here",
-                        Some(_) => "",
-                    };
-                    if !why.is_empty() {
-                        anyhow::bail!(
-                            "cursor {shown} was kept for another database ({}): its event {id} \
-                             {why}; remove the file to start afresh",
-                            value["database"].as_str().unwrap_or("unknown")
-                        );
-                    }
-                }
-                let mut cursor = Cursor {
-                    path: path.to_path_buf(),
-                    saved: id,
-                    database,
-                };
-                // Written once now, unchanged: a cursor that cannot be
-                // written must stop the watch before a hook runs, not after
-                // (a restarted service would run that hook again and again).
-                cursor.write(dlq, id)?;
-                Ok(cursor)
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                let start = if from_start {
-                    log_start(dlq)?
-                } else {
-                    dlq.last_event_id()?
-                };
-                let mut cursor = Cursor {
-                    path: path.to_path_buf(),
-                    saved: -1,
-                    database,
-                };
-                cursor.save(dlq, start)?;
-                Ok(cursor)
-            }
-            Err(e) => Err(anyhow::anyhow!("cursor {shown}: {e}")),
-        }
+/// Says a cursor's notice on stderr.
+fn tell(notice: Option<Notice>, cursor: Option<&Path>) {
+    match notice {
+        None => {}
+        Some(Notice::StartsAfterTrim { through_id }) => note(&format!(
+            "dlq: note: the audit log was trimmed by retention up to event {through_id}: \
+             the watch starts after it"
+        )),
+        Some(Notice::CursorEventTrimmed {
+            event_id,
+            trimmed_at,
+        }) => note(&format!(
+            "dlq: note: cursor {}: its event {event_id} was trimmed from the audit log by \
+             `dlq retention apply` ({}); nothing after it was",
+            cursor
+                .map(Path::display)
+                .map(|d| d.to_string())
+                .unwrap_or_default(),
+            term::get().time(&trimmed_at.to_storage())
+        )),
     }
-
-    /// Writes `id` (when it moved), atomically: a temporary file beside it,
-    /// synced, renamed over it (dlqlite::outfile; 0600, never through a
-    /// link).
-    fn save(&mut self, dlq: &Dlq, id: i64) -> Result<()> {
-        if id == self.saved {
-            return Ok(());
-        }
-        self.write(dlq, id)
-    }
-
-    /// Writes `id`, said as a cursor error (the directory missing or not
-    /// writable) when it cannot be.
-    fn write(&mut self, dlq: &Dlq, id: i64) -> Result<()> {
-        let time = match id {
-            0 => None,
-            id => dlq.event(id)?.map(|e| e.time.to_storage()),
-        };
-        let text = json!({
-            "event_id": id,
-            "event_time": time,
-            "database": self.database,
-        })
-        .to_string()
-            + "\n";
-        if let Err(e) = dlqlite::outfile::write_file(&self.path, text.as_bytes()) {
-            let shown = self.path.display();
-            let dir = match self.path.parent() {
-                Some(dir) if !dir.as_os_str().is_empty() => dir,
-                _ => Path::new("."),
-            };
-            if !dir.is_dir() {
-                anyhow::bail!("cursor {shown}: directory {} does not exist", dir.display());
-            }
-            let why = match &e {
-                dlqlite::Error::Io { source, .. } => io_reason(source),
-                other => other.to_string(),
-            };
-            anyhow::bail!("cursor {shown}: cannot write in {}: {why}", dir.display());
-        }
-        self.saved = id;
-        Ok(())
-    }
-}
-
-/// Where `--from-start` starts: before the first event, or, in a log that
-/// retention trimmed, after the last event trimmed (said on stderr: the
-/// start is not the first event ever written).
-fn log_start(dlq: &Dlq) -> Result<i64> {
-    let Some(trim) = dlq.last_trim()? else {
-        return Ok(0);
-    };
-    note(&format!(
-        "dlq: note: the audit log was trimmed by retention up to event {}: \
-         the watch starts after it",
-        trim.through_id
-    ));
-    Ok(trim.through_id)
-}
-
-/// Stops a watch whose cursor (at event `id`, 0: the start) lies in the
-/// part of the log that retention trimmed with events after it: those are
-/// gone, and going on would skip them without a word. A cursor exactly at
-/// the last event trimmed missed nothing: a note, and true (the watch goes
-/// on). Anything else (never trimmed, or a cursor past the trim whose
-/// event is missing, or one younger than the trim's cutoff) is false: for
-/// the caller.
-fn trimmed_past(dlq: &Dlq, shown: &str, id: i64, time: &str) -> Result<bool> {
-    let Some(trim) = dlq.last_trim()? else {
-        return Ok(false);
-    };
-    if id > trim.through_id {
-        return Ok(false);
-    }
-    // Every event a trim removed was older than its cutoff.
-    let stamped = dlqlite::Timestamp::parse(time).ok();
-    if let (Some(stamped), Some(cutoff)) = (stamped, trim.cutoff) {
-        if stamped >= cutoff {
-            return Ok(false);
-        }
-    }
-    let when = term::get().time(&trim.time.to_storage());
-    if id == trim.through_id {
-        note(&format!(
-            "dlq: note: cursor {shown}: its event {id} was trimmed from the audit log by \
-             `dlq retention apply` ({when}); nothing after it was"
-        ));
-        return Ok(true);
-    }
-    anyhow::bail!(
-        "cursor {shown} is at event {id}, but `dlq retention apply` trimmed the audit log up to \
-         event {} ({when}): the events after the cursor up to it are gone and cannot be \
-         watched; to go on from the oldest event kept, remove the file and run again with \
-         --from-start (and keep `dlq retention set --events --max-age` longer than a watcher \
-         may be stopped)",
-        trim.through_id
-    );
-}
-
-/// An I/O error for people, without "(os error N)".
-fn io_reason(error: &std::io::Error) -> String {
-    let text = error.to_string();
-    match text.find(" (os error") {
-        Some(end) => text[..end].to_string(),
-        None => text,
-    }
-}
-
-/// A file's text, refusing a symbolic link (a cursor is dlq's own file)
-/// and anything but a regular file (opened without blocking: a fifo would
-/// wait for a writer forever).
-fn read_no_follow(path: &Path) -> std::io::Result<String> {
-    use std::io::Read;
-    use std::os::unix::fs::OpenOptionsExt;
-    // Never the database or its -wal or -shm: opening and closing them
-    // would drop this process's locks on the database (asked with stat).
-    if dlqlite::db::is_opened_database_file(path) {
-        return Err(std::io::Error::other(
-            "is the database (or its -wal or -shm), not a cursor",
-        ));
-    }
-    // std opens with O_CLOEXEC already.
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
-        .open(path)
-        .map_err(|e| {
-            if e.raw_os_error() == Some(libc::ELOOP) {
-                std::io::Error::other("is a symbolic link; refusing to follow it")
-            } else {
-                e
-            }
-        })?;
-    if !file.metadata()?.is_file() {
-        return Err(std::io::Error::other("not a regular file"));
-    }
-    let mut text = String::new();
-    file.take(64 * 1024).read_to_string(&mut text)?;
-    Ok(text)
 }

@@ -808,3 +808,43 @@ fn a_huge_message_is_cut_in_a_table_line_and_whole_in_jsonl() {
     let jsonl = ok(dlq(&db).args(["watch", "--once", "--from-start", "--format", "jsonl"]));
     assert!(jsonl.contains(&message));
 }
+
+/// The cursor is the library's (`dlqlite::watch::Cursor`): a new one
+/// starts at the end of the log, keeps what it is given across opens, and
+/// refuses a database it was not kept for.
+#[test]
+fn the_library_keeps_a_cursor_per_database() {
+    use dlqlite::watch::Cursor;
+    let dir = TempDir::new("watch-cursor-api");
+    let db = dir.join("dlq.db");
+    add_lines(&db, "j", [item("a", 1, "2025-01-01T00:00:00Z", "boom")]);
+    let dlq = dlqlite::Dlq::open(target(&db)).unwrap();
+    let file = dir.join("cursor.json");
+    let (mut cursor, notice) = Cursor::open(&file, &dlq, &target(&db), false).unwrap();
+    assert_eq!(notice, None);
+    let end = dlq.last_event_id().unwrap();
+    assert!(end > 0);
+    assert_eq!(cursor.position(), end);
+    add_lines(&db, "j", [item("b", 1, "2025-01-02T00:00:00Z", "bang")]);
+    let next = dlq.last_event_id().unwrap();
+    cursor.save(&dlq, next).unwrap();
+    let (again, _) = Cursor::open(&file, &dlq, &target(&db), false).unwrap();
+    assert_eq!(again.position(), next);
+    // Another database: its event of that id is missing, or another.
+    let other = dir.join("other.db");
+    add_lines(&other, "j", [item("c", 1, "2025-01-01T00:00:00Z", "boom")]);
+    let elsewhere = dlqlite::Dlq::open(target(&other)).unwrap();
+    let refused = Cursor::open(&file, &elsewhere, &target(&other), false).unwrap_err();
+    assert_eq!(refused.kind(), dlqlite::ErrorKind::InvalidInput);
+    assert!(
+        refused.to_string().contains("kept for another database"),
+        "{refused}"
+    );
+    // Not a cursor at all.
+    std::fs::write(&file, "[]").unwrap();
+    let garbage = Cursor::open(&file, &dlq, &target(&db), false).unwrap_err();
+    assert!(
+        garbage.to_string().contains("not a dlq watch cursor"),
+        "{garbage}"
+    );
+}
