@@ -530,6 +530,8 @@ fn command_tail(line: &str) -> Option<usize> {
 }
 
 fn push_line_words(words: &mut Vec<Word>, line: &str) {
+    // Where this line's words start in the key.
+    let first = words.len();
     let mut previous: Option<&str> = None;
     // On a line about HTTP, a bare three-digit number from 100 to 599 is
     // a status (`HTTP request failed: 502 Bad Gateway`): 502 and 503 from
@@ -551,24 +553,15 @@ fn push_line_words(words: &mut Vec<Word>, line: &str) {
             next.pinned = true;
         }
         previous = Some(raw);
-        // The plain word right before `failed` names what failed (`npm
-        // test failed`, `git push failed`, `authentication failed`): two
-        // steps that fail are two causes, however few words they share.
-        // A word-valued variable there is rarely plain lower case: test
-        // names, branches and ids carry `_`, `-`, `/`, capitals or digits.
-        // A number before an HTTP reason phrase is its status, on any line
-        // (`502 Server Error: Bad Gateway`, requests' wording; `404 Not
-        // Found`).
-        if starts_reason_phrase(core) {
-            if let Some(last) = words
-                .last_mut()
-                .filter(|w| w.key.is_none() && is_http_status(core_of(&w.raw)))
-            {
-                last.key = Some(last.raw.clone());
-                last.pinned = true;
-            }
-        }
-        if is_failed(core) {
+        // A line that starts `<command> <step> failed` (`npm test
+        // failed`, `git push failed`, `cargo build failed: ...`) names the
+        // step that failed in its second word: two steps that fail are two
+        // causes, though two of three words agree. Only there, and only a
+        // plain lower-case word: further into a line the word before
+        // `failed` is as often a value (`git push origin main failed`,
+        // `pip install numpy failed`), and test names, branches and ids
+        // mostly carry `_`, `-`, `/`, capitals or digits.
+        if is_failed(core) && words.len() == first + 2 {
             if let Some(last) = words.last_mut().filter(|w| is_plain_word(&w.raw)) {
                 last.pinned = true;
             }
@@ -584,41 +577,6 @@ fn push_line_words(words: &mut Vec<Word>, line: &str) {
         }
         words.push(next);
     }
-}
-
-/// Whether a word is the first of an HTTP reason phrase (RFC 9110's, and
-/// `Server Error`/`Client Error` as Python's requests words them).
-fn starts_reason_phrase(core: &str) -> bool {
-    const FIRST_WORDS: &[&str] = &[
-        "Bad",
-        "Unauthorized",
-        "Payment",
-        "Forbidden",
-        "Not",
-        "Method",
-        "Proxy",
-        "Request",
-        "Conflict",
-        "Gone",
-        "Length",
-        "Precondition",
-        "Content",
-        "Payload",
-        "URI",
-        "Unsupported",
-        "Range",
-        "Expectation",
-        "Misdirected",
-        "Unprocessable",
-        "Too",
-        "Internal",
-        "Service",
-        "Gateway",
-        "HTTP",
-        "Server",
-        "Client",
-    ];
-    core.as_bytes().first().is_some_and(u8::is_ascii_uppercase) && FIRST_WORDS.contains(&core)
 }
 
 /// Whether a word says something failed (`failed`, `Failed:`).
