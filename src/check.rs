@@ -32,7 +32,8 @@ pub struct Thresholds {
     pub new_family: bool,
     /// The name the news thresholds keep what they saw under (checks of
     /// different names each see their own news). Printable text, at most
-    /// [`MAX_NAME_BYTES`] bytes.
+    /// [`MAX_NAME_BYTES`] bytes; needed only with `new_signature` or
+    /// `new_family`.
     pub name: String,
 }
 
@@ -109,8 +110,8 @@ pub struct CheckReport {
 
 impl Thresholds {
     /// Whether the thresholds can be checked: at least one is given, the
-    /// name is printable text of at most [`MAX_NAME_BYTES`], and a filter
-    /// has a threshold it narrows.
+    /// news thresholds have a printable name of at most
+    /// [`MAX_NAME_BYTES`], and a filter has a threshold it narrows.
     pub fn validate(&self) -> Result<()> {
         let invalid = |why: &str| Err(Error::invalid_argument("check", why));
         if self.max_items.is_none()
@@ -124,15 +125,19 @@ impl Thresholds {
         if self.max_new.is_some_and(|m| m.per == 0) {
             return invalid("the arrivals window is empty");
         }
-        if self.name.is_empty() {
-            return invalid("the check's name is empty");
-        }
-        if self.name.len() > MAX_NAME_BYTES {
-            return invalid("the check's name is over 200 bytes");
-        }
-        // U+001F names each check's family state (store/check.rs).
-        if self.name.chars().any(char::is_control) {
-            return invalid("the check's name has a control character");
+        // The name matters only to the news thresholds, which keep their
+        // state under it.
+        if self.new_signature || self.new_family {
+            if self.name.is_empty() {
+                return invalid("the check's name is empty");
+            }
+            if self.name.len() > MAX_NAME_BYTES {
+                return invalid("the check's name is over 200 bytes");
+            }
+            // U+001F names each check's family state (store/check.rs).
+            if self.name.chars().any(char::is_control) {
+                return invalid("the check's name has a control character");
+            }
         }
         if self.filter.is_some() && self.max_items.is_none() && self.max_age.is_none() {
             // Arrivals and news count every item: a filter that narrows

@@ -636,11 +636,11 @@ fn the_library_checks_the_same_thresholds() {
     for bad in [
         Thresholds::default(),
         Thresholds {
-            max_items: Some(1),
+            new_signature: true,
             ..Thresholds::default()
         },
         Thresholds {
-            max_items: Some(1),
+            new_family: true,
             name: "a\u{1f}b".into(),
             ..Thresholds::default()
         },
@@ -658,6 +658,12 @@ fn the_library_checks_the_same_thresholds() {
             "{bad:?}: {error}"
         );
     }
+    // Without news thresholds the name is not needed.
+    let unnamed = Thresholds {
+        max_items: Some(100),
+        ..Thresholds::default()
+    };
+    assert!(dlq.check(&unnamed).unwrap().breaches.is_empty());
     let missing = dlq
         .check(&Thresholds {
             max_items: Some(1),
