@@ -1,5 +1,5 @@
 -- The schema of a dlqlite database, as the migrations in migrations/sqlite/ leave
--- it (V1 to V13), in one file: what you can query with `sqlite3 dlq.db`.
+-- it (V1 to V14), in one file: what you can query with `sqlite3 dlq.db`.
 -- dlq/tests/tests/schema.rs checks that it matches a freshly migrated database,
 -- so it cannot drift. Comments outside the statements are this file's own;
 -- comments inside them are the migrations' (SQLite keeps them), except
@@ -46,11 +46,11 @@ CREATE TABLE jobs (
 -- the copy whose last attempt is latest, and last_error_type is the error
 -- type of the last attempt: the one with the latest timestamp (ties: the
 -- higher attempt_number). Timestamps are RFC 3339 text in UTC with nine
--- fraction digits, so they sort as text. (`sqlite3 .schema` shows V1's
--- comment on last_error_type, which gives the rule before V4.)
+-- fraction digits, so they sort as text. id is AUTOINCREMENT (V14): an
+-- item removed and stored again gets a new id, never one used before.
 
 CREATE TABLE items (
-    id                     INTEGER PRIMARY KEY,
+    id                     INTEGER PRIMARY KEY AUTOINCREMENT,
     job_id                 TEXT NOT NULL REFERENCES jobs (job_id) ON DELETE CASCADE DEFERRABLE INITIALLY DEFERRED,
     item_id                TEXT NOT NULL,
     -- The work item exactly as the source had it (JSON text, compact).

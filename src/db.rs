@@ -838,6 +838,24 @@ fn check_not_newer(conn: &Connection, path: &Path) -> Result<Option<i64>> {
 /// winner just made. Either way its transaction rolled back; when the applied
 /// version has moved meanwhile it looks again, and finds nothing left to do.
 fn migrate(conn: &mut Connection, path: &Path, busy: Duration) -> Result<()> {
+    // Off while migrating: a migration that makes a table again (V14) drops
+    // the old one, and with foreign keys on that would first delete its
+    // rows and, by cascade, theirs. (A PRAGMA inside refinery's
+    // transaction would do nothing, so it is set here, around it.)
+    let foreign_keys: bool = conn
+        .query_row("PRAGMA foreign_keys", [], |row| row.get(0))
+        .map_err(|e| open_error(path, e))?;
+    conn.pragma_update(None, "foreign_keys", "OFF")
+        .map_err(|e| open_error(path, e))?;
+    let migrated = migrate_pending(conn, path, busy);
+    if foreign_keys {
+        conn.pragma_update(None, "foreign_keys", "ON")
+            .map_err(|e| open_error(path, e))?;
+    }
+    migrated
+}
+
+fn migrate_pending(conn: &mut Connection, path: &Path, busy: Duration) -> Result<()> {
     let deadline = Instant::now() + clamp_timeout(busy);
     loop {
         let before = check_not_newer(conn, path)?;

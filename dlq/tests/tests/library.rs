@@ -1311,6 +1311,31 @@ fn a_take_of_items_read_earlier_leaves_an_item_stored_again_under_the_name() {
     assert_eq!(left, ["a", "keep2"]);
 }
 
+/// The same when the item held the highest row id: SQLite gives a new row
+/// the highest id plus one, so without AUTOINCREMENT (schema V14) the item
+/// stored again came back with the id and the version (0) of the one read.
+#[test]
+fn a_take_of_items_read_earlier_leaves_an_item_stored_again_in_the_last_row() {
+    let dir = TempDir::new("take-reused-row");
+    let db = dir.join("dlq.db");
+    let dlq = Dlq::open(super::common::target(&db)).unwrap();
+    dlq.add("j", &one_item("keep")).unwrap();
+    dlq.add("j", &one_item("a")).unwrap();
+    let read: Vec<dlqlite::store::ReadItem> = dlq
+        .items(dlqlite::ListFilter {
+            job_id: Some("j".into()),
+            ..Default::default()
+        })
+        .map(|entry| dlqlite::store::ReadItem::of(&entry.unwrap()))
+        .collect();
+    dlq.remove(Some("j"), "a").unwrap();
+    dlq.add("j", &one_item("a")).unwrap();
+    assert_eq!(dlq.take_unchanged(&read, "file.json").unwrap(), 1);
+    let mut left = strings(&db, "SELECT item_id FROM items");
+    left.sort();
+    assert_eq!(left, ["a"]);
+}
+
 /// An add into a full job keeps the item it adds, however old its last
 /// attempt: the oldest other item makes room (as Prodigy's queue does),
 /// and the report names it.
