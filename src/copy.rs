@@ -148,6 +148,6 @@ pub fn copy(
         })
         .collect();
     to.finish_load(events)?;
-    report.capacity_raised = raised;
+    report.capacity_raised = raised.into_raised();
     Ok(report)
 }

@@ -4,12 +4,14 @@
 //!
 //! The first adoption imports every legacy job of the root's queue
 //! (`root/mapreduce/dlq/<job_id>/`) by the import's own rules (read only,
-//! lossless, an item already stored is merged or left unchanged) and then records that it did (`settings`), so
-//! later opens pay one lookup. A crash half way leaves the JSON untouched
-//! and no record: the next open imports again, and what the first one
-//! stored comes back unchanged. Nothing is ever written as JSON.
+//! lossless, an item already stored is merged or left unchanged) and
+//! records that it did (`settings`), in one transaction, so later opens pay
+//! one lookup and two processes opening at once import it once (the
+//! second finds the record when its turn to write comes). A crash half way
+//! leaves the JSON untouched and no record: the next open imports again.
+//! Nothing is ever written as JSON.
 
-use super::{import, ImportOptions, ImportReport};
+use super::{import_walking, ImportOptions, ImportReport, Walk};
 use crate::error::{Error, Result};
 use crate::Dlq;
 use std::path::Path;
@@ -35,13 +37,22 @@ impl Dlq {
         if self.legacy_adopted(&key)?.is_some() || self.legacy_adopted(&spelled)?.is_some() {
             return Ok(None);
         }
-        let report = import(
+        let options = ImportOptions {
+            once: Some(crate::store::legacy_adoption_key(&key)),
+            ..ImportOptions::default()
+        };
+        // The queue's own links are followed, as the program reading it
+        // through them did (a job or `mapreduce/dlq` kept elsewhere).
+        let report = import_walking(
             self,
             &[canonical.join("mapreduce").join("dlq")],
-            &ImportOptions::default(),
+            &options,
+            Walk::FollowingLinks,
             |_| {},
         )?;
-        self.mark_legacy_adopted(&key, report.items_read as u64)?;
+        if report.loaded_before {
+            return Ok(None);
+        }
         Ok(Some(report))
     }
 }

@@ -88,6 +88,10 @@ pub struct ImportReport {
     /// The jobs imported, by job id.
     #[serde(skip)]
     pub job_ids: BTreeSet<String>,
+    /// The import's [`ImportOptions::once`] key was recorded before: it
+    /// wrote nothing (and read no further than it had to).
+    #[serde(skip)]
+    pub loaded_before: bool,
 }
 
 /// Progress, for a progress bar.
@@ -124,6 +128,24 @@ pub fn scan(roots: &[PathBuf], emit: impl FnMut(Record) -> bool) -> Result<Vec<R
 pub fn scan_avoiding(
     roots: &[PathBuf],
     avoid: &[(u64, u64)],
+    emit: impl FnMut(Record) -> bool,
+) -> Result<Vec<RejectedFile>> {
+    scan_walking(roots, avoid, Walk::InTree, emit)
+}
+
+/// How a scan treats symlinks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Walk {
+    /// Followed only into the tree ([`discover::Walker::new`]).
+    InTree,
+    /// Followed anywhere ([`discover::Walker::following_links`]).
+    FollowingLinks,
+}
+
+fn scan_walking(
+    roots: &[PathBuf],
+    avoid: &[(u64, u64)],
+    walk: Walk,
     mut emit: impl FnMut(Record) -> bool,
 ) -> Result<Vec<RejectedFile>> {
     let mut skipped = Vec::new();
@@ -134,7 +156,11 @@ pub fn scan_avoiding(
             }
             continue;
         }
-        let mut walker = Walker::new(root)
+        let walker = match walk {
+            Walk::InTree => Walker::new(root),
+            Walk::FollowingLinks => Walker::following_links(root),
+        };
+        let mut walker = walker
             .map_err(|e| Error::io(root, e))?
             .avoiding(avoid.to_vec());
         let mut go_on = true;
@@ -416,6 +442,17 @@ pub fn import(
     dlq: &Dlq,
     roots: &[PathBuf],
     options: &ImportOptions,
+    progress: impl FnMut(&Progress),
+) -> Result<ImportReport> {
+    import_walking(dlq, roots, options, Walk::InTree, progress)
+}
+
+/// [`import`], walking as `walk` says.
+pub(crate) fn import_walking(
+    dlq: &Dlq,
+    roots: &[PathBuf],
+    options: &ImportOptions,
+    walk: Walk,
     mut progress: impl FnMut(&Progress),
 ) -> Result<ImportReport> {
     for root in roots {
@@ -438,7 +475,7 @@ pub fn import(
         .unwrap_or_default();
     let scanner = std::thread::spawn(move || {
         let mut chunk = Vec::with_capacity(CHUNK);
-        let scanned = scan_avoiding(&scan_roots, &avoid, |record| {
+        let scanned = scan_walking(&scan_roots, &avoid, walk, |record| {
             chunk.push(record);
             chunk.len() < CHUNK
                 || sender
@@ -471,8 +508,15 @@ pub fn import(
     let scanned = scanner
         .join()
         .map_err(|_| Error::internal("the import's scanning thread"))?;
-    let raised = loaded?;
+    let loaded = loaded?;
     let mut report = writer.report;
+    let raised = match loaded {
+        crate::store::Loaded::Written(raised) => raised,
+        crate::store::Loaded::Before => {
+            report.loaded_before = true;
+            return Ok(report);
+        }
+    };
     report.paths_skipped = scanned?;
     report.jobs = report.job_ids.len();
     let events = writer

@@ -1,8 +1,9 @@
 //! Walking a legacy tree: finding its job directories (what
 //! [`super::layout`] recognises) at any depth and the item files under
 //! them. Never writes anything. Symlinks are followed only when they point
-//! inside the tree being walked, and every directory is entered at most
-//! once, so cycles terminate.
+//! inside the tree being walked (or anywhere, for a program adopting its
+//! own queue: [`Walker::following_links`]), and every directory is entered
+//! at most once, so cycles terminate.
 
 use super::layout::{is_job_dir, name_of, repo_of};
 use std::collections::HashSet;
@@ -34,6 +35,8 @@ pub struct Walker {
     /// Files never to open: the database being written and its -wal and
     /// -shm ([`Walker::avoiding`]).
     avoid: Vec<(u64, u64)>,
+    /// Follows symlinks wherever they point ([`Walker::following_links`]).
+    follow_links: bool,
     pub skipped: Vec<Skipped>,
 }
 
@@ -63,7 +66,22 @@ impl Walker {
             root,
             visited: HashSet::new(),
             avoid: Vec::new(),
+            follow_links: false,
             skipped: Vec::new(),
+        })
+    }
+
+    /// A walker that follows every symlink, wherever it points, from `root`
+    /// as spelled (made absolute), so that a linked `mapreduce/dlq` or job
+    /// directory is still known by its name. For a program adopting its own
+    /// queue, which it reads through those links itself; `dlq import` of a
+    /// tree someone handed over uses [`Walker::new`].
+    pub fn following_links(root: &Path) -> std::io::Result<Self> {
+        fs::metadata(root)?;
+        Ok(Walker {
+            root: std::path::absolute(root)?,
+            follow_links: true,
+            ..Walker::new(root)?
         })
     }
 
@@ -86,7 +104,7 @@ impl Walker {
         avoided(&self.avoid, path)
     }
 
-    /// The canonical root.
+    /// The root (canonical, unless the walker follows links).
     pub fn root(&self) -> &Path {
         &self.root
     }
@@ -159,13 +177,15 @@ impl Walker {
         };
         let meta = if meta.file_type().is_symlink() {
             match fs::canonicalize(path) {
-                Ok(target) if target.starts_with(&self.root) => match fs::metadata(&target) {
-                    Ok(meta) => meta,
-                    Err(e) => {
-                        self.skip(path, e.to_string());
-                        return Entry::Other;
+                Ok(target) if self.follow_links || target.starts_with(&self.root) => {
+                    match fs::metadata(&target) {
+                        Ok(meta) => meta,
+                        Err(e) => {
+                            self.skip(path, e.to_string());
+                            return Entry::Other;
+                        }
                     }
-                },
+                }
                 Ok(_) => {
                     self.skip(path, "symlink out of the tree, not followed");
                     return Entry::Other;
@@ -264,7 +284,7 @@ impl Walker {
                 match self.classify_entry(&entry, known) {
                     Entry::Dir(sub) => subdirs.push(sub),
                     Entry::File(file) => {
-                        if file.extension().is_some_and(|ext| ext == "json") && !found(&file) {
+                        if is_item_file(&file) && !found(&file) {
                             return;
                         }
                     }
@@ -274,6 +294,14 @@ impl Walker {
             stack.extend(subdirs.into_iter().rev());
         }
     }
+}
+
+/// Whether `file` is named like an item file: `<item_id>.json`, including
+/// `.json` (what the legacy writer made of an empty item id, which the
+/// import then refuses by name instead of passing over in silence).
+fn is_item_file(file: &Path) -> bool {
+    file.extension().is_some_and(|ext| ext == "json")
+        || file.file_name().is_some_and(|name| name == ".json")
 }
 
 /// Why `path` must not be opened, if it is one of the files `avoid` names

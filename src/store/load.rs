@@ -31,6 +31,14 @@ pub struct LoadOptions {
     /// Into an empty database, one transaction with the item indexes
     /// rebuilt at the end.
     pub bulk_when_empty: bool,
+    /// A key (of `settings`) that makes the load happen once per database,
+    /// however many processes start it at the same time: the whole load is
+    /// then one transaction, which first looks for the key and ends by
+    /// recording it. A load that finds it writes nothing and returns
+    /// [`Loaded::Before`]. (Looking before the transaction and recording
+    /// after it lets two processes both load: what the first handed out
+    /// and removed meanwhile, the second brings back.)
+    pub once: Option<String>,
 }
 
 impl Default for LoadOptions {
@@ -38,6 +46,29 @@ impl Default for LoadOptions {
         LoadOptions {
             batch_size: 5_000,
             bulk_when_empty: true,
+            once: None,
+        }
+    }
+}
+
+/// What a load did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Loaded {
+    /// It wrote its records. The jobs whose capacity it raised (one entry
+    /// per job: the capacity before the load's first raise, the items
+    /// after its last).
+    Written(Vec<CapacityRaised>),
+    /// Its [`LoadOptions::once`] key was recorded by an earlier load: it
+    /// wrote nothing.
+    Before,
+}
+
+impl Loaded {
+    /// The jobs whose capacity the load raised (none when it wrote nothing).
+    pub fn into_raised(self) -> Vec<CapacityRaised> {
+        match self {
+            Loaded::Written(raised) => raised,
+            Loaded::Before => Vec::new(),
         }
     }
 }
@@ -99,15 +130,13 @@ impl Loader<'_, '_> {
 impl Dlq {
     /// Hands each record to `apply`, which writes it through the
     /// [`Loader`] and says whether it was an item (batches count items).
-    /// Returns the jobs whose capacity the load raised (one entry per job:
-    /// the capacity before the load's first raise, the items after its
-    /// last). See the module docs for the transactions.
+    /// See the module docs for the transactions, and [`LoadOptions::once`].
     pub fn load<T>(
         &self,
         records: impl IntoIterator<Item = T>,
         options: &LoadOptions,
         mut apply: impl FnMut(&mut Loader<'_, '_>, T) -> Result<bool>,
-    ) -> Result<Vec<CapacityRaised>> {
+    ) -> Result<Loaded> {
         let mut raised: BTreeMap<String, CapacityRaised> = BTreeMap::new();
         let mut note = |batch: Vec<CapacityRaised>| {
             for r in batch {
@@ -123,17 +152,43 @@ impl Dlq {
             tx.set_evictions(false);
         };
         // The bulk switches (indexes dropped and rebuilt) are SQLite's.
-        if options.bulk_when_empty && self.backend() == super::Backend::Sqlite && self.is_empty()? {
-            note(self.write(|tx| {
-                bulk_switches(tx);
-                let indexes = tx.suspend_load_indexes()?;
-                for record in records.by_ref() {
-                    apply(&mut Loader { tx: &mut *tx }, record)?;
+        let bulk = options.bulk_when_empty
+            && self.backend() == super::Backend::Sqlite
+            && self.is_empty()?;
+        if bulk || options.once.is_some() {
+            let written = self.write(|tx| {
+                if let Some(key) = &options.once {
+                    if !claim(tx, key)? {
+                        return Ok(None);
+                    }
                 }
-                tx.restore(indexes)?;
-                tx.raise_capacities_to_fit()
-            })?);
-            return Ok(raised.into_values().collect());
+                bulk_switches(tx);
+                // Looked at again inside the transaction: another process
+                // may have filled the database since.
+                let indexes = if bulk && !holds_items(tx)? {
+                    Some(tx.suspend_load_indexes()?)
+                } else {
+                    None
+                };
+                let mut items = 0u64;
+                for record in records.by_ref() {
+                    items += u64::from(apply(&mut Loader { tx: &mut *tx }, record)?);
+                }
+                if let Some(indexes) = indexes {
+                    tx.restore(indexes)?;
+                }
+                if let Some(key) = &options.once {
+                    record_claim(tx, key, items)?;
+                }
+                tx.raise_capacities_to_fit().map(Some)
+            })?;
+            return Ok(match written {
+                Some(batch) => {
+                    note(batch);
+                    Loaded::Written(raised.into_values().collect())
+                }
+                None => Loaded::Before,
+            });
         }
         while records.peek().is_some() {
             note(self.write(|tx| {
@@ -148,35 +203,26 @@ impl Dlq {
                 tx.raise_capacities_to_fit()
             })?);
         }
-        Ok(raised.into_values().collect())
+        Ok(Loaded::Written(raised.into_values().collect()))
+    }
+
+    /// Whether the load keyed `key` ([`LoadOptions::once`]) ran in this
+    /// database: what it recorded (JSON), if it did.
+    pub fn loaded_once(&self, key: &str) -> Result<Option<String>> {
+        self.read(|conn| {
+            conn.row(
+                "SELECT value FROM settings WHERE key = ?1",
+                vals![key],
+                |row| row.text(0),
+            )
+        })
     }
 
     /// Whether the legacy JSON DLQ at `root` was adopted into this
     /// database ([`Dlq::adopt_legacy`]): what was recorded then (JSON), if
     /// it was.
     pub fn legacy_adopted(&self, root: &str) -> Result<Option<String>> {
-        let key = format!("legacy_adopted:{root}");
-        self.read(|conn| {
-            conn.row(
-                "SELECT value FROM settings WHERE key = ?1",
-                vals![key.as_str()],
-                |row| row.text(0),
-            )
-        })
-    }
-
-    /// Records that the legacy DLQ at `root` was adopted (`items` read).
-    pub(crate) fn mark_legacy_adopted(&self, root: &str, items: u64) -> Result<()> {
-        let key = format!("legacy_adopted:{root}");
-        let value = serde_json::json!({"root": root, "items_read": items}).to_string();
-        self.write(|tx| {
-            tx.sql().exec(
-                "INSERT INTO settings (key, value) VALUES (?1, ?2)
-                 ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-                vals![key.as_str(), value.as_str()],
-            )?;
-            Ok(())
-        })
+        self.loaded_once(&legacy_adoption_key(root))
     }
 
     /// Ends a load, in one transaction: records one `imported` event per
@@ -190,4 +236,40 @@ impl Dlq {
             Ok(())
         })
     }
+}
+
+/// The [`LoadOptions::once`] key of the adoption of the legacy DLQ at
+/// `root`.
+pub(crate) fn legacy_adoption_key(root: &str) -> String {
+    format!("legacy_adopted:{root}")
+}
+
+/// Whether the database has an item, as this transaction sees it.
+fn holds_items(tx: &mut WriteTx<'_>) -> Result<bool> {
+    Ok(tx
+        .sql()
+        .row("SELECT 1 FROM items LIMIT 1", &[], |_| Ok(()))?
+        .is_some())
+}
+
+/// Claims the load keyed `key` in its write transaction: false when a load
+/// recorded it before. Inserted first, so that two processes cannot both
+/// find it missing (on PostgreSQL the second insert waits for the first
+/// transaction and then finds the row).
+fn claim(tx: &mut WriteTx<'_>, key: &str) -> Result<bool> {
+    let inserted = tx.sql().exec(
+        "INSERT INTO settings (key, value) VALUES (?1, '{}') ON CONFLICT (key) DO NOTHING",
+        vals![key],
+    )?;
+    Ok(inserted == 1)
+}
+
+/// Records what the load keyed `key` wrote, in its transaction.
+fn record_claim(tx: &mut WriteTx<'_>, key: &str, items: u64) -> Result<()> {
+    let value = serde_json::json!({ "items_read": items }).to_string();
+    tx.sql().exec(
+        "UPDATE settings SET value = ?2 WHERE key = ?1",
+        vals![key, value.as_str()],
+    )?;
+    Ok(())
 }

@@ -90,7 +90,8 @@ pub use items::{ItemIter, ItemSummary, JobItem, ListFilter, Page, PageCursor, Su
 pub use items::{MarkRequest, Marked, SortBy};
 pub use jobs::{CapacityInfo, JobInfo, JobOptions, JobSpan, RemovedJob};
 pub use leases::{RunCounts, RunInfo, RunStatus, Succeeded};
-pub use load::{LoadOptions, Loader};
+pub(crate) use load::legacy_adoption_key;
+pub use load::{LoadOptions, Loaded, Loader};
 pub use log_retention::{EventsRetentionChange, EventsTrimReport, Trimmed, MIN_EVENTS_MAX_AGE};
 pub use metrics::{ErrorTypeCount, JobCounts, MetricsSnapshot, RunStatusCount, FAMILY_SERIES};
 pub use open::OpenOptions;

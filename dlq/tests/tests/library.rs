@@ -998,6 +998,7 @@ fn a_load_never_commits_a_job_over_its_capacity() {
     let options = dlqlite::store::LoadOptions {
         batch_size: 5,
         bulk_when_empty: true,
+        once: None,
     };
     let err = dlq
         .load(0..100, &options, |load, i| {
@@ -1021,7 +1022,8 @@ fn a_load_never_commits_a_job_over_its_capacity() {
             load.item("k", None, &one_item(&format!("i{i:03}")))?;
             Ok(true)
         })
-        .unwrap();
+        .unwrap()
+        .into_raised();
     assert_eq!(raised.len(), 1, "{raised:?}");
     assert_eq!(
         (
@@ -1428,4 +1430,108 @@ fn adopting_a_legacy_tree_imports_it_once() {
     let report = dlq.adopt_legacy(&dir.join("other")).unwrap().unwrap();
     assert_eq!(report.items_new, 1);
     assert_eq!(count(&db, "SELECT COUNT(*) FROM items"), 3);
+}
+
+/// Two handles (as two processes) adopting the same tree at once import it
+/// once: each looks for the adoption's record before it reads a file, but
+/// the record that counts is claimed in the import's own transaction. (A
+/// second import would bring back what the first one's caller had taken
+/// meanwhile.)
+#[test]
+fn two_handles_adopting_at_once_import_once() {
+    let dir = TempDir::new("adopt-race");
+    let db = dir.join("dlq.db");
+    drop(Dlq::open(super::common::target(&db)).unwrap());
+    let items = dir.join("home/mapreduce/dlq/job-1/items");
+    std::fs::create_dir_all(&items).unwrap();
+    for id in ["a", "b", "c"] {
+        std::fs::write(
+            items.join(format!("{id}.json")),
+            item(id, 1, "2025-01-01T00:00:00Z", "boom").to_string(),
+        )
+        .unwrap();
+    }
+    let home = dir.join("home");
+    // Both get past the quick look while the write lock is held elsewhere,
+    // then queue for it.
+    let lock = hold_write_lock(&db);
+    let adopters: Vec<_> = (0..2)
+        .map(|_| {
+            let db = db.clone();
+            let home = home.clone();
+            std::thread::spawn(move || {
+                let dlq = Dlq::open(super::common::target(&db)).unwrap();
+                dlq.adopt_legacy(&home).unwrap().is_some()
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(500));
+    drop(lock);
+    let imported: usize = adopters
+        .into_iter()
+        .map(|t| usize::from(t.join().unwrap()))
+        .sum();
+    assert_eq!(imported, 1, "one adoption imports, the other finds it done");
+    assert_eq!(count(&db, "SELECT COUNT(*) FROM items"), 3);
+    assert_eq!(
+        count(
+            &db,
+            "SELECT COUNT(*) FROM events WHERE kind = 'imported' AND item_id IS NOT NULL"
+        ),
+        3
+    );
+}
+
+/// A queue kept partly elsewhere through symlinks (a job directory, an
+/// items directory, or `mapreduce/dlq` itself) is adopted whole: the
+/// program that wrote it reads through those links, so adopting must too.
+#[test]
+fn adopting_follows_the_queues_own_symlinks() {
+    let dir = TempDir::new("adopt-links");
+    let db = dir.join("dlq.db");
+    let dlq = Dlq::open(super::common::target(&db)).unwrap();
+    let write = |items: &std::path::Path, id: &str| {
+        std::fs::create_dir_all(items).unwrap();
+        std::fs::write(
+            items.join(format!("{id}.json")),
+            item(id, 1, "2025-01-01T00:00:00Z", "boom").to_string(),
+        )
+        .unwrap();
+    };
+    // A job directory and an items directory kept elsewhere.
+    let queue = dir.join("home/mapreduce/dlq");
+    write(&queue.join("job-1/items"), "a");
+    write(&dir.join("elsewhere/job-2/items"), "b");
+    std::os::unix::fs::symlink(dir.join("elsewhere/job-2"), queue.join("job-2")).unwrap();
+    std::fs::create_dir_all(queue.join("job-3")).unwrap();
+    write(&dir.join("elsewhere/items-3"), "c");
+    std::os::unix::fs::symlink(dir.join("elsewhere/items-3"), queue.join("job-3/items")).unwrap();
+    let report = dlq.adopt_legacy(&dir.join("home")).unwrap().unwrap();
+    assert_eq!(report.items_new, 3, "{report:?}");
+    let jobs = strings(&db, "SELECT job_id || '/' || item_id FROM items ORDER BY 1");
+    assert_eq!(jobs, ["job-1/a", "job-2/b", "job-3/c"]);
+    // `mapreduce/dlq` itself a link to a directory named otherwise.
+    write(&dir.join("stash/job-4/items"), "d");
+    std::fs::create_dir_all(dir.join("home2/mapreduce")).unwrap();
+    std::os::unix::fs::symlink(dir.join("stash"), dir.join("home2/mapreduce/dlq")).unwrap();
+    let report = dlq.adopt_legacy(&dir.join("home2")).unwrap().unwrap();
+    assert_eq!(report.items_new, 1, "{report:?}");
+    assert_eq!(
+        count(&db, "SELECT COUNT(*) FROM items WHERE job_id = 'job-4'"),
+        1
+    );
+    // An item whose id is empty (the legacy writer named its file `.json`)
+    // is refused by name, not passed over in silence.
+    std::fs::write(
+        queue.join("job-1/items/.json"),
+        item("", 1, "2025-01-01T00:00:00Z", "boom").to_string(),
+    )
+    .unwrap();
+    let report =
+        dlqlite::import::import(&dlq, &[dir.join("home")], &Default::default(), |_| {}).unwrap();
+    assert_eq!(report.files_rejected.len(), 1, "{report:?}");
+    assert!(
+        report.files_rejected[0].error.contains("item_id"),
+        "{report:?}"
+    );
 }
