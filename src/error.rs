@@ -451,6 +451,28 @@ impl Drop for DbScope {
     }
 }
 
+#[cfg(feature = "postgres")]
+/// The kind of a PostgreSQL error, by its SQLSTATE class.
+pub(crate) fn pg_kind(error: &postgres::Error) -> ErrorKind {
+    let Some(code) = error.code() else {
+        // No SQLSTATE: the connection failed or closed.
+        return ErrorKind::Io;
+    };
+    let code = code.code();
+    match code {
+        // serialization_failure, deadlock_detected, lock_not_available,
+        // query_canceled (lock_timeout / statement_timeout).
+        "40001" | "40P01" | "55P03" | "57014" => ErrorKind::Busy,
+        "53100" => ErrorKind::DiskFull,
+        "25006" => ErrorKind::ReadOnly,
+        _ if code.starts_with("42501") => ErrorKind::ReadOnly,
+        _ if code.starts_with("23") || code.starts_with("22") => ErrorKind::InvalidInput,
+        _ if code.starts_with("08") || code.starts_with("57") => ErrorKind::Io,
+        _ if code.starts_with("XX") => ErrorKind::Corrupt,
+        _ => ErrorKind::Other,
+    }
+}
+
 #[doc(hidden)]
 impl From<rusqlite::Error> for Error {
     fn from(error: rusqlite::Error) -> Self {
@@ -462,11 +484,7 @@ impl From<rusqlite::Error> for Error {
 #[doc(hidden)]
 impl From<postgres::Error> for Error {
     fn from(error: postgres::Error) -> Self {
-        Error::storage(
-            crate::store::sql::pg::kind(&error),
-            DbScope::current(),
-            PgError(error),
-        )
+        Error::storage(pg_kind(&error), DbScope::current(), PgError(error))
     }
 }
 

@@ -171,7 +171,7 @@ pub(crate) fn open_pool(
     Ok(super::pool::Pool::new(
         builder,
         manager,
-        |e: &postgres::Error| crate::store::sql::pg::kind(e),
+        |e: &postgres::Error| crate::error::pg_kind(e),
     ))
 }
 
@@ -256,7 +256,7 @@ pub fn connect(url: &str, busy: Duration) -> Result<(postgres::Config, postgres:
     // down or a wrong password fails at once with the server's reason (the
     // pool would retry until its timeout).
     let client = config.connect(postgres::NoTls).map_err(|e| {
-        let kind = crate::store::sql::pg::kind(&e);
+        let kind = crate::error::pg_kind(&e);
         let mut reason = crate::error::pg_reason(&e);
         if reason.contains("password missing") {
             reason.push_str(

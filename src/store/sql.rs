@@ -495,7 +495,7 @@ impl<'c> Conn<'c> {
 #[cfg(feature = "postgres")]
 pub(crate) mod pg {
     use super::{Val, Value};
-    use crate::error::{Error, ErrorKind, Result};
+    use crate::error::{Error, Result};
     use crate::time::Timestamp;
     use bytes::BytesMut;
     use postgres::types::{FromSql, IsNull, ToSql, Type};
@@ -765,27 +765,6 @@ pub(crate) mod pg {
             return Ok(Value::Real(format!("{sign}{int}").parse()?));
         }
         Ok(Value::Real(format!("{sign}{int}.{frac}").parse()?))
-    }
-
-    /// The kind of a PostgreSQL error, by its SQLSTATE class.
-    pub fn kind(error: &postgres::Error) -> ErrorKind {
-        let Some(code) = error.code() else {
-            // No SQLSTATE: the connection failed or closed.
-            return ErrorKind::Io;
-        };
-        let code = code.code();
-        match code {
-            // serialization_failure, deadlock_detected, lock_not_available,
-            // query_canceled (lock_timeout / statement_timeout).
-            "40001" | "40P01" | "55P03" | "57014" => ErrorKind::Busy,
-            "53100" => ErrorKind::DiskFull,
-            "25006" => ErrorKind::ReadOnly,
-            _ if code.starts_with("42501") => ErrorKind::ReadOnly,
-            _ if code.starts_with("23") || code.starts_with("22") => ErrorKind::InvalidInput,
-            _ if code.starts_with("08") || code.starts_with("57") => ErrorKind::Io,
-            _ if code.starts_with("XX") => ErrorKind::Corrupt,
-            _ => ErrorKind::Other,
-        }
     }
 
     #[cfg(test)]
