@@ -553,7 +553,8 @@ struct Model {
     items: BTreeMap<(String, String), ModelItem>,
     /// Audit events by kind (the kinds the model decides).
     events: BTreeMap<String, i64>,
-    /// The largest row key ever given (PostgreSQL's next is one past it).
+    /// The largest row key ever given: the next is one past it (PostgreSQL's
+    /// identity, SQLite's AUTOINCREMENT since V14).
     largest_row: i64,
 }
 
@@ -606,11 +607,7 @@ impl Model {
                 for (j, id, attempt, day, error_type) in items {
                     self.jobs.entry(job(*j)).or_insert(None);
                     let incoming = lib_value(*id, *attempt, *day, *error_type);
-                    let next_row = if on_postgres() {
-                        self.largest_row + 1
-                    } else {
-                        self.items.values().map(|i| i.row).max().unwrap_or(0) + 1
-                    };
+                    let next_row = self.largest_row + 1;
                     match self.items.get_mut(&key(*j, *id)) {
                         Some(stored) => {
                             stored.value = ref_merge(&stored.value, &incoming, stored.marked);
