@@ -599,7 +599,7 @@ fn top_by_sql(dlq: &Dlq, job_id: Option<&str>, column: &str) -> Result<Vec<Ranke
 fn last_message(conn: Conn<'_>, item_key: i64) -> Result<String> {
     let sql = format!(
         "SELECT {}",
-        super::counters::last_attempt_select_on(conn.backend(), "error_message", "?1")
+        super::counters::last_attempt_select(conn.backend(), "error_message", "?1")
     );
     let message = conn.row(&sql, vals![item_key], |row| row.opt_text(0))?;
     Ok(message.flatten().unwrap_or_default())
@@ -741,10 +741,7 @@ fn sample_of(conn: Conn<'_>, job_id: Option<&str>, signature: &str) -> Result<Sa
     use sample_columns as c;
     use sample_message_columns as m;
     let wanted = 3;
-    let list = match conn.backend() {
-        super::Backend::Sqlite => c::LIST,
-        super::Backend::Postgres => c::PG_LIST,
-    };
+    let list = c::list(conn.backend());
     // Two statements rather than `(?2 IS NULL OR job_id = ?2)`: with the OR,
     // SQLite cannot narrow the range to the job.
     let sql = match job_id {
@@ -785,10 +782,7 @@ fn sample_of(conn: Conn<'_>, job_id: Option<&str>, signature: &str) -> Result<Sa
         )?;
         items.extend(item_id);
     }
-    let order = match conn.backend() {
-        super::Backend::Sqlite => super::counters::last_attempt_order(""),
-        super::Backend::Postgres => "timestamp DESC, timestamp_ns DESC, attempt_number DESC".into(),
-    };
+    let order = super::counters::last_attempt_order(conn.backend(), "");
     let (message, error_type) = match newest.first() {
         Some((_, key)) => conn
             .row(
@@ -1002,10 +996,7 @@ fn scan_range(
     mut counts: AttemptCounts,
 ) -> Result<AttemptCounts> {
     use attempt_columns as c;
-    let list = match conn.backend() {
-        super::Backend::Sqlite => c::LIST,
-        super::Backend::Postgres => c::PG_LIST,
-    };
+    let list = c::list(conn.backend());
     let sql = if job_id.is_some() {
         format!(
             "SELECT {list} FROM failure_history

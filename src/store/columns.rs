@@ -28,6 +28,14 @@ macro_rules! columns {
                 $crate::store::columns::pick!($first_sql $(, $first_pg)?)
                 $(, ", ", $crate::store::columns::pick!($sql $(, $pg)?))*
             );
+            /// The list as `backend` reads it.
+            #[allow(dead_code)]
+            pub(super) fn list(backend: $crate::store::Backend) -> &'static str {
+                match backend {
+                    $crate::store::Backend::Sqlite => LIST,
+                    $crate::store::Backend::Postgres => PG_LIST,
+                }
+            }
             // Variants count from 0 in the order of LIST: each one's value
             // is its column's index.
             #[allow(non_camel_case_types, clippy::upper_case_acronyms)]

@@ -42,35 +42,23 @@ use std::collections::HashMap;
 /// `failure_history_last` (schema V4) serves it. The Rust side of the same
 /// rule is [`DeadLetteredItem::last_failure`]; the `item_summary` view
 /// (schema V4) spells it out too, since a view cannot refer to this.
-pub(crate) fn last_attempt_order(alias: &str) -> String {
+pub(crate) fn last_attempt_order(backend: super::Backend, alias: &str) -> String {
     let dot = if alias.is_empty() { "" } else { "." };
-    format!("{alias}{dot}timestamp DESC, {alias}{dot}attempt_number DESC")
-}
-
-/// [`last_attempt_select`] for either backend: on PostgreSQL the
-/// nanoseconds below the microsecond break a tie of `timestamp`.
-pub(crate) fn last_attempt_select_on(
-    backend: super::Backend,
-    column: &str,
-    item_key: &str,
-) -> String {
-    match backend {
-        super::Backend::Sqlite => last_attempt_select(column, item_key),
-        super::Backend::Postgres => format!(
-            "(SELECT last_f.{column} FROM failure_history AS last_f WHERE last_f.item_key = {item_key} \
-             ORDER BY last_f.timestamp DESC, last_f.timestamp_ns DESC, last_f.attempt_number DESC LIMIT 1)"
-        ),
-    }
+    format!(
+        "{}, {alias}{dot}attempt_number DESC",
+        backend.ts_order(&format!("{alias}{dot}timestamp"), true)
+    )
 }
 
 /// A scalar subquery for `column` (e.g. `error_type`, or `id`) of the last
 /// attempt of the item whose key is `item_key` (an SQL expression such as
-/// `i.id`).
-pub(crate) fn last_attempt_select(column: &str, item_key: &str) -> String {
+/// `i.id`). On PostgreSQL the nanoseconds below the microsecond break a tie
+/// of `timestamp` ([`super::Backend::ts_order`]).
+pub(crate) fn last_attempt_select(backend: super::Backend, column: &str, item_key: &str) -> String {
     format!(
         "(SELECT last_f.{column} FROM failure_history AS last_f WHERE last_f.item_key = {item_key} \
          ORDER BY {} LIMIT 1)",
-        last_attempt_order("last_f")
+        last_attempt_order(backend, "last_f")
     )
 }
 
@@ -221,7 +209,7 @@ pub(super) fn subtract_doomed(conn: &Connection) -> Result<()> {
 /// Recomputes every counter from the rows: the job counters, the signature
 /// and error type counts, and each item's last_error_type from its history.
 pub fn recount(conn: super::sql::Conn<'_>) -> Result<RecountReport> {
-    let last_type = last_attempt_select_on(conn.backend(), "error_type", "items.id");
+    let last_type = last_attempt_select(conn.backend(), "error_type", "items.id");
     // The keys whose counter differs from a recount (wrong, missing or
     // extra), counted before the counters are rebuilt.
     let drift = |table: &str, key: &str, recount: &str| -> Result<u64> {

@@ -893,7 +893,7 @@ impl Dlq {
                  FROM items i JOIN failure_history f ON f.id = {last}
                  WHERE i.family_id = ?1 AND i.id > ?2 ORDER BY i.id LIMIT ?3",
                 last_attempt = backend.ts_text("i.last_attempt"),
-                last = super::counters::last_attempt_select_on(backend, "id", "i.id"),
+                last = super::counters::last_attempt_select(backend, "id", "i.id"),
             );
             let mut values: HashMap<String, (u64, Timestamp, Timestamp)> = HashMap::new();
             let mut after = 0i64;
@@ -1080,7 +1080,7 @@ impl Dlq {
                 "SELECT i.id, f.error_type, f.error_message, f.stack_trace
                  FROM items i JOIN failure_history f ON f.id = {last}
                  WHERE i.id > ?1 ORDER BY i.id LIMIT ?2",
-                last = super::counters::last_attempt_select_on(backend, "id", "i.id"),
+                last = super::counters::last_attempt_select(backend, "id", "i.id"),
             );
             loop {
                 let rows = conn.collect(&sql, vals![after, MINE_BATCH], |row| {
@@ -1298,7 +1298,7 @@ impl Dlq {
                      FROM items i JOIN failure_history f ON f.id = {last}
                      WHERE i.family_id IS NULL AND i.id > ?1 ORDER BY i.id LIMIT ?2",
                     last_attempt = backend.ts_text("i.last_attempt"),
-                    last = super::counters::last_attempt_select_on(backend, "id", "i.id"),
+                    last = super::counters::last_attempt_select(backend, "id", "i.id"),
                 );
                 let rows = tx.sql().collect(&sql, vals![after, MINE_BATCH], |row| {
                     Ok((

@@ -358,7 +358,7 @@ fn write_field_test(
         Field::Attempt { column, last: true } => {
             let name = column.sql().trim_start_matches("f.");
             test(
-                &super::counters::last_attempt_select_on(backend, name, "i.id"),
+                &super::counters::last_attempt_select(backend, name, "i.id"),
                 out,
             );
         }

@@ -172,7 +172,7 @@ columns! {
 fn last_failure_join(backend: super::Backend) -> String {
     format!(
         "LEFT JOIN failure_history f ON f.id = {}",
-        super::counters::last_attempt_select_on(backend, "id", "i.id")
+        super::counters::last_attempt_select(backend, "id", "i.id")
     )
 }
 
@@ -333,10 +333,7 @@ impl Dlq {
     ) -> Result<Page<ItemSummary>> {
         use summary_columns as c;
         let backend = self.backend();
-        let columns = match backend {
-            super::Backend::Sqlite => c::LIST,
-            super::Backend::Postgres => c::PG_LIST,
-        };
+        let columns = c::list(backend);
         let select = format!(
             "SELECT {columns} FROM items i {}",
             last_failure_join(backend)

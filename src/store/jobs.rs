@@ -478,10 +478,7 @@ impl Dlq {
         self.write_bulk(|tx| {
             // On PostgreSQL this also takes the job's row lock (see
             // WriteTx::lock_job).
-            let lock = match tx.sql().backend() {
-                Backend::Sqlite => "SELECT 1 FROM jobs WHERE job_id = ?1",
-                Backend::Postgres => "SELECT 1 FROM jobs WHERE job_id = ?1 FOR UPDATE",
-            };
+            let lock = tx.sql().backend().find_job_locked();
             if tx.sql().row(lock, vals![job_id], |_| Ok(()))?.is_none() {
                 return Err(Error::JobNotFound(job_id.to_string()));
             }

@@ -289,10 +289,7 @@ pub(super) fn group_items(
     let _cache = conn.scan_cache(super::analysis::SCAN_CACHE_KIB)?;
     // SQLite is told the index that gives the signature order; PostgreSQL
     // picks its own plan for the ORDER BY.
-    let indexed = match conn.backend() {
-        super::Backend::Sqlite => " INDEXED BY items_signature",
-        super::Backend::Postgres => "",
-    };
+    let indexed = conn.backend().indexed_by("items_signature");
     let sql = match job_id {
         Some(_) => format!(
             "SELECT {} FROM items{indexed} WHERE job_id = ?1 ORDER BY error_signature",

@@ -333,6 +333,37 @@ impl Backend {
         }
     }
 
+    /// The statement that finds a job and, on PostgreSQL, locks its row
+    /// until the transaction ends (`?1`: the job id): what a take or a
+    /// clear reads first, so that an add to the job waits for it (see
+    /// `WriteTx::lock_job`). SQLite's writer holds the whole database.
+    pub fn find_job_locked(self) -> &'static str {
+        match self {
+            Backend::Sqlite => "SELECT 1 FROM jobs WHERE job_id = ?1",
+            Backend::Postgres => "SELECT 1 FROM jobs WHERE job_id = ?1 FOR UPDATE",
+        }
+    }
+
+    /// The UTC day (`YYYY-MM-DD`) of a source timestamp column.
+    pub fn utc_day(self, column: &str) -> String {
+        match self {
+            Backend::Sqlite => format!("substr({column}, 1, 10)"),
+            Backend::Postgres => {
+                format!("to_char({column} AT TIME ZONE 'UTC', 'YYYY-MM-DD')")
+            }
+        }
+    }
+
+    /// Tells the planner which index to use where SQLite must be told
+    /// (` INDEXED BY index`, after a table name); PostgreSQL picks its own
+    /// plan.
+    pub fn indexed_by(self, index: &str) -> String {
+        match self {
+            Backend::Sqlite => format!(" INDEXED BY {index}"),
+            Backend::Postgres => String::new(),
+        }
+    }
+
     /// A source timestamp column as an ORDER BY key, to the nanosecond
     /// (`desc`: newest first).
     pub fn ts_order(self, column: &str, desc: bool) -> String {

@@ -354,10 +354,7 @@ impl Dlq {
     /// of one job or all: how many dead letters arrived each day and are
     /// still here. One pass over a covering index.
     pub fn items_per_day(&self, job_id: Option<&str>) -> Result<Vec<(String, i64)>> {
-        let day = match self.backend() {
-            Backend::Sqlite => "substr(first_attempt, 1, 10)",
-            Backend::Postgres => "to_char(first_attempt AT TIME ZONE 'UTC', 'YYYY-MM-DD')",
-        };
+        let day = self.backend().utc_day("first_attempt");
         let sql = if job_id.is_some() {
             format!(
                 "SELECT {day} AS day, COUNT(*) FROM items

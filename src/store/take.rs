@@ -7,7 +7,7 @@
 
 use super::items::ListFilter;
 use super::sql::SqlValue as Value;
-use super::sql::{vals, Backend, Val};
+use super::sql::{vals, Val};
 use super::Dlq;
 use super::EventKind;
 use crate::error::{Error, Result};
@@ -75,10 +75,7 @@ impl Dlq {
             let conn = tx.sql();
             // On PostgreSQL this takes the job's row lock too (see
             // WriteTx::lock_job): an add to the job waits for the take.
-            let lock = match conn.backend() {
-                Backend::Sqlite => "SELECT 1 FROM jobs WHERE job_id = ?1",
-                Backend::Postgres => "SELECT 1 FROM jobs WHERE job_id = ?1 FOR UPDATE",
-            };
+            let lock = conn.backend().find_job_locked();
             if conn.row(lock, vals![job_id], |_| Ok(()))?.is_none() {
                 return Err(Error::JobNotFound(job_id.to_string()));
             }
