@@ -2,8 +2,8 @@
 //! exports carry each job's repo back through `dlq import` and `dlq add`,
 //! `dlq jobs --prune` / `dlq clear --forget` remove empty jobs with an
 //! event each, `dlq events --help` lists every event kind, and an imported
-//! item answers the README's "where did an item go?" query. Counters are
-//! checked against a recount after each change.
+//! item answers the "where did an item go?" query of docs/guide.md.
+//! Counters are checked against a recount after each change.
 
 use crate::common::*;
 use crate::counters::drift;
@@ -248,15 +248,15 @@ fn events_help_lists_every_kind() {
     ok(dlq(&db).args(["events", "--kind", "job_removed"]));
 }
 
-/// The README's "Where did an item go?" query, for `item_id`.
+/// The "Where did an item go?" query of docs/guide.md, for `item_id`.
 fn readme_trail_query(item_id: &str) -> String {
     let readme = std::fs::read_to_string(
-        Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/..")).join("README.md"),
+        Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/..")).join("docs/guide.md"),
     )
     .unwrap();
     let start = readme
         .find("-- Where did an item")
-        .expect("the README has the query");
+        .expect("docs/guide.md has the query");
     let rest = &readme[start..];
     // The statement after the comment lines, to its semicolon.
     let body = &rest[rest.find("\nSELECT").unwrap() + 1..];
@@ -317,11 +317,11 @@ fn an_imported_item_answers_the_readme_trail_query() {
     assert_no_drift(&other);
 }
 
-/// The README's `dlq events` section names every event kind.
+/// The `dlq events` section of docs/commands.md names every event kind.
 #[test]
 fn the_readme_lists_every_event_kind() {
     let readme = std::fs::read_to_string(
-        std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/..")).join("README.md"),
+        std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/..")).join("docs/commands.md"),
     )
     .unwrap();
     let start = readme.find("### `dlq events").expect("an events section");
@@ -332,7 +332,7 @@ fn the_readme_lists_every_event_kind() {
     for kind in dlqlite::EventKind::ALL {
         assert!(
             section.contains(kind.as_str()),
-            "README's events section does not name {kind}"
+            "docs/commands.md's events section does not name {kind}"
         );
     }
 }

@@ -1,6 +1,7 @@
-//! Every example a user can copy runs: each command line of the README's
-//! `sh` blocks, and each example in every subcommand's `--help` (the lines
-//! of an `Examples:` block and `Example: ...`). Each runs through `sh -c`
+//! Every example a user can copy runs: each command line of the `sh`
+//! blocks of the user docs (README.md, SECURITY.md and docs/*.md), and each
+//! example in every subcommand's `--help` (the lines of an `Examples:`
+//! block and `Example: ...`). Each runs through `sh -c`
 //! with the real `dlq` first on PATH, in a sandbox of its own: a copy of
 //! the shipped sample imported into `demo.db` (also `DLQ_DB`), the files
 //! the examples name (`item_7.json`, `failures.jsonl`, `process-item.sh`,
@@ -9,7 +10,9 @@
 //!
 //! An example passes when it exits 0; the few that exit 1 by design (an
 //! import of the sample, which holds broken files on purpose) are listed
-//! with the reason. A usage error (2), a crash or a timeout fails.
+//! with the reason. A usage error (2), a crash or a timeout fails. Lines of
+//! the docs that are not `dlq` examples (the test command itself, the
+//! developer scripts, installs) are listed in [`NOT_RUN`] with the reason.
 
 use crate::common::TempDir;
 use std::path::{Path, PathBuf};
@@ -155,11 +158,11 @@ fn concrete(line: &str) -> String {
         .join(" ")
 }
 
-/// Examples that run until stopped: each passes when it is still running
-/// (it started, and found nothing wrong with its options) after
-/// [`RUNNING_FOR`] seconds, when `timeout` sends SIGINT to its process
-/// group, as Ctrl-C would, and answers 124.
-const LONG_RUNNING: &[&str] = &["dlq serve"];
+/// Subcommands whose examples run until stopped: each passes when it is
+/// still running (it started, and found nothing wrong with its options)
+/// after [`RUNNING_FOR`] seconds, when `timeout` sends SIGINT to its
+/// process group, as Ctrl-C would, and answers 124.
+const LONG_RUNNING: &[&str] = &["serve"];
 const RUNNING_FOR: &str = "3";
 /// One long-running example at a time: the README's and the help's
 /// `dlq serve` both want the default port.
@@ -178,7 +181,16 @@ fn run_example(dir: &TempDir, index: usize, source: &str, line: &str) -> Option<
     if command.contains(EXAMPLE_PG_URL) {
         command = command.replace(EXAMPLE_PG_URL, &example_pg_database(&root));
     }
-    let long_running = LONG_RUNNING.iter().any(|part| command.contains(part));
+    // `dlq serve`, `dlq --db demo.db serve`, `DLQ_TOKEN=... dlq serve ...`.
+    let words: Vec<&str> = command.split_whitespace().collect();
+    let long_running = words
+        .iter()
+        .position(|word| *word == "dlq")
+        .is_some_and(|at| {
+            words[at + 1..]
+                .iter()
+                .any(|word| LONG_RUNNING.contains(word))
+        });
     let limit: &[&str] = if long_running {
         &["-s", "INT", "-k", "10", RUNNING_FOR]
     } else {
@@ -214,10 +226,43 @@ fn run_example(dir: &TempDir, index: usize, source: &str, line: &str) -> Option<
     })
 }
 
-/// The command lines of the README's `sh` blocks (not the test command
-/// itself, which this is part of).
-fn readme_examples() -> Vec<String> {
-    let text = std::fs::read_to_string(repo().join("README.md")).unwrap();
+/// Lines of the docs' `sh` blocks that are not `dlq` examples, by how
+/// they start, and why they do not run here.
+const NOT_RUN: &[(&str, &str)] = &[
+    (
+        "scripts/",
+        "the developer scripts: the test command this is part of, mutation \
+         testing and the Prodigy check run for minutes to hours",
+    ),
+    (
+        "PRODIGY_CHECK_",
+        "scripts/prodigy-check with settings: needs a Prodigy checkout",
+    ),
+    (
+        "cargo install",
+        "installs into ~/.cargo; the build under test is the binary",
+    ),
+    ("cargo test", "the test suite itself"),
+];
+
+/// The user docs whose `sh` blocks are examples: README.md, SECURITY.md
+/// and every docs/*.md, in that order.
+fn doc_files() -> Vec<PathBuf> {
+    let mut docs: Vec<PathBuf> = std::fs::read_dir(repo().join("docs"))
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .filter(|path| path.extension().is_some_and(|ext| ext == "md"))
+        .collect();
+    docs.sort();
+    let mut files = vec![repo().join("README.md"), repo().join("SECURITY.md")];
+    files.extend(docs);
+    files
+}
+
+/// The command lines of one doc's `sh` (or `bash`) blocks, each with what
+/// NOT_RUN says about it (None: it runs).
+fn sh_lines(file: &Path) -> Vec<(String, Option<&'static str>)> {
+    let text = std::fs::read_to_string(file).unwrap();
     let mut in_sh = false;
     let mut lines = Vec::new();
     for line in text.lines() {
@@ -226,11 +271,51 @@ fn readme_examples() -> Vec<String> {
             continue;
         }
         let line = line.trim();
-        if in_sh && !line.is_empty() && !line.starts_with('#') && line != "scripts/test" {
-            lines.push(line.to_string());
+        if in_sh && !line.is_empty() && !line.starts_with('#') {
+            let skip = NOT_RUN
+                .iter()
+                .find(|(start, _)| line.starts_with(start))
+                .map(|(start, _)| *start);
+            lines.push((line.to_string(), skip));
         }
     }
     lines
+}
+
+/// The examples to run from one doc, with the doc's name.
+fn doc_examples(file: &Path) -> Vec<(String, String)> {
+    let name = file
+        .strip_prefix(repo())
+        .unwrap_or(file)
+        .display()
+        .to_string();
+    sh_lines(file)
+        .into_iter()
+        .filter(|(_, skip)| skip.is_none())
+        .map(|(line, _)| (name.clone(), line))
+        .collect()
+}
+
+/// Runs examples on a few threads; returns what went wrong.
+fn run_all(dir: &TempDir, examples: &[(String, String)]) -> Vec<String> {
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let failures = std::sync::Mutex::new(Vec::new());
+    std::thread::scope(|scope| {
+        for _ in 0..4 {
+            scope.spawn(|| loop {
+                let i = next.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                let Some((source, line)) = examples.get(i) else {
+                    break;
+                };
+                if let Some(failure) = run_example(dir, i, source, line) {
+                    failures.lock().unwrap().push(failure);
+                }
+            });
+        }
+    });
+    let mut failures = failures.into_inner().unwrap();
+    failures.sort();
+    failures
 }
 
 /// The examples of every subcommand's help.
@@ -291,14 +376,61 @@ fn help_examples() -> Vec<(String, String)> {
 #[test]
 fn every_readme_example_runs() {
     let dir = TempDir::new("readme-examples");
-    let examples = readme_examples();
+    let examples = doc_examples(&repo().join("README.md"));
     assert!(examples.len() >= 8, "{examples:?}");
-    let failures: Vec<String> = examples
-        .iter()
-        .enumerate()
-        .filter_map(|(i, line)| run_example(&dir, i, "README", line))
-        .collect();
+    let failures = run_all(&dir, &examples);
     assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// The other docs: the guide, the command reference, the dashboard,
+/// PostgreSQL, the library, SECURITY.md and the rest of docs/.
+#[test]
+fn every_docs_example_runs() {
+    let dir = TempDir::new("docs-examples");
+    let files = doc_files();
+    let examples: Vec<(String, String)> = files
+        .iter()
+        .filter(|file| !file.ends_with("README.md"))
+        .flat_map(|file| doc_examples(file))
+        .collect();
+    // The guide and the command reference alone show dozens.
+    assert!(examples.len() >= 60, "{examples:?}");
+    for name in ["docs/guide.md", "docs/commands.md", "docs/postgres.md"] {
+        assert!(
+            examples.iter().any(|(source, _)| source == name),
+            "no example of {name} runs"
+        );
+    }
+    let failures = run_all(&dir, &examples);
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// Each line NOT_RUN leaves out is one it names, and each of its entries
+/// still leaves out some line (a stale entry would hide a new example).
+#[test]
+fn the_examples_left_out_are_listed() {
+    let mut used = std::collections::BTreeSet::new();
+    for file in doc_files() {
+        for (line, skip) in sh_lines(&file) {
+            if let Some(start) = skip {
+                used.insert(start);
+            } else {
+                // Every line that runs is a dlq command (or sets up one).
+                let command = concrete(&line);
+                assert!(
+                    command.contains("dlq "),
+                    "{}: `{line}` is neither a dlq example nor in NOT_RUN",
+                    file.display()
+                );
+            }
+        }
+    }
+    for (start, why) in NOT_RUN {
+        assert!(
+            used.contains(start),
+            "NOT_RUN {start:?} ({why}) matches no line"
+        );
+    }
 }
 
 #[test]

@@ -1068,7 +1068,7 @@ fn sql_shows_every_type_as_the_server_writes_it() {
             "a": "{1,2}", "big": 1e50, "n": 123.45, "a_2": 2,
             "u": "00000000-0000-0000-0000-000000000001"})
     );
-    // The README's per-day query.
+    // The docs' per-day query (docs/postgres.md).
     let out = ok(dlq(db.url()).args([
         "sql",
         "--format",
@@ -1090,13 +1090,23 @@ fn sql_shows_every_type_as_the_server_writes_it() {
     assert!(out.contains("Result"), "{out}");
 }
 
-/// The statements of the README's `sql` blocks: the sqlite3 one first,
-/// then the psql one.
+/// The statements of the docs' `sql` blocks: the sqlite3 one of
+/// docs/guide.md ("Query with SQL") first, then the psql one of
+/// docs/postgres.md.
 fn readme_queries() -> Vec<Vec<String>> {
-    let readme = std::fs::read_to_string(
-        Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/..")).join("README.md"),
-    )
-    .unwrap();
+    let docs = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/..")).join("docs");
+    ["guide.md", "postgres.md"]
+        .iter()
+        .flat_map(|name| {
+            let blocks = sql_blocks(&std::fs::read_to_string(docs.join(name)).unwrap());
+            assert_eq!(blocks.len(), 1, "docs/{name} has one sql block");
+            blocks
+        })
+        .collect()
+}
+
+/// The statements of each `sql` block of a markdown text.
+fn sql_blocks(readme: &str) -> Vec<Vec<String>> {
     let mut blocks = Vec::new();
     let mut current: Option<String> = None;
     for line in readme.lines() {
@@ -1122,7 +1132,7 @@ fn readme_queries() -> Vec<Vec<String>> {
     blocks
 }
 
-/// Every query the README shows for sqlite3 and for psql runs on the
+/// Every query the docs show for sqlite3 and for psql runs on the
 /// sample (with an item whose priority is a word, which made the psql
 /// priority query fail), through `dlq sql` on each backend.
 #[test]
