@@ -54,8 +54,8 @@ pub use time::Timestamp;
 // Moved into `legacy`, still reachable at its old path.
 pub use legacy::stream as input;
 
-// The README's Rust examples run as doctests, so they cannot drift from the
-// API they show.
+// docs/library.md's Rust examples run as doctests, so they cannot drift
+// from the API they show.
 #[cfg(doctest)]
-#[doc = include_str!("../README.md")]
-pub struct ReadmeDoctests;
+#[doc = include_str!("../docs/library.md")]
+pub struct LibraryDocDoctests;
