@@ -6,7 +6,7 @@
 //! with [`Format::content_type`].
 //!
 //! Every family, its type, labels and meaning is in [`FAMILIES`] and in the
-//! README ("Metrics for Prometheus"). Label values are escaped as both
+//! docs/guide.md ("Metrics for Prometheus"). Label values are escaped as both
 //! formats require (backslash, double quote and line feed); any other
 //! character, control characters included, is legal inside a quoted label
 //! value and is written as it is: only a line feed ends a line.

@@ -64,7 +64,7 @@ impl CommandHandler {
 /// SIGTERM, then SIGKILL, to every group still listed. PR_SET_PDEATHSIG on
 /// each shell reaches only the shell: the commands it started (and theirs)
 /// would run on, without a lease, while a resumed run starts them again.
-/// A process that leaves its group (setsid) escapes this; see the README.
+/// A process that leaves its group (setsid) escapes this; see SECURITY.md.
 pub(crate) struct GroupGuard {
     pipe: Mutex<Option<std::process::ChildStdin>>,
     child: std::process::Child,

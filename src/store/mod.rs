@@ -37,7 +37,7 @@
 //! first locks its job's row (adds to one job take turns, others do not
 //! wait). The parts written against `sql.rs` run on both backends; the rest
 //! still takes a SQLite connection and is `Error::Unsupported` on
-//! PostgreSQL (the README's "PostgreSQL" section lists what works).
+//! PostgreSQL (docs/postgres.md, "What works").
 
 pub mod adhoc;
 mod analysis;

@@ -16,7 +16,7 @@ use std::process::ExitCode;
 /// differ only in numbers, paths, hex ids, uuids or durations group
 /// together), error types over all attempts and last attempts, failures per
 /// hour or day, failure categories (transient, conditionally_recoverable,
-/// permanent, unclassified; see the README), and the agents and steps that
+/// permanent, unclassified; see `dlq categories` in docs/commands.md), and the agents and steps that
 /// fail most.
 ///
 /// Examples:

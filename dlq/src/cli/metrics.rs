@@ -16,7 +16,7 @@ use std::process::ExitCode;
 /// --format openmetrics): items per job, error type and failure category;
 /// eligible and manual-review items and the oldest item's age per job;
 /// events in the audit log by kind; retry runs by status; items of the 10
-/// largest failure families and of all others. The README's "Metrics for
+/// largest failure families and of all others. docs/guide.md's "Metrics for
 /// Prometheus" lists every metric. It reads counters (and, for families,
 /// the items_family index), never the items' rows, so it is cheap to run
 /// often, and works on a read-only database.

@@ -10,7 +10,7 @@ use std::process::ExitCode;
 ///
 /// SELECT, WITH or a read-only PRAGMA. A statement that would write is
 /// refused and changes nothing; use the sqlite3 shell to change data. The
-/// schema is in the README and docs/schema.sql.
+/// schema is in docs/guide.md ("Query with SQL") and docs/schema.sql.
 ///
 /// Example: dlq sql "SELECT error_type, COUNT(*) FROM failure_log GROUP BY 1" --format csv
 #[derive(Debug, clap::Args)]

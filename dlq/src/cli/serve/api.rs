@@ -1,4 +1,4 @@
-//! The JSON API under `/api/` (documented in the README): what the pages
+//! The JSON API under `/api/` (documented in docs/dashboard.md): what the pages
 //! show, for scripts and the pages' live updates. Every answer is one JSON
 //! object; every failure `{"error": "..."}` with a 4xx/5xx. Counts come
 //! from the counters where the question allows (see
