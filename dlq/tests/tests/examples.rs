@@ -3,7 +3,8 @@
 //! example in every subcommand's `--help` (the lines of an `Examples:`
 //! block and `Example: ...`). Each runs through `sh -c`
 //! with the real `dlq` first on PATH, in a sandbox of its own: a copy of
-//! the shipped sample imported into `demo.db` (also `DLQ_DB`), the files
+//! the shipped samples (`examples/sample`, then `examples/legacy`)
+//! imported into `demo.db` (also `DLQ_DB`), the files
 //! the examples name (`item_7.json`, `failures.jsonl`, `process-item.sh`,
 //! two hosts' `.prodigy` trees), and HOME inside it. The placeholder job `J` stands for the sample's
 //! `mapreduce-20251123_194253`.
@@ -93,9 +94,27 @@ fn copy_dir(from: &Path, to: &Path) {
     }
 }
 
-/// A fresh sandbox (see the module docs).
+/// A fresh sandbox (see the module docs): a copy of one made once per
+/// test (importing the samples for every example took minutes).
 fn sandbox(dir: &TempDir, name: &str) -> PathBuf {
+    static MAKING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let template = dir.join("template");
+    {
+        let _one = MAKING.lock().unwrap_or_else(|e| e.into_inner());
+        if !template.exists() {
+            let making = dir.join("template.making");
+            make_sandbox(&making);
+            std::fs::rename(&making, &template).unwrap();
+        }
+    }
     let root = dir.join(name);
+    copy_dir(&template, &root);
+    root
+}
+
+/// Makes the sandbox at `root`.
+fn make_sandbox(root: &Path) {
+    let root = root.to_path_buf();
     copy_dir(&repo().join("examples"), &root.join("examples"));
     // Two hosts' PRODIGY_HOMEs, for the import example.
     copy_dir(
@@ -108,6 +127,24 @@ fn sandbox(dir: &TempDir, name: &str) -> PathBuf {
     );
     let bin = Path::new(env!("CARGO_BIN_EXE_dlq"));
     let db = root.join("demo.db");
+    // The README's first command: the sample imports whole and exits 0.
+    let sample = Command::new(bin)
+        .arg("--db")
+        .arg(&db)
+        .args(["import", "examples/sample"])
+        .current_dir(&root)
+        .output()
+        .unwrap();
+    assert!(
+        sample.status.success(),
+        "the sample imports cleanly: {}",
+        String::from_utf8_lossy(&sample.stderr)
+    );
+    let said = String::from_utf8_lossy(&sample.stdout) + String::from_utf8_lossy(&sample.stderr);
+    assert!(
+        said.contains("360 new, 0 merged, 0 unchanged, 0 rejected, 0 index"),
+        "{said}"
+    );
     let status = Command::new(bin)
         .arg("--db")
         .arg(&db)
@@ -143,7 +180,6 @@ fn sandbox(dir: &TempDir, name: &str) -> PathBuf {
     std::fs::write(&script, "#!/bin/sh\ncat >/dev/null\n").unwrap();
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
-    root
 }
 
 /// `line` with the placeholder job filled in and `cargo run` as `dlq`.
