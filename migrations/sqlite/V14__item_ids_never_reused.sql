@@ -68,6 +68,15 @@ SELECT id, job_id, item_id, item_data, first_attempt, last_attempt, failure_coun
 FROM items ORDER BY id;
 DROP TABLE items;
 ALTER TABLE items_v14 RENAME TO items;
+-- The ids of items removed before this upgrade are known nowhere, and the
+-- highest of them may lie above every id left: a process still holding a
+-- read of one would take the item stored next under it. So a database
+-- that was in use (it has events) starts its new ids 2^32 above the
+-- largest left. A new database starts at 1.
+INSERT INTO sqlite_sequence (name, seq)
+SELECT 'items', 0 WHERE NOT EXISTS (SELECT 1 FROM sqlite_sequence WHERE name = 'items');
+UPDATE sqlite_sequence SET seq = (SELECT COALESCE(MAX(id), 0) FROM items) + 4294967296
+WHERE name = 'items' AND EXISTS (SELECT 1 FROM events);
 
 CREATE INDEX items_failure_count ON items (failure_count);
 CREATE INDEX items_family ON items (family_id);

@@ -94,6 +94,25 @@ pub struct ImportReport {
     pub loaded_before: bool,
 }
 
+impl ImportReport {
+    /// Adds `other`'s counts and lists to this one (imports of several
+    /// roots told as one).
+    pub fn absorb(&mut self, other: ImportReport) {
+        self.files_seen += other.files_seen;
+        self.items_read += other.items_read;
+        self.items_new += other.items_new;
+        self.items_merged += other.items_merged;
+        self.items_unchanged += other.items_unchanged;
+        self.jobs_over_capacity.extend(other.jobs_over_capacity);
+        self.files_rejected.extend(other.files_rejected);
+        self.index_mismatches.extend(other.index_mismatches);
+        self.paths_skipped.extend(other.paths_skipped);
+        self.job_ids.extend(other.job_ids);
+        self.jobs = self.job_ids.len();
+        self.loaded_before &= other.loaded_before;
+    }
+}
+
 /// Progress, for a progress bar.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Progress {
@@ -102,15 +121,25 @@ pub struct Progress {
     pub elapsed: Duration,
 }
 
+/// What an import did to one job: its summary `imported` event.
 #[derive(Default, Serialize)]
 struct JobTally {
     sources: BTreeSet<String>,
+    /// Item files read, rejected ones included.
     files: usize,
     new: usize,
     merged: usize,
     unchanged: usize,
     rejected: usize,
+    /// The first [`REJECTIONS_KEPT`] rejected files, each with why: kept in
+    /// the database, so a caller that drops the report (an adoption on
+    /// open) still leaves a trace of what was passed over.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    rejected_files: Vec<RejectedFile>,
 }
+
+/// How many rejected files a job's summary event names (it counts all).
+const REJECTIONS_KEPT: usize = 20;
 
 fn display(path: &Path) -> String {
     path.display().to_string()
@@ -267,7 +296,7 @@ fn scan_export_file(path: &Path, emit: &mut impl FnMut(Record) -> bool) -> bool 
             error,
         })
     };
-    let file = match std::fs::File::open(path) {
+    let file = match crate::legacy::read::open_without_waiting(path) {
         Ok(file) => file,
         Err(e) => return emit(reject(None, format!("cannot read: {e}"))),
     };
@@ -392,10 +421,12 @@ impl Writer {
                 // did not parse), so it is counted in the report only.
                 if !self.in_export_file {
                     report.files_seen += 1;
-                    self.tallies
-                        .entry(self.current_job.clone())
-                        .or_default()
-                        .rejected += 1;
+                    let tally = self.tallies.entry(self.current_job.clone()).or_default();
+                    tally.files += 1;
+                    tally.rejected += 1;
+                    if tally.rejected_files.len() < REJECTIONS_KEPT {
+                        tally.rejected_files.push(rejected.clone());
+                    }
                 }
                 report.files_rejected.push(rejected);
                 Ok(false)

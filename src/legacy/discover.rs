@@ -144,7 +144,7 @@ impl Walker {
                     self.skip(path, reason.to_string());
                     return Err(reason.to_string());
                 }
-                let opened = fs::File::open(&file).map_err(|e| e.to_string());
+                let opened = super::read::open_without_waiting(&file).map_err(|e| e.to_string());
                 let opened = opened.and_then(|f| {
                     let meta = f.metadata().map_err(|e| e.to_string())?;
                     if !meta.is_file() {

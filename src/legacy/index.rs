@@ -68,8 +68,11 @@ impl Index {
         match walker.open_regular(&job.path.join(INDEX_FILE), super::MAX_ITEM_BYTES) {
             Ok(None) => Err(IndexProblem::Missing),
             Err(_) => Err(IndexProblem::Unreadable),
-            Ok(Some(file)) => serde_json::from_reader(std::io::BufReader::new(file))
-                .map_err(|_| IndexProblem::Unreadable),
+            // Bounded whatever the size said: /proc and device files say 0.
+            Ok(Some(file)) => serde_json::from_reader(std::io::BufReader::new(
+                std::io::Read::take(file, super::MAX_ITEM_BYTES),
+            ))
+            .map_err(|_| IndexProblem::Unreadable),
         }
     }
 }
@@ -203,7 +206,9 @@ fn read_listed<'f>(
         missing: Vec::new(),
         missing_count: 0,
     };
-    let mut reader = serde_json::Deserializer::from_reader(std::io::BufReader::new(file));
+    let mut reader = serde_json::Deserializer::from_reader(std::io::BufReader::new(
+        std::io::Read::take(file, super::MAX_ITEM_BYTES),
+    ));
     serde::de::DeserializeSeed::deserialize(IndexSeed(&mut listed, files), &mut reader)
         .map_err(|_| IndexProblem::Unreadable)?;
     Ok(listed)

@@ -218,11 +218,22 @@ impl Dlq {
         })
     }
 
-    /// Whether the legacy JSON DLQ at `root` was adopted into this
-    /// database ([`Dlq::adopt_legacy`]): what was recorded then (JSON), if
-    /// it was.
+    /// Whether the legacy JSON DLQ at `root` (a canonical path, or as an
+    /// older version spelled it) was adopted into this database
+    /// ([`Dlq::adopt_legacy`]): what was recorded for it, whole or for any
+    /// of its jobs (JSON), if it was.
     pub fn legacy_adopted(&self, root: &str) -> Result<Option<String>> {
-        self.loaded_once(&legacy_adoption_key(root))
+        let whole = legacy_adoption_key(root);
+        let jobs = legacy_adoption_key(&format!("{root}/mapreduce/dlq/"));
+        self.read(|conn| {
+            conn.row(
+                "SELECT value FROM settings
+                 WHERE key = ?1 OR substr(key, 1, length(CAST(?2 AS TEXT))) = CAST(?2 AS TEXT)
+                 ORDER BY key LIMIT 1",
+                vals![whole.as_str(), jobs.as_str()],
+                |row| row.text(0),
+            )
+        })
     }
 
     /// Ends a load, in one transaction: records one `imported` event per

@@ -1535,3 +1535,42 @@ fn adopting_follows_the_queues_own_symlinks() {
         "{report:?}"
     );
 }
+
+/// Each job directory is adopted on its own: a job whose directory was a
+/// dangling link at the first adoption (or that appears later) is adopted
+/// when it is there, while the jobs adopted before stay as they were taken.
+#[test]
+fn a_job_that_appears_after_the_adoption_is_adopted_then() {
+    let dir = TempDir::new("adopt-later");
+    let db = dir.join("dlq.db");
+    let dlq = Dlq::open(super::common::target(&db)).unwrap();
+    let queue = dir.join("home/mapreduce/dlq");
+    let write = |items: &std::path::Path, id: &str| {
+        std::fs::create_dir_all(items).unwrap();
+        std::fs::write(
+            items.join(format!("{id}.json")),
+            item(id, 1, "2025-01-01T00:00:00Z", "boom").to_string(),
+        )
+        .unwrap();
+    };
+    write(&queue.join("job-1/items"), "a");
+    write(&queue.join("job-1/items"), "b");
+    // job-2 is a link to a directory that is not there yet.
+    std::os::unix::fs::symlink(dir.join("later/job-2"), queue.join("job-2")).unwrap();
+    let home = dir.join("home");
+    let report = dlq.adopt_legacy(&home).unwrap().unwrap();
+    assert_eq!(report.items_new, 2, "{report:?}");
+    // The caller takes "a"; adopting again brings nothing back.
+    dlq.remove(Some("job-1"), "a").unwrap();
+    assert!(dlq.adopt_legacy(&home).unwrap().is_none());
+    assert_eq!(count(&db, "SELECT COUNT(*) FROM items"), 1);
+    // The link's target appears: its job is adopted at the next open.
+    write(&dir.join("later/job-2/items"), "c");
+    let report = dlq.adopt_legacy(&home).unwrap().unwrap();
+    assert_eq!(report.items_new, 1, "{report:?}");
+    assert_eq!(
+        strings(&db, "SELECT job_id || '/' || item_id FROM items ORDER BY 1"),
+        ["job-1/b", "job-2/c"]
+    );
+    assert!(dlq.adopt_legacy(&home).unwrap().is_none());
+}

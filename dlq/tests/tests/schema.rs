@@ -98,7 +98,9 @@ fn the_upgrade_to_never_reused_ids_keeps_every_item_and_attempt() {
         ],
     );
     add_lines(&db, "k", [item("x", 1, "2025-01-04T00:00:00Z", "boom")]);
-    // "x" held the highest id; it goes before the upgrade.
+    // "x" held the highest id; it goes before the upgrade, while a process
+    // may still hold a read of it.
+    let removed = count(&db, "SELECT id FROM items WHERE item_id = 'x'");
     crate::common::exec_by_hand(&db, "DELETE FROM items WHERE item_id = 'x'");
     let before_items = strings(
         &db,
@@ -165,6 +167,10 @@ fn the_upgrade_to_never_reused_ids_keeps_every_item_and_attempt() {
         count(&db, "SELECT COUNT(*) FROM item_summary"),
         before_items.len() as i64
     );
+    // An item stored after the upgrade never gets the id of one removed
+    // before it (which no table remembers).
+    add_lines(&db, "k", [item("x", 1, "2025-01-04T00:00:00Z", "boom")]);
+    assert!(count(&db, "SELECT id FROM items WHERE item_id = 'x'") > removed);
     // The highest item goes and comes back: a new id, above every one used.
     crate::common::exec_by_hand(&db, "DELETE FROM items WHERE item_id = 'c'");
     add_lines(&db, "j", [item("c", 1, "2025-01-03T00:00:00Z", "boom")]);
