@@ -1071,3 +1071,45 @@ fn yes_acts_on_what_is_there_while_adds_run() {
         adder.join().unwrap();
     });
 }
+
+/// `item.priority >= "5"` ordered a JSON number against a string, which
+/// SQLite sorts after every number: it matched nothing and exited 0. It is
+/// now a usage error naming the field and the number to write; equality
+/// with a quoted number still compares text.
+#[test]
+fn ordering_item_data_against_a_quoted_number_is_a_usage_error() {
+    let dir = TempDir::new("filter-quoted-number");
+    let db = dir.join("dlq.db");
+    let mut value = item("a", 1, "2025-01-01T00:00:00Z", "boom");
+    value["item_data"]["priority"] = 7.into();
+    value["item_data"]["zip"] = "02134".into();
+    add_lines(&db, "j", [value]);
+    let output = run(dlq(&db).args(["list", "--filter", r#"item.priority >= "5""#]));
+    let said = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{said}");
+    assert_eq!(said.lines().count(), 1, "{said}");
+    assert!(
+        said.contains("item.priority") && said.contains("write 5 without quotes"),
+        "{said}"
+    );
+    // Unquoted, it compares numbers; == with a quoted number compares text.
+    let listed = ok(dlq(&db).args([
+        "list",
+        "--filter",
+        "item.priority >= 5",
+        "--format",
+        "jsonl",
+    ]));
+    assert_eq!(listed.lines().count(), 1, "{listed}");
+    let listed = ok(dlq(&db).args([
+        "list",
+        "--filter",
+        r#"item.zip == "02134""#,
+        "--format",
+        "jsonl",
+    ]));
+    assert_eq!(listed.lines().count(), 1, "{listed}");
+    // The rule is in the help.
+    let help = ok(dlq(&db).args(["list", "--help"]));
+    assert!(help.contains("against a quoted number"), "{help}");
+}
