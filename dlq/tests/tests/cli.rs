@@ -1003,7 +1003,10 @@ fn a_dash_is_stdout_for_every_output() {
 }
 
 /// Help names each environment variable alone: no `DLQ_NOW=` with an
-/// empty value after it, in any subcommand's help.
+/// empty value after it, in any subcommand's help. The global options are
+/// shown once, under their own heading in `dlq --help`; a subcommand's help
+/// names them in one line (they made `retry --help` 120 lines) and they
+/// still work after the subcommand.
 #[test]
 fn help_names_environment_variables_without_a_stray_equals_sign() {
     let dir = TempDir::new("help-env");
@@ -1025,9 +1028,32 @@ fn help_names_environment_variables_without_a_stray_equals_sign() {
             run.arg(&command);
         }
         let help = ok(run.arg("--help"));
-        assert!(help.contains("[env: DLQ_NOW]"), "{command}: {help}");
         assert!(!help.contains("=]"), "{command}: {help}");
+        if command.is_empty() {
+            assert!(help.contains("[env: DLQ_NOW]"), "{help}");
+            assert!(help.contains("Global options:\n"), "{help}");
+        } else {
+            assert!(
+                !help.contains("--busy-timeout-ms <MS>"),
+                "{command}: {help}"
+            );
+            assert!(
+                help.contains("Global options: --db --busy-timeout-ms --now")
+                    && help.contains("(see `dlq --help`)"),
+                "{command}: {help}"
+            );
+        }
     }
+    // Nested subcommands too; and a global option after the subcommand
+    // still counts.
+    let help = ok(dlq(&db).args(["retention", "apply", "--help"]));
+    assert!(!help.contains("--busy-timeout-ms <MS>"), "{help}");
+    add_lines(&db, "j", [item("a", 1, "2025-01-01T00:00:00Z", "boom")]);
+    let elsewhere = dir.join("other.db");
+    let listed = ok(dlq(&elsewhere)
+        .args(["list", "--format", "csv", "--db"])
+        .arg(&db));
+    assert!(listed.contains("\nj,a,"), "{listed}");
 }
 
 /// With `--yes` nobody was shown a count, so `purge`, `clear`, `capacity
