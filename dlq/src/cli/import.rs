@@ -70,7 +70,7 @@ pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
             .map(|p| for_terminal(&p.display().to_string()).into_owned())
             .collect();
         anyhow::bail!(
-            "no legacy DLQ in {}: looked for mapreduce/dlq/<job_id>/ directories (items/*.json, index.json) at any depth; nothing imported, no database made (a dlq export file is imported by naming the file)",
+            "no legacy DLQ in {}: looked at any depth for <dir>/mapreduce/dlq/<job_id>/items/*.json (and index.json), as in Prodigy's ~/.prodigy/dlq/<repo>/<job_id>/mapreduce/dlq/<job_id>/; nothing imported, no database made (a JSON or JSONL export file is imported by naming the file)",
             shown.join(", ")
         );
     }
