@@ -1139,3 +1139,42 @@ fn ordering_item_data_against_a_quoted_number_is_a_usage_error() {
     let help = ok(dlq(&db).args(["list", "--help"]));
     assert!(help.contains("against a quoted number"), "{help}");
 }
+
+/// `export --format csv` carries the `category` column `list --format csv`
+/// has, with the same value for each item (after a rule changes it too).
+#[test]
+fn csv_export_carries_the_category_of_the_listing() {
+    let dir = TempDir::new("export-category");
+    let db = dir.join("dlq.db");
+    let mut timeout = item("t", 1, "2025-01-01T00:00:00Z", "slow");
+    timeout["failure_history"][0]["error_type"] = "Timeout".into();
+    let mut odd = item("o", 1, "2025-01-01T00:00:00Z", "odd");
+    odd["failure_history"][0]["error_type"] = "Odd".into();
+    add_lines(
+        &db,
+        "j",
+        [timeout, odd, item("c", 1, "2025-01-01T00:00:00Z", "boom")],
+    );
+    ok(dlq(&db).args(["categories", "set", "Odd", "permanent"]));
+    let by_item = |text: &str| -> BTreeMap<String, String> {
+        let mut reader = csv::Reader::from_reader(text.as_bytes());
+        let header: Vec<String> = reader.headers().unwrap().iter().map(String::from).collect();
+        let id = header.iter().position(|h| h == "item_id").unwrap();
+        let category = header
+            .iter()
+            .position(|h| h == "category")
+            .unwrap_or_else(|| panic!("no category column: {header:?}"));
+        reader
+            .records()
+            .map(|r| {
+                let r = r.unwrap();
+                (r[id].to_string(), r[category].to_string())
+            })
+            .collect()
+    };
+    let exported = by_item(&ok(dlq(&db).args(["export", "-", "--format", "csv"])));
+    let listed = by_item(&ok(dlq(&db).args(["list", "--format", "csv"])));
+    assert_eq!(exported, listed);
+    assert_eq!(exported["o"], "permanent", "{exported:?}");
+    assert_eq!(exported.len(), 3, "{exported:?}");
+}
