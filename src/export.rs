@@ -143,8 +143,10 @@ pub enum ItemFormat {
 }
 
 /// The CSV columns: the item's own fields (item_data as JSON text), its
-/// worktree, and its last attempt flattened into `last_*` columns.
-pub const CSV_HEADER: [&str; 19] = [
+/// worktree, its last attempt flattened into `last_*` columns, and the
+/// failure category of that attempt's error type (`category`, as `dlq list
+/// --format csv` has it; last, so the columns before keep their places).
+pub const CSV_HEADER: [&str; 20] = [
     "job_id",
     "item_id",
     "item_data",
@@ -164,10 +166,20 @@ pub const CSV_HEADER: [&str; 19] = [
     "last_step_failed",
     "last_duration_ms",
     "last_json_log_location",
+    "category",
 ];
 
-fn csv_record(job_id: &str, item: &DeadLetteredItem) -> Vec<String> {
+fn csv_record(
+    job_id: &str,
+    item: &DeadLetteredItem,
+    categories: &std::collections::HashMap<String, crate::Category>,
+) -> Vec<String> {
     let last = item.last_failure();
+    // As the listing's category: that of the last attempt's error type,
+    // unclassified without a rule (or without an attempt).
+    let category = last
+        .and_then(|f| categories.get(&f.error_type.name).copied())
+        .unwrap_or(crate::Category::Unclassified);
     let opt = |value: Option<String>| value.unwrap_or_default();
     vec![
         job_id.to_string(),
@@ -197,6 +209,7 @@ fn csv_record(job_id: &str, item: &DeadLetteredItem) -> Vec<String> {
         opt(last.map(|f| f.step_failed.clone())),
         opt(last.map(|f| f.duration_ms.to_string())),
         opt(last.and_then(|f| f.json_log_location.clone())),
+        category.as_str().to_string(),
     ]
 }
 
@@ -229,9 +242,10 @@ pub fn write_items_with_progress(
             let csv_error =
                 |e: csv::Error| Error::io("output", std::io::Error::other(e.to_string()));
             writer.write_record(CSV_HEADER).map_err(csv_error)?;
+            let categories = dlq.category_map()?;
             for entry in dlq.items(filter) {
                 let entry = entry?;
-                let record = csv_record(&entry.job_id, &entry.item);
+                let record = csv_record(&entry.job_id, &entry.item, &categories);
                 if raw {
                     writer.write_record(&record)
                 } else {

@@ -609,6 +609,24 @@ fn type_mismatch(name: &str, field: &Field, op: Op, value: &Literal) -> Option<S
             "{name} is text: order it against a quoted string, not a number"
         ));
     }
+    if let (Field::Data(_), true, Literal::Text(text)) = (field, ordering, value) {
+        // item_data is untyped, and SQLite orders every number before every
+        // string: `item.priority >= "5"` matched no item whose priority is
+        // the number 7, and on a string field it would order "10" before
+        // "5". A quoted number in an ordering comparison is taken for a
+        // mistake; equality with one stays (`item.zip == "02134"`).
+        if let Some(number) = parse_number(text) {
+            let unquoted = match number {
+                Literal::Integer(n) => n.to_string(),
+                _ => text.clone(),
+            };
+            return Some(format!(
+                "{name} is ordered against the string {text:?}, which matches no JSON number \
+                 (every number sorts before every string): write {unquoted} without quotes \
+                 to compare numbers"
+            ));
+        }
+    }
     if op == Op::Contains && (numeric || flag) {
         return Some(format!("'contains' needs a text field; {name} is not one"));
     }
@@ -767,6 +785,14 @@ mod tests {
         let e = error("error_message > 5");
         assert!(e.message.contains("error_message is text"), "{e}");
         assert_eq!(e.column, 17, "{e}");
+        // A quoted number ordered against an untyped item_data path would
+        // match no JSON number: said, with the number to write instead.
+        let e = error(r#"item.priority >= "5""#);
+        assert_eq!(e.column, 18, "{e}");
+        assert!(e.message.contains("item.priority"), "{e}");
+        assert!(e.message.contains("write 5 without quotes"), "{e}");
+        let e = error(r#"item.a.b < '2.5'"#);
+        assert!(e.message.contains("item.a.b"), "{e}");
         let e = error(r#"item.a == 1 && failure_count contains "1""#);
         assert_eq!(e.column, 16, "{e}");
         assert!(e.message.contains("'contains' needs a text field"), "{e}");
@@ -778,6 +804,10 @@ mod tests {
             "last.exit_code != 0",
             "reprocess_eligible == false",
             r#"item.priority == "high""#,
+            r#"item.zip == "02134""#,
+            r#"item.priority != "5""#,
+            r#"item.name > "m""#,
+            r#"item.version >= "1.2.3""#,
             "item.priority > 3",
             "item_id == 42",
             r#"error_message > "m""#,

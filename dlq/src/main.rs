@@ -13,7 +13,10 @@ use std::process::ExitCode;
 
 fn main() -> ExitCode {
     quiet_on_closed_stdout();
-    let args = match <cli::Cli as clap::Parser>::try_parse() {
+    let parsed = cli::command()
+        .try_get_matches()
+        .and_then(|matches| <cli::Cli as clap::FromArgMatches>::from_arg_matches(&matches));
+    let args = match parsed {
         Ok(args) => args,
         Err(error) => {
             use clap::error::ErrorKind;

@@ -1,9 +1,12 @@
 //! The handler behind `dlq retry --exec CMD`: one `sh -c CMD` per attempt,
 //! in its own process group, with the item's item_data on stdin and
-//! DLQ_JOB_ID, DLQ_ITEM_ID, DLQ_ATTEMPT and DLQ_ITEM_FILE (the whole item in
-//! the legacy shape) in its environment. Exit 0 is success; anything else is
-//! a CommandFailed attempt with the tail of stderr; past the timeout the
-//! whole process group is killed and the attempt is a Timeout.
+//! DLQ_JOB_ID, DLQ_ITEM_ID, DLQ_ATTEMPT, DLQ_ITEM_FILE (the whole item in
+//! the legacy shape) and DLQ_RESULT_FILE (an empty file of its own) in its
+//! environment. Exit 0 is success; anything else is a CommandFailed attempt
+//! with the tail of stderr, unless the command wrote
+//! `{"error_type": ..., "error_message": ...}` to DLQ_RESULT_FILE, which
+//! then names the failure; past the timeout the whole process group is
+//! killed and the attempt is a Timeout.
 
 use super::pipes::Pipes;
 use super::{Attempt, AttemptFailure, Handler, Outcome, RunControl};
@@ -288,6 +291,7 @@ fn failure(error_type: ErrorType, message: String, stderr: &str, step: &str) -> 
     Outcome::Failure(AttemptFailure {
         error_type,
         error_message: message,
+        error_context: None,
         stack_trace: if stderr.is_empty() {
             None
         } else {
@@ -311,7 +315,13 @@ impl CommandHandler {
                 .as_bytes(),
         )?;
         let _cleanup = RemoveOnDrop(&item_file);
-        let (child, group) = self.spawn(attempt, &item_file)?;
+        // Empty, 0600, in the run's private directory: the command may say
+        // there why it failed.
+        let result_file = self
+            .scratch
+            .write_new(&format!("result-{:x}.json", rand_suffix()), b"")?;
+        let _cleanup_result = RemoveOnDrop(&result_file);
+        let (child, group) = self.spawn(attempt, &item_file, &result_file)?;
         let ended = self.supervise(attempt, child, group, item.item_data.get().as_bytes());
         if let Ok(mut running) = attempt.control.running.lock() {
             running.retain(|g| *g != group);
@@ -336,7 +346,30 @@ impl CommandHandler {
             return Ok(Outcome::Success);
         }
         let (error_type, message) = exit_failure(status, &stderr);
-        Ok(failure(error_type, message, &stderr, &step))
+        let mut outcome = failure(error_type, message, &stderr, &step);
+        if let Outcome::Failure(failed) = &mut outcome {
+            match read_result_file(&result_file) {
+                ResultFile::Empty => {}
+                ResultFile::Reported {
+                    error_type,
+                    error_message,
+                } => {
+                    failed.error_type = match (error_type.as_str(), status.code()) {
+                        (error_types::COMMAND_FAILED, Some(code)) => {
+                            ErrorType::command_failed(i64::from(code))
+                        }
+                        _ => ErrorType::named(error_type),
+                    };
+                    if let Some(message) = error_message {
+                        failed.error_message = message;
+                    }
+                }
+                ResultFile::Ignored(why) => {
+                    failed.error_context = Some(vec![format!("DLQ_RESULT_FILE ignored: {why}")]);
+                }
+            }
+        }
+        Ok(outcome)
     }
 
     /// Starts the command for `attempt` in a process group of its own, which
@@ -346,6 +379,7 @@ impl CommandHandler {
         &self,
         attempt: &Attempt<'_>,
         item_file: &std::path::Path,
+        result_file: &std::path::Path,
     ) -> std::io::Result<(Child, i32)> {
         let item = &attempt.item.item;
         // /bin/sh, not whatever `sh` a PATH finds first.
@@ -357,6 +391,7 @@ impl CommandHandler {
             .env("DLQ_ITEM_ID", &item.item_id)
             .env("DLQ_ATTEMPT", attempt.number.to_string())
             .env("DLQ_ITEM_FILE", item_file)
+            .env("DLQ_RESULT_FILE", result_file)
             .stdin(Stdio::piped())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
@@ -487,6 +522,94 @@ impl Handler for CommandHandler {
     }
 }
 
+/// The most of a result file that is read: a reason, not a log.
+pub const MAX_RESULT_FILE: u64 = 64 * 1024;
+/// The longest error type a result file may name (as `categories set`).
+const MAX_RESULT_TYPE: usize = 200;
+
+/// What a failed command left in its DLQ_RESULT_FILE.
+#[derive(Debug, PartialEq, Eq)]
+enum ResultFile {
+    /// Nothing (or only white space): the exit status and stderr stand.
+    Empty,
+    /// `{"error_type": "...", "error_message": "..."}`.
+    Reported {
+        error_type: String,
+        error_message: Option<String>,
+    },
+    /// Something that is not such an object, and why.
+    Ignored(String),
+}
+
+/// Reads the result file the command may have written: never through a
+/// symlink, never blocking on a fifo put in its place, at most
+/// [`MAX_RESULT_FILE`] bytes.
+fn read_result_file(path: &std::path::Path) -> ResultFile {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = match std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path)
+    {
+        Ok(file) => file,
+        // Removed by the command: it reported nothing.
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return ResultFile::Empty,
+        Err(e) => return ResultFile::Ignored(format!("cannot open it: {e}")),
+    };
+    match file.metadata() {
+        Ok(meta) if meta.is_file() => {}
+        Ok(_) => return ResultFile::Ignored("not a regular file".into()),
+        Err(e) => return ResultFile::Ignored(format!("cannot read it: {e}")),
+    }
+    let mut bytes = Vec::new();
+    if let Err(e) = file.take(MAX_RESULT_FILE + 1).read_to_end(&mut bytes) {
+        return ResultFile::Ignored(format!("cannot read it: {e}"));
+    }
+    parse_result(&bytes)
+}
+
+fn parse_result(bytes: &[u8]) -> ResultFile {
+    if bytes.len() as u64 > MAX_RESULT_FILE {
+        return ResultFile::Ignored(format!("larger than {} KiB", MAX_RESULT_FILE / 1024));
+    }
+    if bytes.iter().all(u8::is_ascii_whitespace) {
+        return ResultFile::Empty;
+    }
+    let value: serde_json::Value = match serde_json::from_slice(bytes) {
+        Ok(value) => value,
+        Err(e) => return ResultFile::Ignored(format!("not JSON: {e}")),
+    };
+    let Some(object) = value.as_object() else {
+        return ResultFile::Ignored(
+            "not a JSON object {\"error_type\": ..., \"error_message\": ...}".into(),
+        );
+    };
+    let error_type = match object.get("error_type") {
+        Some(serde_json::Value::String(name)) if name.trim().is_empty() => {
+            return ResultFile::Ignored("error_type is empty".into())
+        }
+        Some(serde_json::Value::String(name)) if name.len() > MAX_RESULT_TYPE => {
+            return ResultFile::Ignored(format!(
+                "error_type is {} bytes long (at most {MAX_RESULT_TYPE})",
+                name.len()
+            ))
+        }
+        Some(serde_json::Value::String(name)) => name.clone(),
+        Some(_) => return ResultFile::Ignored("error_type is not a string".into()),
+        None => return ResultFile::Ignored("no error_type".into()),
+    };
+    let error_message = match object.get("error_message") {
+        None | Some(serde_json::Value::Null) => None,
+        Some(serde_json::Value::String(message)) => Some(message.clone()),
+        Some(_) => return ResultFile::Ignored("error_message is not a string".into()),
+    };
+    ResultFile::Reported {
+        error_type,
+        error_message,
+    }
+}
+
 struct RemoveOnDrop<'a>(&'a std::path::Path);
 
 impl Drop for RemoveOnDrop<'_> {
@@ -501,4 +624,55 @@ fn rand_suffix() -> u64 {
     use std::sync::atomic::{AtomicU64, Ordering};
     static NEXT: AtomicU64 = AtomicU64::new(0);
     NEXT.fetch_add(1, Ordering::Relaxed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_result_file_names_the_failure_or_is_ignored_with_why() {
+        assert_eq!(parse_result(b""), ResultFile::Empty);
+        assert_eq!(parse_result(b" \n"), ResultFile::Empty);
+        assert_eq!(
+            parse_result(br#"{"error_type": "RateLimited", "error_message": "429"}"#),
+            ResultFile::Reported {
+                error_type: "RateLimited".into(),
+                error_message: Some("429".into())
+            }
+        );
+        assert_eq!(
+            parse_result(br#"{"error_type": "RateLimited"}"#),
+            ResultFile::Reported {
+                error_type: "RateLimited".into(),
+                error_message: None
+            }
+        );
+        for (bytes, why) in [
+            (&b"{nope"[..], "not JSON"),
+            (b"[1]", "not a JSON object"),
+            (br#"{"error_message": "x"}"#, "no error_type"),
+            (br#"{"error_type": 5}"#, "not a string"),
+            (br#"{"error_type": " "}"#, "empty"),
+            (
+                br#"{"error_type": "T", "error_message": 5}"#,
+                "not a string",
+            ),
+        ] {
+            match parse_result(bytes) {
+                ResultFile::Ignored(said) => assert!(said.contains(why), "{said}"),
+                other => panic!("{other:?}"),
+            }
+        }
+        let long = format!(r#"{{"error_type": "{}"}}"#, "T".repeat(201));
+        assert!(matches!(
+            parse_result(long.as_bytes()),
+            ResultFile::Ignored(_)
+        ));
+        let huge = vec![b' '; MAX_RESULT_FILE as usize + 1];
+        match parse_result(&huge) {
+            ResultFile::Ignored(said) => assert!(said.contains("64 KiB"), "{said}"),
+            other => panic!("{other:?}"),
+        }
+    }
 }

@@ -239,6 +239,10 @@ pub enum Outcome {
 pub struct AttemptFailure {
     pub error_type: ErrorType,
     pub error_message: String,
+    /// Lines about the attempt beyond its message (the legacy
+    /// `error_context`): `dlq retry --exec` notes here a result file it
+    /// ignored.
+    pub error_context: Option<Vec<String>>,
     pub stack_trace: Option<String>,
     pub step_failed: String,
 }
@@ -907,7 +911,7 @@ fn work_item(run: Run<'_>, key: i64) -> Result<()> {
                     timestamp: started_at,
                     error_type: failure.error_type,
                     error_message: failure.error_message,
-                    error_context: None,
+                    error_context: failure.error_context,
                     stack_trace: failure.stack_trace,
                     agent_id: format!("dlq-retry:{}", options.run_id),
                     step_failed: failure.step_failed,

@@ -27,7 +27,8 @@ use std::sync::{Arc, Mutex};
 /// manual_review_required, worktree_path, branch_name, and the last attempt
 /// as last_attempt_number, last_error_type, last_exit_code,
 /// last_error_message, last_agent_id, last_step_failed, last_duration_ms,
-/// last_json_log_location. The format comes from the extension when not
+/// last_json_log_location, and its failure category (category, as in
+/// `dlq list --format csv`). The format comes from the extension when not
 /// given; `-` writes to stdout.
 ///
 /// Examples:

@@ -12,6 +12,8 @@ use dlqlite::Dlq;
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 
 /// Import legacy JSON DLQs (every `mapreduce/dlq/<job_id>/` under the paths)
 ///
@@ -68,7 +70,7 @@ pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
             .map(|p| for_terminal(&p.display().to_string()).into_owned())
             .collect();
         anyhow::bail!(
-            "no legacy DLQ in {}: looked for mapreduce/dlq/<job_id>/ directories (items/*.json, index.json) at any depth; nothing imported, no database made (a dlq export file is imported by naming the file)",
+            "no legacy DLQ in {}: looked at any depth for <dir>/mapreduce/dlq/<job_id>/items/*.json (and index.json), as in Prodigy's ~/.prodigy/dlq/<repo>/<job_id>/mapreduce/dlq/<job_id>/; nothing imported, no database made (a JSON or JSONL export file is imported by naming the file)",
             shown.join(", ")
         );
     }
@@ -77,16 +79,36 @@ pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
     } else {
         ctx.open()?
     };
+    let options = ImportOptions::default();
+    // Items read so far, for the interruption's line (the progress
+    // callback's count, at most 100 ms old).
+    let read = Arc::new(AtomicUsize::new(0));
     if !args.dry_run {
         // Ctrl-C (or SIGTERM) ends the process in the middle of a
-        // transaction, which SQLite rolls back: say so, since the bar has
-        // been counting items as they were read.
-        let _ = ctrlc::set_handler(|| {
-            eprintln!(
-                "\ndlq: import interrupted: what it had not committed is rolled back (into a new \
-                 or empty database: nothing was imported); run the same import again to finish \
-                 (items already there are left unchanged)"
-            );
+        // transaction, which is rolled back: say what is kept, since the bar
+        // has been counting items as they were read. Into an empty SQLite
+        // database the whole import is one transaction (the load's bulk
+        // path): nothing; otherwise the batches committed before.
+        let one_transaction = options.bulk_when_empty
+            && dlq.backend() == dlqlite::store::Backend::Sqlite
+            && dlq.is_empty()?;
+        let batch = options.batch_size.max(1);
+        let read = Arc::clone(&read);
+        let _ = ctrlc::set_handler(move || {
+            let read = read.load(Ordering::Relaxed);
+            if one_transaction {
+                eprintln!(
+                    "\ndlq: import interrupted after {read} item(s) read: nothing was imported (into \
+                     an empty database the import is one transaction, rolled back); run the same \
+                     import again"
+                );
+            } else {
+                eprintln!(
+                    "\ndlq: import interrupted after {read} item(s) read: the batches of {batch} \
+                     items committed before are kept, the one being written is rolled back; run \
+                     the same import again to finish (items already there are left unchanged)"
+                );
+            }
             std::process::exit(130);
         });
     }
@@ -97,7 +119,8 @@ pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
             // (which reads the files as it finds them).
             scope.spawn(|| bar.set_total("files", count_files(&paths) as u64));
         }
-        import(&dlq, &paths, &ImportOptions::default(), |p| {
+        import(&dlq, &paths, &options, |p| {
+            read.store(p.items_written, Ordering::Relaxed);
             bar.set_done(p.files_seen as u64);
             bar.set_message(format!("{} items read", p.items_written));
         })

@@ -20,6 +20,11 @@ use std::process::ExitCode;
 ///                 item.reprocess_eligible and item.error_signature are the DLQ fields)
 ///   operators   == != > >= < <= contains, && and, || or, ! not, ( )
 ///   values      "text" 'text' 42 1.5 true false null, now - 7d (s m h d w)
+///   types       failure_count, exit_code and family take numbers; flags true or
+///               false; times an RFC 3339 time or now - N. item.<path> is
+///               untyped JSON, where every number sorts before every string:
+///               ordering it (< <= > >=) against a quoted number ("5") is an
+///               error (write 5); == and != with a quoted number compare text.
 ///
 /// Examples:
 ///   dlq list --job-id mapreduce-20251123_194253 --eligible

@@ -43,6 +43,47 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 
+/// The heading of the options every subcommand takes.
+const GLOBAL: &str = "Global options";
+
+/// The command line as parsed: [`Cli`] with the global options shown once,
+/// in `dlq --help`. A subcommand's help hides them (they made `retry
+/// --help` 120 lines, most of it the same in every subcommand) and names
+/// them in one line instead; they are still accepted there.
+pub fn command() -> clap::Command {
+    use clap::CommandFactory;
+    let command = Cli::command();
+    let globals: Vec<clap::Arg> = command
+        .get_arguments()
+        .filter(|a| a.is_global_set())
+        .cloned()
+        .collect();
+    let names: Vec<String> = globals
+        .iter()
+        .filter_map(|a| Some(format!("--{}", a.get_long()?)))
+        .collect();
+    let line = format!("Global options: {} (see `dlq --help`)", names.join(" "));
+    command.mut_subcommands(|sub| hide_globals(sub, &globals, &line))
+}
+
+/// Gives `sub` (and its subcommands) hidden copies of the global options,
+/// before the command is built: clap then propagates nothing over them
+/// (it skips an option a subcommand has), and parses them as before. (A
+/// change to a built command's options would leave its lookup of long
+/// names stale.)
+fn hide_globals(sub: clap::Command, globals: &[clap::Arg], line: &str) -> clap::Command {
+    let mut sub = sub;
+    for global in globals {
+        sub = sub.arg(global.clone().hide(true));
+    }
+    let after = match sub.get_after_help() {
+        Some(after) => format!("{after}\n\n{line}"),
+        None => line.to_string(),
+    };
+    sub.after_help(after)
+        .mut_subcommands(|sub| hide_globals(sub, globals, line))
+}
+
 /// dlq: a dead letter queue on SQLite — keep, search, analyse and replay the
 /// work items that keep failing.
 #[derive(Debug, Parser)]
@@ -54,7 +95,7 @@ pub struct Cli {
     // would otherwise print.
     #[arg(
         long,
-        global = true,
+        global = true, help_heading = GLOBAL,
         env = "DLQ_DB",
         value_name = "PATH",
         hide_env_values = true
@@ -64,7 +105,7 @@ pub struct Cli {
     /// How long to wait for another writer, in milliseconds [default: 30000]
     // hide_env_values: help then names the variable alone (`[env:
     // DLQ_NOW]`), not `DLQ_NOW=` with an empty value.
-    #[arg(long, global = true, env = "DLQ_BUSY_TIMEOUT_MS", value_name = "MS",
+    #[arg(long, global = true, help_heading = GLOBAL, env = "DLQ_BUSY_TIMEOUT_MS", value_name = "MS",
           hide_env_values = true,
           value_parser = clap::value_parser!(u32).range(0..=i32::MAX as i64))]
     busy_timeout_ms: Option<u32>,
@@ -73,28 +114,28 @@ pub struct Cli {
     /// cutoffs, `now` in filters, check and metrics ages), e.g. to replay a
     /// retention run;
     /// leases, attempt times and events keep the real clock
-    #[arg(long, global = true, env = "DLQ_NOW", value_name = "TIME",
+    #[arg(long, global = true, help_heading = GLOBAL, env = "DLQ_NOW", value_name = "TIME",
           hide_env_values = true, value_parser = parse_now)]
     now: Option<Timestamp>,
 
     /// CSV cells as they are: by default a cell that starts with = + - @
     /// (and is not a number) gets a leading ' so spreadsheets do not run it
-    #[arg(long, global = true)]
+    #[arg(long, global = true, help_heading = GLOBAL)]
     raw_csv: bool,
 
     /// Colour in tables: auto (a terminal, and NO_COLOR not set), always,
     /// never
-    #[arg(long, global = true, value_enum, value_name = "WHEN", default_value_t = term::ColorChoice::Auto)]
+    #[arg(long, global = true, help_heading = GLOBAL, value_enum, value_name = "WHEN", default_value_t = term::ColorChoice::Auto)]
     color: term::ColorChoice,
 
     /// Tables: cut no cell (by default a table fits the terminal, or
     /// COLUMNS, and long cells end in …)
-    #[arg(long, global = true)]
+    #[arg(long, global = true, help_heading = GLOBAL)]
     wide: bool,
 
     /// Tables: times relative to now ("3h 5m ago") instead of to the
     /// second in UTC
-    #[arg(long, global = true)]
+    #[arg(long, global = true, help_heading = GLOBAL)]
     relative: bool,
 
     #[command(subcommand)]

@@ -33,8 +33,8 @@ use std::process::ExitCode;
 /// max age, each with a `purged` event naming the policy; then the audit
 /// log's old events, in batches, with one `events_trimmed` event; then,
 /// in a database made by this dlq, the freed pages go back to the file
-/// system. It asks nothing (a person set the policies) and is meant for
-/// cron. `apply --dry-run` counts exactly what `apply` would remove at the
+/// system. It counts first and asks on a terminal, as purge does; elsewhere
+/// (cron) it needs --yes. `apply --dry-run` counts exactly what `apply` would remove at the
 /// same time (`--now`; event ages always by the real clock, as events are
 /// stamped). Changes to policies are `retention_set` events.
 ///

@@ -18,13 +18,27 @@ use std::time::Duration;
 /// Replay a job's dead letters through a command, in parallel
 ///
 /// CMD runs through `sh -c` once per attempt, in its own process group, with
-/// the item's item_data on stdin and DLQ_JOB_ID, DLQ_ITEM_ID, DLQ_ATTEMPT and
-/// DLQ_ITEM_FILE (the whole item, legacy JSON) in its environment; its stdout
-/// is discarded and the tail of its stderr is kept. Exit 0 removes the item
-/// (a `retried_ok` event); anything else appends a CommandFailed attempt
-/// with the exit code and the last lines of stderr, and the item is tried
-/// again, up to --max-retries times in this run, with exponential backoff.
-/// Past --timeout the command's process group is killed (a Timeout attempt).
+/// the item's item_data on stdin; its stdout is discarded and the tail of
+/// its stderr is kept. Exit 0 removes the item (a `retried_ok` event);
+/// anything else appends a CommandFailed attempt with the exit code and the
+/// last lines of stderr, and the item is tried again, up to --max-retries
+/// times in this run, with exponential backoff. Past --timeout (default one
+/// hour) the command's process group is killed (a Timeout attempt).
+///
+/// Its environment:
+///   DLQ_JOB_ID, DLQ_ITEM_ID  the item
+///   DLQ_ATTEMPT      1, 2, ... up to --max-retries: the attempt in this run
+///                    (the stored attempt_number counts the item's whole
+///                    history, so it is higher when the item failed before)
+///   DLQ_ITEM_FILE    the whole item, legacy JSON (0600, removed after)
+///   DLQ_RESULT_FILE  an empty file (0600, private to this run): a command
+///                    that fails may write {"error_type": "RateLimited",
+///                    "error_message": "..."} there, and the attempt records
+///                    that type and message instead of CommandFailed and
+///                    stderr (error_message optional). Read only when the
+///                    command exits non-zero, at most 64 KiB; anything else
+///                    there is ignored, with a note in the attempt's
+///                    error_context.
 ///
 /// Items not eligible for reprocessing are skipped (and counted) unless
 /// --force. Items are claimed with leases through the database, so two runs

@@ -62,6 +62,7 @@ fn tasks_add_at_once_and_a_retry_runs_an_async_handler() {
                         Outcome::Failure(AttemptFailure {
                             error_type: dlqlite::ErrorType::named("Timeout"),
                             error_message: format!("{} not yet", attempt.item.item.item_id),
+                            error_context: None,
                             stack_trace: None,
                             step_failed: "async".into(),
                         })

@@ -1003,7 +1003,10 @@ fn a_dash_is_stdout_for_every_output() {
 }
 
 /// Help names each environment variable alone: no `DLQ_NOW=` with an
-/// empty value after it, in any subcommand's help.
+/// empty value after it, in any subcommand's help. The global options are
+/// shown once, under their own heading in `dlq --help`; a subcommand's help
+/// names them in one line (they made `retry --help` 120 lines) and they
+/// still work after the subcommand.
 #[test]
 fn help_names_environment_variables_without_a_stray_equals_sign() {
     let dir = TempDir::new("help-env");
@@ -1025,9 +1028,32 @@ fn help_names_environment_variables_without_a_stray_equals_sign() {
             run.arg(&command);
         }
         let help = ok(run.arg("--help"));
-        assert!(help.contains("[env: DLQ_NOW]"), "{command}: {help}");
         assert!(!help.contains("=]"), "{command}: {help}");
+        if command.is_empty() {
+            assert!(help.contains("[env: DLQ_NOW]"), "{help}");
+            assert!(help.contains("Global options:\n"), "{help}");
+        } else {
+            assert!(
+                !help.contains("--busy-timeout-ms <MS>"),
+                "{command}: {help}"
+            );
+            assert!(
+                help.contains("Global options: --db --busy-timeout-ms --now")
+                    && help.contains("(see `dlq --help`)"),
+                "{command}: {help}"
+            );
+        }
     }
+    // Nested subcommands too; and a global option after the subcommand
+    // still counts.
+    let help = ok(dlq(&db).args(["retention", "apply", "--help"]));
+    assert!(!help.contains("--busy-timeout-ms <MS>"), "{help}");
+    add_lines(&db, "j", [item("a", 1, "2025-01-01T00:00:00Z", "boom")]);
+    let elsewhere = dir.join("other.db");
+    let listed = ok(dlq(&elsewhere)
+        .args(["list", "--format", "csv", "--db"])
+        .arg(&db));
+    assert!(listed.contains("\nj,a,"), "{listed}");
 }
 
 /// With `--yes` nobody was shown a count, so `purge`, `clear`, `capacity
@@ -1070,4 +1096,85 @@ fn yes_acts_on_what_is_there_while_adds_run() {
         stop.store(true, std::sync::atomic::Ordering::SeqCst);
         adder.join().unwrap();
     });
+}
+
+/// `item.priority >= "5"` ordered a JSON number against a string, which
+/// SQLite sorts after every number: it matched nothing and exited 0. It is
+/// now a usage error naming the field and the number to write; equality
+/// with a quoted number still compares text.
+#[test]
+fn ordering_item_data_against_a_quoted_number_is_a_usage_error() {
+    let dir = TempDir::new("filter-quoted-number");
+    let db = dir.join("dlq.db");
+    let mut value = item("a", 1, "2025-01-01T00:00:00Z", "boom");
+    value["item_data"]["priority"] = 7.into();
+    value["item_data"]["zip"] = "02134".into();
+    add_lines(&db, "j", [value]);
+    let output = run(dlq(&db).args(["list", "--filter", r#"item.priority >= "5""#]));
+    let said = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{said}");
+    assert_eq!(said.lines().count(), 1, "{said}");
+    assert!(
+        said.contains("item.priority") && said.contains("write 5 without quotes"),
+        "{said}"
+    );
+    // Unquoted, it compares numbers; == with a quoted number compares text.
+    let listed = ok(dlq(&db).args([
+        "list",
+        "--filter",
+        "item.priority >= 5",
+        "--format",
+        "jsonl",
+    ]));
+    assert_eq!(listed.lines().count(), 1, "{listed}");
+    let listed = ok(dlq(&db).args([
+        "list",
+        "--filter",
+        r#"item.zip == "02134""#,
+        "--format",
+        "jsonl",
+    ]));
+    assert_eq!(listed.lines().count(), 1, "{listed}");
+    // The rule is in the help.
+    let help = ok(dlq(&db).args(["list", "--help"]));
+    assert!(help.contains("against a quoted number"), "{help}");
+}
+
+/// `export --format csv` carries the `category` column `list --format csv`
+/// has, with the same value for each item (after a rule changes it too).
+#[test]
+fn csv_export_carries_the_category_of_the_listing() {
+    let dir = TempDir::new("export-category");
+    let db = dir.join("dlq.db");
+    let mut timeout = item("t", 1, "2025-01-01T00:00:00Z", "slow");
+    timeout["failure_history"][0]["error_type"] = "Timeout".into();
+    let mut odd = item("o", 1, "2025-01-01T00:00:00Z", "odd");
+    odd["failure_history"][0]["error_type"] = "Odd".into();
+    add_lines(
+        &db,
+        "j",
+        [timeout, odd, item("c", 1, "2025-01-01T00:00:00Z", "boom")],
+    );
+    ok(dlq(&db).args(["categories", "set", "Odd", "permanent"]));
+    let by_item = |text: &str| -> BTreeMap<String, String> {
+        let mut reader = csv::Reader::from_reader(text.as_bytes());
+        let header: Vec<String> = reader.headers().unwrap().iter().map(String::from).collect();
+        let id = header.iter().position(|h| h == "item_id").unwrap();
+        let category = header
+            .iter()
+            .position(|h| h == "category")
+            .unwrap_or_else(|| panic!("no category column: {header:?}"));
+        reader
+            .records()
+            .map(|r| {
+                let r = r.unwrap();
+                (r[id].to_string(), r[category].to_string())
+            })
+            .collect()
+    };
+    let exported = by_item(&ok(dlq(&db).args(["export", "-", "--format", "csv"])));
+    let listed = by_item(&ok(dlq(&db).args(["list", "--format", "csv"])));
+    assert_eq!(exported, listed);
+    assert_eq!(exported["o"], "permanent", "{exported:?}");
+    assert_eq!(exported.len(), 3, "{exported:?}");
 }

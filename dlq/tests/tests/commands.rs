@@ -917,6 +917,13 @@ fn an_import_of_a_directory_without_a_dlq_fails_and_makes_nothing() {
     let refused = fails(dlq(&db).arg("import").arg(dir.join("empty")));
     assert!(refused.contains("no legacy DLQ"), "{refused}");
     assert!(refused.contains("mapreduce/dlq"), "{refused}");
+    // The three layouts it takes: a legacy tree, Prodigy's home, a file.
+    assert!(
+        refused.contains("<dir>/mapreduce/dlq/<job_id>/items/*.json")
+            && refused.contains("~/.prodigy/dlq/")
+            && refused.contains("JSON or JSONL export file"),
+        "{refused}"
+    );
     assert_eq!(refused.trim().lines().count(), 1, "{refused}");
     assert!(!db.exists());
 }

@@ -690,5 +690,57 @@ fn an_interrupted_import_says_what_was_written() {
         said.contains("interrupted") && said.contains("rolled back"),
         "{said}"
     );
+    // One line, and it says what was kept: nothing.
+    assert_eq!(said.trim().lines().count(), 1, "{said}");
+    assert!(said.contains("nothing was imported"), "{said}");
     assert_eq!(count(&db, "SELECT COUNT(*) FROM items"), 0);
+}
+
+/// Into a database that has items the import commits in batches: Ctrl-C
+/// keeps the committed ones and says so (not "nothing"), and what is there
+/// is whole batches.
+#[test]
+fn an_interrupted_import_into_items_keeps_its_committed_batches() {
+    let dir = TempDir::new("import-interrupted-batches");
+    let db = dir.join("dlq.db");
+    add_lines(&db, "other", [item("x", 1, "2025-01-01T00:00:00Z", "boom")]);
+    let file = dir.join("many.jsonl");
+    let mut lines = String::new();
+    for n in 0..60_000 {
+        let mut value = item(&format!("i{n}"), 1, "2025-01-01T00:00:00Z", "boom");
+        value["job_id"] = "j".into();
+        lines.push_str(&value.to_string());
+        lines.push('\n');
+    }
+    std::fs::write(&file, lines).unwrap();
+    let child = dlq(&db)
+        .arg("import")
+        .arg(&file)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    // SAFETY: kill(2) on our own child.
+    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
+    let output = child.wait_with_output().unwrap();
+    let said = String::from_utf8_lossy(&output.stderr);
+    if output.status.code() == Some(0) {
+        // This machine imported it all before the signal: nothing to see.
+        return;
+    }
+    assert_eq!(output.status.code(), Some(130), "{said}");
+    assert_eq!(said.trim().lines().count(), 1, "{said}");
+    assert!(
+        said.contains("import interrupted after")
+            && said.contains("batches of 5000 items committed before are kept")
+            && !said.contains("nothing was imported"),
+        "{said}"
+    );
+    let kept = count(&db, "SELECT COUNT(*) FROM items WHERE job_id = 'j'");
+    assert_eq!(kept % 5000, 0, "{kept}: {said}");
+    assert_eq!(
+        count(&db, "SELECT COUNT(*) FROM items WHERE job_id = 'other'"),
+        1
+    );
 }

@@ -600,6 +600,7 @@ fn the_library_replays_through_a_closure() {
             Outcome::Failure(AttemptFailure {
                 error_type: dlqlite::ErrorType::named("ValidationFailed"),
                 error_message: format!("not yet ({})", attempt.number),
+                error_context: None,
                 stack_trace: None,
                 step_failed: "closure".into(),
             })
@@ -693,6 +694,7 @@ fn failure(message: &str) -> dlqlite::retry::Outcome {
     dlqlite::retry::Outcome::Failure(dlqlite::retry::AttemptFailure {
         error_type: dlqlite::ErrorType::named("ValidationFailed"),
         error_message: message.into(),
+        error_context: None,
         stack_trace: None,
         step_failed: "closure".into(),
     })
@@ -1159,4 +1161,78 @@ fn a_retry_has_a_default_timeout_and_0_means_none() {
         .collect();
     timeouts.sort();
     assert_eq!(timeouts, ["3600.0", "null"], "{runs}");
+}
+
+/// A failed command can say why through DLQ_RESULT_FILE (an empty 0600 file
+/// in a 0700 directory of the run): its error_type and error_message are
+/// the attempt's, instead of CommandFailed and stderr. What is not such an
+/// object (or a symlink put in its place) is ignored with a note in the
+/// attempt's error_context; a command that exits 0 succeeds whatever it
+/// wrote.
+#[test]
+fn a_failed_command_reports_its_own_error_through_dlq_result_file() {
+    let (dir, db) = job_j("retry-result-file", 4, |_| true);
+    let seen = dir.join("seen");
+    let command = format!(
+        r#"f="$DLQ_RESULT_FILE"
+stat -c '%a %s' "$f" > {o}.mode; stat -c %a "$(dirname "$f")" >> {o}.mode
+echo "stderr line" >&2
+case "$DLQ_ITEM_ID" in
+  i000) printf '{{"error_type": "RateLimited", "error_message": "429: slow down"}}' > "$f"; exit 3 ;;
+  i001) printf '{{not json' > "$f"; exit 3 ;;
+  i002) rm "$f"; ln -s /etc/passwd "$f"; exit 3 ;;
+  i003) printf '{{"error_type": "RateLimited"}}' > "$f"; exit 0 ;;
+esac"#,
+        o = seen.display()
+    );
+    let (code, summary) = retry_json(
+        &db,
+        &[
+            "j",
+            "--exec",
+            &command,
+            "--max-retries",
+            "1",
+            "--parallel",
+            "1",
+        ],
+    );
+    assert_eq!(code, 1, "{summary}");
+    assert_eq!(summary["succeeded"], 1, "{summary}");
+    let mode = std::fs::read_to_string(format!("{}.mode", seen.display())).unwrap();
+    assert!(mode.starts_with("600 0\n700\n"), "{mode}");
+    let last = |id: &str| {
+        let item = json(&ok(dlq(&db).args(["inspect", id])));
+        item["failure_history"]
+            .as_array()
+            .unwrap()
+            .last()
+            .unwrap()
+            .clone()
+    };
+    let reported = last("i000");
+    assert_eq!(reported["attempt_number"], 2, "{reported}");
+    assert_eq!(reported["error_type"], "RateLimited", "{reported}");
+    assert_eq!(reported["error_message"], "429: slow down", "{reported}");
+    for (id, why) in [("i001", "not JSON"), ("i002", "cannot open it")] {
+        let ignored = last(id);
+        assert_eq!(
+            ignored["error_type"],
+            serde_json::json!({"CommandFailed": {"exit_code": 3}}),
+            "{ignored}"
+        );
+        assert_eq!(ignored["error_message"], "stderr line", "{ignored}");
+        let context = ignored["error_context"][0].as_str().unwrap_or_default();
+        assert!(
+            context.starts_with("DLQ_RESULT_FILE ignored: ") && context.contains(why),
+            "{ignored}"
+        );
+    }
+    assert!(fails(dlq(&db).args(["inspect", "i003"])).contains("not found"));
+    // Documented, with what DLQ_ATTEMPT counts.
+    let help = ok(dlq(&db).args(["retry", "--help"]));
+    assert!(
+        help.contains("DLQ_RESULT_FILE") && help.contains("attempt in this run"),
+        "{help}"
+    );
 }

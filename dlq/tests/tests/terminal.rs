@@ -5,7 +5,7 @@
 //! `script` (util-linux; Debian's bsdutils, which scripts/test installs if
 //! missing).
 
-use crate::common::{add_lines, dlq, item, run, target, with_stdin, TempDir};
+use crate::common::{add_lines, count, dlq, item, ok, run, target, with_stdin, TempDir};
 use std::path::Path;
 use std::process::{Command, Stdio};
 
@@ -350,4 +350,30 @@ fn csv_on_a_terminal_shows_controls_escaped_and_into_a_pipe_as_they_are() {
     assert!(!screen.contains('\u{7}'), "{screen:?}");
     let piped = run(dlq(&db).args(["list", "--format", "csv"]));
     assert!(String::from_utf8_lossy(&piped.stdout).contains("bad\u{1b}]0;pwned\u{7}id"));
+}
+
+/// `retention apply` asks on a terminal as purge does (no answers no), and
+/// its help says so instead of "it asks nothing".
+#[test]
+fn retention_apply_asks_on_a_terminal() {
+    let dir = TempDir::new("pty-retention");
+    let db = dir.join("dlq.db");
+    add_lines(&db, "j", [item("a", 1, "2020-01-01T00:00:00Z", "boom")]);
+    ok(dlq(&db).args(["retention", "set", "--max-age", "30d"]));
+    let (status, screen) = on_pty_status(&db, &["retention", "apply"], None, "n\n");
+    assert_eq!(status, Some(1), "{screen:?}");
+    assert!(
+        screen.contains("Remove 1 item older than their retention policies allow? [y/N]")
+            && screen.contains("nothing removed"),
+        "{screen:?}"
+    );
+    assert_eq!(count(&db, "SELECT COUNT(*) FROM items"), 1);
+    let screen = on_pty(&db, &["retention", "apply"], None, "y\n");
+    assert!(screen.contains("removed 1 item in all"), "{screen:?}");
+    assert_eq!(count(&db, "SELECT COUNT(*) FROM items"), 0);
+    let help = ok(dlq(&db).args(["retention", "--help"]));
+    assert!(
+        help.contains("asks on a terminal") && !help.contains("It asks nothing"),
+        "{help}"
+    );
 }

@@ -51,8 +51,9 @@ pub struct Args {
     read_only: bool,
     /// Let the dashboard retry: the command `dlq retry --exec` would run for
     /// each item, as it runs it (item_data on stdin, DLQ_JOB_ID,
-    /// DLQ_ITEM_ID, DLQ_ATTEMPT in the environment; up to --max-retries
-    /// attempts per item with backoff)
+    /// DLQ_ITEM_ID, DLQ_ATTEMPT, DLQ_ITEM_FILE and DLQ_RESULT_FILE in the
+    /// environment, see `dlq retry --help`; up to --max-retries attempts per
+    /// item with backoff)
     #[arg(long, value_name = "CMD")]
     exec: Option<String>,
     /// With --exec: seconds before a retry command is killed (0: no limit)
