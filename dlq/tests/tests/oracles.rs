@@ -794,6 +794,22 @@ impl Arbitrary for FilterCase {
     }
 }
 
+/// Whether `e` orders an item_data path against a quoted number
+/// (`item.priority >= "5"`), which the language refuses: every JSON number
+/// sorts before every string, so it would match no number.
+fn orders_data_against_a_quoted_number(e: &E) -> bool {
+    match e {
+        E::Or(a, b) | E::And(a, b) => {
+            orders_data_against_a_quoted_number(a) || orders_data_against_a_quoted_number(b)
+        }
+        E::Not(a) => orders_data_against_a_quoted_number(a),
+        E::Cmp(F::Data(_), Op::Gt | Op::Ge | Op::Lt | Op::Le, Lit::Text(text)) => {
+            text.parse::<i64>().is_ok() || text.parse::<f64>().is_ok_and(f64::is_finite)
+        }
+        E::Cmp(..) | E::Bare(_) => false,
+    }
+}
+
 fn filter_case_holds(case: &FilterCase) -> Result<(), String> {
     let dlq = Dlq::open_in_memory().unwrap().with_clock(Arc::new(|| {
         dlqlite::Timestamp::parse("2025-06-15T15:13:20Z").unwrap()
@@ -805,7 +821,12 @@ fn filter_case_holds(case: &FilterCase) -> Result<(), String> {
     }
     for filter in &case.filters {
         let text = render(filter);
-        let expr = dlqlite::filter::parse(&text).map_err(|e| format!("{text}: {e}"))?;
+        let expr = match dlqlite::filter::parse(&text) {
+            Ok(expr) => expr,
+            // Refused by design, which the reference knows too.
+            Err(_) if orders_data_against_a_quoted_number(filter) => continue,
+            Err(e) => return Err(format!("{text}: {e}")),
+        };
         let mut got: Vec<(String, String)> = dlq
             .list(ListFilter {
                 expression: Some(expr),
