@@ -14,6 +14,26 @@ fn one_item(id: &str) -> dlqlite::DeadLetteredItem {
     .unwrap()
 }
 
+/// Every item of `job` as read now: what a take later checks is unchanged.
+fn read_job(dlq: &Dlq, job: &str) -> Vec<dlqlite::store::ReadItem> {
+    dlq.items(dlqlite::ListFilter {
+        job_id: Some(job.into()),
+        ..Default::default()
+    })
+    .map(|entry| dlqlite::store::ReadItem::of(&entry.unwrap()))
+    .collect()
+}
+
+/// Writes a legacy item file `<id>.json` into `items`, made first.
+fn write_item_file(items: &std::path::Path, id: &str) {
+    std::fs::create_dir_all(items).unwrap();
+    std::fs::write(
+        items.join(format!("{id}.json")),
+        item(id, 1, "2025-01-01T00:00:00Z", "boom").to_string(),
+    )
+    .unwrap();
+}
+
 #[test]
 fn open_existing_refuses_a_missing_path_and_creates_nothing() {
     let dir = TempDir::new("open-existing");
@@ -1092,15 +1112,7 @@ fn a_take_of_items_read_earlier_leaves_the_ones_that_changed() {
     for id in ["a", "b"] {
         dlq.add("j", &one_item(id)).unwrap();
     }
-    let read_all = || -> Vec<dlqlite::store::ReadItem> {
-        dlq.items(dlqlite::ListFilter {
-            job_id: Some("j".into()),
-            ..Default::default()
-        })
-        .map(|entry| dlqlite::store::ReadItem::of(&entry.unwrap()))
-        .collect()
-    };
-    let read = read_all();
+    let read = read_job(&dlq, "j");
     assert_eq!(read.len(), 2);
     // "a" fails again after it was read.
     let again = dlqlite::DeadLetteredItem::from_json_str(
@@ -1291,13 +1303,7 @@ fn a_take_of_items_read_earlier_leaves_an_item_stored_again_under_the_name() {
     let dlq = Dlq::open(super::common::target(&db)).unwrap();
     dlq.add("j", &one_item("keep")).unwrap();
     dlq.add("j", &one_item("a")).unwrap();
-    let read: Vec<dlqlite::store::ReadItem> = dlq
-        .items(dlqlite::ListFilter {
-            job_id: Some("j".into()),
-            ..Default::default()
-        })
-        .map(|entry| dlqlite::store::ReadItem::of(&entry.unwrap()))
-        .collect();
+    let read = read_job(&dlq, "j");
     assert!(read.iter().all(|r| r.version == 0));
     // "a" goes (a retry's success) and fails again: stored afresh.
     dlq.remove(Some("j"), "a").unwrap();
@@ -1323,13 +1329,7 @@ fn a_take_of_items_read_earlier_leaves_an_item_stored_again_in_the_last_row() {
     let dlq = Dlq::open(super::common::target(&db)).unwrap();
     dlq.add("j", &one_item("keep")).unwrap();
     dlq.add("j", &one_item("a")).unwrap();
-    let read: Vec<dlqlite::store::ReadItem> = dlq
-        .items(dlqlite::ListFilter {
-            job_id: Some("j".into()),
-            ..Default::default()
-        })
-        .map(|entry| dlqlite::store::ReadItem::of(&entry.unwrap()))
-        .collect();
+    let read = read_job(&dlq, "j");
     dlq.remove(Some("j"), "a").unwrap();
     dlq.add("j", &one_item("a")).unwrap();
     assert_eq!(dlq.take_unchanged(&read, "file.json").unwrap(), 1);
@@ -1385,23 +1385,13 @@ fn adopting_a_legacy_tree_imports_it_once() {
     std::fs::create_dir_all(&empty).unwrap();
     assert!(dlq.adopt_legacy(&empty).unwrap().is_none());
     let items = dir.join("home/mapreduce/dlq/job-1/items");
-    std::fs::create_dir_all(&items).unwrap();
     for id in ["a", "b"] {
-        std::fs::write(
-            items.join(format!("{id}.json")),
-            item(id, 1, "2025-01-01T00:00:00Z", "boom").to_string(),
-        )
-        .unwrap();
+        write_item_file(&items, id);
     }
     // A legacy tree deeper below the root (a fixture, a copy) is not the
     // root's queue: only root/mapreduce/dlq/<job>/ is.
     let deeper = dir.join("home/fixtures/copy/mapreduce/dlq/job-9/items");
-    std::fs::create_dir_all(&deeper).unwrap();
-    std::fs::write(
-        deeper.join("z.json"),
-        item("z", 1, "2025-01-01T00:00:00Z", "boom").to_string(),
-    )
-    .unwrap();
+    write_item_file(&deeper, "z");
     let home = dir.join("home");
     let report = dlq.adopt_legacy(&home).unwrap().unwrap();
     assert_eq!(report.items_new, 2);
@@ -1421,12 +1411,7 @@ fn adopting_a_legacy_tree_imports_it_once() {
     assert_eq!(count(&db, "SELECT COUNT(*) FROM items"), 2);
     // Another root is adopted on its own.
     let other = dir.join("other/mapreduce/dlq/job-2/items");
-    std::fs::create_dir_all(&other).unwrap();
-    std::fs::write(
-        other.join("c.json"),
-        item("c", 1, "2025-01-01T00:00:00Z", "boom").to_string(),
-    )
-    .unwrap();
+    write_item_file(&other, "c");
     let report = dlq.adopt_legacy(&dir.join("other")).unwrap().unwrap();
     assert_eq!(report.items_new, 1);
     assert_eq!(count(&db, "SELECT COUNT(*) FROM items"), 3);
@@ -1443,13 +1428,8 @@ fn two_handles_adopting_at_once_import_once() {
     let db = dir.join("dlq.db");
     drop(Dlq::open(super::common::target(&db)).unwrap());
     let items = dir.join("home/mapreduce/dlq/job-1/items");
-    std::fs::create_dir_all(&items).unwrap();
     for id in ["a", "b", "c"] {
-        std::fs::write(
-            items.join(format!("{id}.json")),
-            item(id, 1, "2025-01-01T00:00:00Z", "boom").to_string(),
-        )
-        .unwrap();
+        write_item_file(&items, id);
     }
     let home = dir.join("home");
     // Both get past the quick look while the write lock is held elsewhere,
@@ -1490,14 +1470,7 @@ fn adopting_follows_the_queues_own_symlinks() {
     let dir = TempDir::new("adopt-links");
     let db = dir.join("dlq.db");
     let dlq = Dlq::open(super::common::target(&db)).unwrap();
-    let write = |items: &std::path::Path, id: &str| {
-        std::fs::create_dir_all(items).unwrap();
-        std::fs::write(
-            items.join(format!("{id}.json")),
-            item(id, 1, "2025-01-01T00:00:00Z", "boom").to_string(),
-        )
-        .unwrap();
-    };
+    let write = write_item_file;
     // A job directory and an items directory kept elsewhere.
     let queue = dir.join("home/mapreduce/dlq");
     write(&queue.join("job-1/items"), "a");
@@ -1545,14 +1518,7 @@ fn a_job_that_appears_after_the_adoption_is_adopted_then() {
     let db = dir.join("dlq.db");
     let dlq = Dlq::open(super::common::target(&db)).unwrap();
     let queue = dir.join("home/mapreduce/dlq");
-    let write = |items: &std::path::Path, id: &str| {
-        std::fs::create_dir_all(items).unwrap();
-        std::fs::write(
-            items.join(format!("{id}.json")),
-            item(id, 1, "2025-01-01T00:00:00Z", "boom").to_string(),
-        )
-        .unwrap();
-    };
+    let write = write_item_file;
     write(&queue.join("job-1/items"), "a");
     write(&queue.join("job-1/items"), "b");
     // job-2 is a link to a directory that is not there yet.
