@@ -240,6 +240,19 @@ pub struct Analysis {
     pub top_failing_steps: Vec<Ranked>,
 }
 
+impl Analysis {
+    /// Whether some agent failed more than once. When none did (data from
+    /// the JSON layout names each item's agent `agent-<item_id>`), a list
+    /// of "top" agents ranks nothing, and is better left out.
+    pub fn agents_repeat(&self) -> bool {
+        self.top_agents.iter().any(|agent| agent.failures > 1)
+    }
+}
+
+/// What to show instead of the top agents when none failed twice.
+pub const AGENTS_DO_NOT_REPEAT: &str =
+    "no agent failed more than once (each item had its own agent), so none stands out";
+
 /// Replaces the parts of a message that vary between occurrences of one
 /// failure: uuids, paths, hex ids, durations and other numbers.
 pub fn normalise_message(message: &str) -> String {

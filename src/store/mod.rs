@@ -70,7 +70,7 @@ mod write;
 
 pub use analysis::{
     normalise_message, Analysis, AnalyzeOptions, FamilyGroup, FamilyGroups, MessageGroup, Omitted,
-    PatternGroup, SignatureSample, TemporalDistribution,
+    PatternGroup, SignatureSample, TemporalDistribution, AGENTS_DO_NOT_REPEAT,
 };
 pub use budget::{Budget, BudgetGuard};
 pub use bulk::{DeleteStep, PurgeProgress, PurgeReport};

@@ -116,6 +116,10 @@ fn print_tables(a: &Analysis) -> Result<()> {
         ("Top failing steps", &a.top_failing_steps),
     ] {
         println!("\n{title}");
+        if title == "Top agents" && !a.agents_repeat() {
+            println!("{}", dlqlite::store::AGENTS_DO_NOT_REPEAT);
+            continue;
+        }
         let mut table = Table::new(&[("FAILURES", Kind::Count), ("NAME", Kind::Text)]);
         for r in ranked {
             table.push(vec![r.failures.to_string(), r.name.clone()]);

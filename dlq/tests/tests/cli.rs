@@ -1178,3 +1178,37 @@ fn csv_export_carries_the_category_of_the_listing() {
     assert_eq!(exported["o"], "permanent", "{exported:?}");
     assert_eq!(exported.len(), 3, "{exported:?}");
 }
+
+/// "Top agents" ranks agents only where some agent failed more than once:
+/// data from the JSON layout names each item's agent after the item, and
+/// a list of them, each failing once, says nothing.
+#[test]
+fn top_agents_are_shown_only_where_agents_repeat() {
+    let dir = TempDir::new("top-agents");
+    let db = dir.join("dlq.db");
+    // One agent per item (the common `item` fixture: agent-<id>).
+    add_lines(
+        &db,
+        "j",
+        ["a", "b", "c"].map(|id| item(id, 1, "2025-01-01T00:00:00Z", "boom")),
+    );
+    let text = ok(dlq(&db).args(["analyze", "--job-id", "j"]));
+    assert!(
+        text.contains(dlqlite::store::AGENTS_DO_NOT_REPEAT),
+        "{text}"
+    );
+    assert!(!text.contains("agent-a"), "{text}");
+    // The JSON keeps the counts all the same.
+    let a = json(&ok(dlq(&db).args(["analyze", "--json", "--job-id", "j"])));
+    assert_eq!(a["top_agents"].as_array().unwrap().len(), 3);
+    // An agent that failed twice stands out.
+    let mut again = item("d", 1, "2025-01-02T00:00:00Z", "boom");
+    again["failure_history"][0]["agent_id"] = "agent-a".into();
+    add_lines(&db, "j", [again]);
+    let text = ok(dlq(&db).args(["analyze", "--job-id", "j"]));
+    assert!(
+        !text.contains(dlqlite::store::AGENTS_DO_NOT_REPEAT),
+        "{text}"
+    );
+    assert!(text.contains("agent-a"), "{text}");
+}

@@ -142,6 +142,13 @@ fn render(
         if what == "Step" {
             html.push_str("<br>");
         }
+        if what == "Agent" && !a.agents_repeat() {
+            html.push_str(&format!(
+                "<p>Agents: {}.</p>",
+                escape(dlqlite::store::AGENTS_DO_NOT_REPEAT)
+            ));
+            continue;
+        }
         table(
             &mut html,
             &[("Failures", NUM), (what, "")],

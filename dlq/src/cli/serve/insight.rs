@@ -415,9 +415,13 @@ fn analysis(scope: Option<&str>, a: &Analysis) -> Markup {
         div.two {
             div {
                 h2 { "Top agents (failed attempts)" }
-                table.compact { tbody { @for r in &a.top_agents {
-                    tr { td { a href=(link(format!("agent_id == {}", quoted(&r.name)))) { (t(&r.name)) } } td.num { (r.failures) } }
-                } } }
+                @if a.agents_repeat() {
+                    table.compact { tbody { @for r in &a.top_agents {
+                        tr { td { a href=(link(format!("agent_id == {}", quoted(&r.name)))) { (t(&r.name)) } } td.num { (r.failures) } }
+                    } } }
+                } @else {
+                    p.hint { (dlqlite::store::AGENTS_DO_NOT_REPEAT) }
+                }
             }
             div {
                 h2 { "Top failing steps (failed attempts)" }
