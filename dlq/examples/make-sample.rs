@@ -7,7 +7,8 @@
 //! across items, and every file is in the exact shape Prodigy's writer
 //! left (written by `dlqlite::export::export_legacy`).
 //!
-//! Deterministic: the same tree every run. Regenerate it with
+//! Deterministic: the same items every run (only index.json's updated_at,
+//! the time of the export, differs). Regenerate it with
 //!
 //!     cargo run -p dlq --example make-sample -- examples/sample
 //!
@@ -64,7 +65,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     for (day, (job, items)) in JOBS.iter().enumerate() {
         for i in 0..*items {
             n += 1;
-            let attempts = 1 + (n % 7 == 0) as u32 + (n % 11 == 0) as u32;
+            let attempts = 1 + u32::from(n.is_multiple_of(7)) + u32::from(n.is_multiple_of(11));
             // Unique across the jobs, so `dlq inspect task-007` needs no job.
             let id = format!("task-{n:03}");
             let task = ["fix lint", "add tests", "update docs", "refactor"][n % 4];
@@ -77,7 +78,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             for attempt in 1..=attempts {
                 let failure = next.next().ok_or("the corpus ran out")?;
                 // A later attempt usually fails the same way.
-                let failure = if attempt > 1 && n % 3 != 0 {
+                let failure = if attempt > 1 && !n.is_multiple_of(3) {
                     last.unwrap_or(failure)
                 } else {
                     failure
@@ -101,7 +102,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 builder = builder.attempt(detail);
             }
             let item = builder
-                .manual_review_required(n % 13 == 0)
+                .manual_review_required(n.is_multiple_of(13))
                 .worktree(
                     format!("/home/dev/.prodigy/worktrees/{job}/{id}"),
                     format!("prodigy-agent-{job}-{id}"),
