@@ -2024,3 +2024,33 @@ fn a_confirmation_is_refused_for_an_item_stored_again_with_other_data() {
     assert_eq!(refused.status, 409, "{}", refused.body);
     assert_eq!(dump(&db), before);
 }
+
+/// The item page shows each attempt's message once (a retry's failure
+/// keeps the stderr tail as message and stack trace both) and durations
+/// as a person reads them, the milliseconds on hover.
+#[test]
+fn the_item_page_shows_a_message_once_and_durations_readably() {
+    let dir = TempDir::new("serve-item-page");
+    let db = dir.path().join("dlq.db");
+    let mut value = item(
+        "x",
+        1,
+        "2025-01-01T00:00:00Z",
+        "exit 3: the build broke badly",
+    );
+    value["failure_history"][0]["stack_trace"] = "exit 3: the build broke badly\n".into();
+    value["failure_history"][0]["duration_ms"] = 600_000.into();
+    add_lines(&db, "J", [value]);
+    let server = Server::start(&db, &[]);
+    let page = server.get("/item?job=J&id=x");
+    assert_eq!(page.status, 200, "{}", page.body);
+    assert_eq!(
+        page.body.matches("the build broke badly").count(),
+        1,
+        "{}",
+        page.body
+    );
+    assert!(!page.body.contains("stack trace"), "{}", page.body);
+    assert!(page.body.contains(">10m<"), "{}", page.body);
+    assert!(page.body.contains("600000 ms"), "{}", page.body);
+}

@@ -137,6 +137,14 @@ fn patterns_links_find_values_with_control_characters() {
             let mut value = item(&format!("i{n}"), 1, "2025-01-01T00:00:00Z", "boom");
             value["failure_history"][0]["agent_id"] = format!("agent {text}").into();
             value["failure_history"][0]["step_failed"] = format!("step {text}").into();
+            // Twice by the same agent: the page lists agents only where
+            // some failed more than once.
+            let mut again = value["failure_history"][0].clone();
+            again["attempt_number"] = 2.into();
+            again["timestamp"] = "2025-01-01T00:01:00Z".into();
+            value["failure_history"].as_array_mut().unwrap().push(again);
+            value["failure_count"] = 2.into();
+            value["last_attempt"] = "2025-01-01T00:01:00Z".into();
             value
         })
         .collect();

@@ -632,10 +632,13 @@ pub async fn item(State(app): State<Shared>, params: Params) -> Result<Html<Stri
                         @if let Some(context) = &attempt.error_context {
                             dt { "context" } dd { ul { @for line in context { li { (t(line)) } } } }
                         }
-                        @if let Some(trace) = &attempt.stack_trace { dt { "stack trace" } dd { pre { (t(trace)) } } }
+                        // A retry's failure keeps the stderr tail as both: shown once.
+                        @if let Some(trace) = attempt.stack_trace.as_ref().filter(|trace| trace.trim() != attempt.error_message.trim()) {
+                            dt { "stack trace" } dd { pre { (t(trace)) } }
+                        }
                         dt { "agent" } dd { (t(&attempt.agent_id)) }
                         dt { "step" } dd { (t(&attempt.step_failed)) }
-                        dt { "duration" } dd { (attempt.duration_ms) " ms" }
+                        dt { "duration" } dd title=(format!("{} ms", attempt.duration_ms)) { (duration(attempt.duration_ms)) }
                         @if let Some(log) = &attempt.json_log_location { dt { "json log" } dd { code { (t(log)) } } }
                     }
                 }
@@ -781,4 +784,15 @@ pub async fn js() -> Response {
         include_str!("assets/dlq.js"),
     )
         .into_response()
+}
+
+/// A duration as a person reads it: "850 ms", "12.4 s", "10m", "1h 5m".
+fn duration(ms: u64) -> String {
+    if ms < 1_000 {
+        format!("{ms} ms")
+    } else if ms < 60_000 {
+        format!("{:.1} s", ms as f64 / 1_000.0)
+    } else {
+        crate::cli::term::span(ms / 1_000)
+    }
 }
