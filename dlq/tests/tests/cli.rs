@@ -1052,7 +1052,7 @@ fn help_names_environment_variables_without_a_stray_equals_sign() {
     let elsewhere = dir.join("other.db");
     let listed = ok(dlq(&elsewhere)
         .args(["list", "--format", "csv", "--db"])
-        .arg(&db));
+        .arg(crate::common::target(&db)));
     assert!(listed.contains("\nj,a,"), "{listed}");
 }
 
