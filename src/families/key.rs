@@ -535,9 +535,14 @@ fn push_line_words(words: &mut Vec<Word>, line: &str) {
     let mut previous: Option<&str> = None;
     // On a line about HTTP, a bare three-digit number from 100 to 599 is
     // a status (`HTTP request failed: 502 Bad Gateway`): 502 and 503 from
-    // one host are two causes.
+    // one host are two causes. Not when a unit follows it (`timed out
+    // after 250 ms`): that is a measure.
     let mut http = false;
-    for raw in split_words(line) {
+    // make's `*** [target] Error 2`: the number after `Error` is the
+    // recipe's exit status.
+    let make = line.contains("*** ");
+    let mut raws = split_words(line).peekable();
+    while let Some(raw) = raws.next() {
         if words.len() >= MAX_WORDS {
             return;
         }
@@ -547,23 +552,45 @@ fn push_line_words(words: &mut Vec<Word>, line: &str) {
                 .as_bytes()
                 .get(..5)
                 .is_some_and(|head| head.eq_ignore_ascii_case(b"http/"));
+        let after = raws.peek().copied();
         let mut next = word(raw, previous);
-        if http && is_http_status(core) {
+        let status = is_http_status(core)
+            && ((http && !after.is_some_and(|w| is_unit(core_of(w))))
+                || after.is_some_and(|w| is_reason_of(core, core_of(w)))
+                || (after.is_none() && reports_a_status(previous)))
+            || (make
+                && previous == Some("Error")
+                && after.is_none()
+                && !core.is_empty()
+                && core.len() <= 3
+                && core.bytes().all(|b| b.is_ascii_digit()));
+        if status {
             next.key = Some(next.raw.clone());
+            next.pinned = true;
+        } else if let Some(code) = quoted_status(raw) {
+            // httpx's `Server error '502 Bad Gateway' for url ...`: a
+            // quoted status line is its status, not a value.
+            next.key = Some(code.into());
             next.pinned = true;
         }
         previous = Some(raw);
         // A line that starts `<command> <step> failed` (`npm test
-        // failed`, `git push failed`, `cargo build failed: ...`) names the
-        // step that failed in its second word: two steps that fail are two
-        // causes, though two of three words agree. Only there, and only a
-        // plain lower-case word: further into a line the word before
-        // `failed` is as often a value (`git push origin main failed`,
-        // `pip install numpy failed`), and test names, branches and ids
-        // mostly carry `_`, `-`, `/`, capitals or digits.
-        if is_failed(core) && words.len() == first + 2 {
-            if let Some(last) = words.last_mut().filter(|w| is_plain_word(&w.raw)) {
-                last.pinned = true;
+        // failed`, `git push failed`, `cargo build failed: ...`), or with
+        // a word such as `has`, `command` or `step` between (`cargo test
+        // has failed`, `npm test command failed`, `the lint step failed`),
+        // names the step that failed in its second word: two steps that
+        // fail are two causes, though all other words agree. Only there,
+        // and only a plain lower-case word: further into a line the word
+        // before `failed` is as often a value (`git push origin main
+        // failed`, `pip install numpy failed`), and test names, branches
+        // and ids mostly carry `_`, `-`, `/`, capitals or digits.
+        if is_failed(core)
+            && words.len() >= first + 2
+            && words[first + 2..].iter().all(|w| is_step_word(&w.raw))
+        {
+            let step = &mut words[first + 1];
+            if is_plain_word(&step.raw) {
+                step.pinned = true;
             }
         }
         // A list of variables is one variable: lists of versions or ids
@@ -577,6 +604,141 @@ fn push_line_words(words: &mut Vec<Word>, line: &str) {
         }
         words.push(next);
     }
+}
+
+/// Whether a word may stand between a step's name and `failed` (`cargo
+/// test has failed`, `npm test command failed`, `the lint step failed`).
+fn is_step_word(raw: &str) -> bool {
+    const WORDS: &[&str] = &[
+        "has", "have", "had", "was", "is", "command", "step", "stage", "phase", "job", "task",
+        "run", "script", "hook", "check",
+    ];
+    WORDS.contains(&raw)
+}
+
+/// Whether a word is a unit of time or size: the number before it is a
+/// measure, not a status.
+fn is_unit(core: &str) -> bool {
+    const UNITS: &[&str] = &[
+        "ms",
+        "s",
+        "sec",
+        "secs",
+        "second",
+        "seconds",
+        "millis",
+        "milliseconds",
+        "us",
+        "µs",
+        "min",
+        "mins",
+        "minute",
+        "minutes",
+        "b",
+        "bytes",
+        "kb",
+        "kib",
+        "mb",
+        "mib",
+        "gb",
+        "gib",
+        "ns",
+        "h",
+        "hours",
+        "tokens",
+        "retries",
+        "attempts",
+        "times",
+        "items",
+        "rows",
+        "lines",
+    ];
+    UNITS.iter().any(|unit| core.eq_ignore_ascii_case(unit))
+}
+
+/// Whether `next` starts the reason phrase HTTP gives status `code`
+/// (`502 Bad Gateway`, `404 Not Found`): then the number is that status,
+/// on any line, as is one before requests' `Server Error` (5xx) or
+/// `Client Error` (4xx). The phrase must be that code's own, so an id
+/// before similar words (`User 123 Not Found`) stays a value.
+fn is_reason_of(code: &str, next: &str) -> bool {
+    const REASONS: &[(&str, &str)] = &[
+        ("400", "Bad"),
+        ("401", "Unauthorized"),
+        ("402", "Payment"),
+        ("403", "Forbidden"),
+        ("404", "Not"),
+        ("405", "Method"),
+        ("406", "Not"),
+        ("407", "Proxy"),
+        ("408", "Request"),
+        ("409", "Conflict"),
+        ("410", "Gone"),
+        ("411", "Length"),
+        ("412", "Precondition"),
+        ("413", "Payload"),
+        ("413", "Request"),
+        ("414", "URI"),
+        ("415", "Unsupported"),
+        ("416", "Range"),
+        ("417", "Expectation"),
+        ("418", "I'm"),
+        ("421", "Misdirected"),
+        ("422", "Unprocessable"),
+        ("423", "Locked"),
+        ("424", "Failed"),
+        ("425", "Too"),
+        ("426", "Upgrade"),
+        ("428", "Precondition"),
+        ("429", "Too"),
+        ("431", "Request"),
+        ("451", "Unavailable"),
+        ("500", "Internal"),
+        ("501", "Not"),
+        ("502", "Bad"),
+        ("503", "Service"),
+        ("504", "Gateway"),
+        ("505", "HTTP"),
+        ("507", "Insufficient"),
+        ("508", "Loop"),
+        ("511", "Network"),
+        ("529", "Overloaded"),
+        ("529", "Site"),
+    ];
+    // requests' `502 Server Error: Bad Gateway`.
+    let class = match code.as_bytes().first() {
+        Some(b'4') => "Client",
+        Some(b'5') => "Server",
+        _ => "",
+    };
+    next == class
+        || REASONS
+            .iter()
+            .any(|&(c, word)| c == code && word.eq_ignore_ascii_case(next))
+}
+
+/// Whether the word before a number that ends a line reports a status
+/// (`upstream returned 502`, `Request failed: 502`, curl's `returned
+/// error: 502`).
+fn reports_a_status(previous: Option<&str>) -> bool {
+    previous.is_some_and(|w| {
+        let core = core_of(w);
+        ["returned", "error", "failed", "status"]
+            .iter()
+            .any(|name| core.eq_ignore_ascii_case(name))
+    })
+}
+
+/// The status of a quoted HTTP status line (`'502 Bad Gateway'`), if the
+/// word is one.
+fn quoted_status(raw: &str) -> Option<&str> {
+    if !is_quoted(raw) {
+        return None;
+    }
+    let inner = core_of(raw);
+    let (code, rest) = split_once(inner, " ")?;
+    let reason = split_whitespace(rest).next()?;
+    (is_http_status(code) && is_reason_of(code, reason)).then_some(code)
 }
 
 /// Whether a word says something failed (`failed`, `Failed:`).

@@ -962,6 +962,73 @@ mod grouping {
     }
 
     #[test]
+    fn statuses_written_as_reports_stay_apart() {
+        // curl, a proxy's log, requests and httpx name the status without
+        // the word HTTP before it; make names a recipe's exit status.
+        for (a, b) in [
+            (
+                "curl: (22) The requested URL returned error: 502",
+                "curl: (22) The requested URL returned error: 503",
+            ),
+            ("Request failed: 502", "Request failed: 503"),
+            ("upstream returned 502", "upstream returned 503"),
+            (
+                "502 Server Error: Bad Gateway for url: https://api.x.dev/v1/",
+                "503 Server Error: Service Unavailable for url: https://api.x.dev/v1/",
+            ),
+            (
+                "Server error '502 Bad Gateway' for url 'https://api.x.dev/v1/'",
+                "Server error '503 Service Unavailable' for url 'https://api.x.dev/v1/'",
+            ),
+            (
+                "make: *** [Makefile:12: build] Error 1",
+                "make: *** [Makefile:12: build] Error 2",
+            ),
+        ] {
+            // A request id after the line varies with each failure.
+            stay_apart(
+                "NetworkError",
+                |n| format!("{a}\nrequest id req_{n:06x}"),
+                |n| format!("{b}\nrequest id req_{n:06x}"),
+            );
+        }
+    }
+
+    #[test]
+    fn a_step_named_with_words_between_stays_apart() {
+        for (a, b) in [
+            ("the lint step failed", "the test step failed"),
+            ("cargo test has failed", "cargo build has failed"),
+            ("npm test command failed", "npm install command failed"),
+        ] {
+            stay_apart("CommandFailed", |_| a.into(), |_| b.into());
+        }
+    }
+
+    #[test]
+    fn a_measure_on_a_line_about_http_is_a_value() {
+        let mut miner = Miner::new();
+        let families: std::collections::BTreeSet<usize> = [250, 310, 404, 599]
+            .iter()
+            .map(|ms| {
+                let message = format!("HTTP request timed out after {ms} ms");
+                assign(&mut miner, "Timeout", &message)
+            })
+            .collect();
+        assert_eq!(families.len(), 1, "{families:?}");
+    }
+
+    #[test]
+    fn an_id_before_words_like_a_reason_stays_a_value() {
+        let mut miner = Miner::new();
+        let families: std::collections::BTreeSet<usize> = [123, 377, 120, 598]
+            .iter()
+            .map(|id| assign(&mut miner, "NotFound", &format!("User {id} Not Found")))
+            .collect();
+        assert_eq!(families.len(), 1, "{families:?}");
+    }
+
+    #[test]
     fn variables_never_change_a_family() {
         // Numbers, paths, ids, hosts, test names, branches, package names,
         // durations, colour and line ends vary; the cause does not.
