@@ -166,6 +166,7 @@ impl Dlq {
                 // Looked at again inside the transaction: another process
                 // may have filled the database since.
                 let indexes = if bulk && !holds_items(tx)? {
+                    tx.expect_new_items();
                     Some(tx.suspend_load_indexes()?)
                 } else {
                     None

@@ -1,5 +1,7 @@
 //! The fast path for reading an item: one typed serde pass for files in the
-//! shapes the legacy writer produced (no unknown fields, no duplicate keys).
+//! shapes the legacy writer produced (no unknown fields, no duplicate keys),
+//! and for the lines of a JSON export, which add the item's `job_id` and
+//! `repo` (kept as unknown fields, as the lenient reader keeps them).
 //! Anything it does not take returns `None`, and the lenient reader
 //! ([`super::lenient`]) handles it (and words the error). Both must give the
 //! same item for the same file; a test checks that on every sample file.
@@ -46,6 +48,12 @@ impl<T> Field<T> {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct Item<'a> {
+    // What an export adds (`super::JOB_ID_KEY`, `super::REPO_KEY`): every
+    // line of a JSON-lines import has them.
+    #[serde(default, borrow, deserialize_with = "present")]
+    job_id: Option<&'a RawValue>,
+    #[serde(default, borrow, deserialize_with = "present")]
+    repo: Option<&'a RawValue>,
     item_id: String,
     #[serde(borrow)]
     item_data: &'a RawValue,
@@ -94,6 +102,14 @@ struct Artifacts {
     error_logs: Field<String>,
 }
 
+/// A field that is there, whatever it holds (`null` too: the lenient
+/// reader keeps an unknown `null` field as it is).
+fn present<'de, D: serde::Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<&'de RawValue>, D::Error> {
+    <&RawValue>::deserialize(deserializer).map(Some)
+}
+
 /// Parses `text` in one pass, or `None` if the lenient reader must decide.
 pub(super) fn parse(text: &str) -> Option<DeadLetteredItem> {
     let item: Item<'_> = serde_json::from_str(text).ok()?;
@@ -104,6 +120,15 @@ pub(super) fn parse(text: &str) -> Option<DeadLetteredItem> {
         failure_history.push(failure.convert()?);
     }
     let worktree_artifacts_absent = item.worktree_artifacts.absent();
+    let mut extra = crate::model::Extra::new();
+    for (key, raw) in [
+        (super::JOB_ID_KEY, item.job_id),
+        (super::REPO_KEY, item.repo),
+    ] {
+        if let Some(raw) = raw {
+            extra.insert(key.to_string(), compact_raw(raw.get()).ok()?);
+        }
+    }
     Some(DeadLetteredItem {
         item_id: item.item_id,
         item_data: compact_raw(item.item_data.get()).ok()?,
@@ -115,7 +140,7 @@ pub(super) fn parse(text: &str) -> Option<DeadLetteredItem> {
         worktree_artifacts: item.worktree_artifacts.value().map(Artifacts::convert),
         reprocess_eligible: item.reprocess_eligible,
         manual_review_required: item.manual_review_required,
-        extra: Default::default(),
+        extra,
         worktree_artifacts_absent,
     })
 }

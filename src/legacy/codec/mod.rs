@@ -311,7 +311,15 @@ pub(crate) mod tests {
         }
         let mut rng = crate::generate::Rng::new(3);
         for item in 0..50 {
-            texts.push(crate::generate::item_json(&mut rng, item, 1));
+            let text = crate::generate::item_json(&mut rng, item, 1);
+            // A JSON export's line: the item with its job (and repo) added.
+            let added = [
+                r#""job_id": "job-1", "repo": "/r/x","#,
+                r#""job_id":"j","#,
+                r#""repo": null, "job_id": 7,"#,
+            ][item as usize % 3];
+            texts.push(text.replacen('{', &format!("{{{added}"), 1));
+            texts.push(text);
         }
         for text in &texts {
             let Some(fast) = fast::parse(text) else {
@@ -329,7 +337,7 @@ pub(crate) mod tests {
             );
             compared += 1;
         }
-        assert!(compared >= 55, "{compared}");
+        assert!(compared >= 105, "{compared}");
     }
 
     /// The reasons users see, pinned: the typed errors must word them as
