@@ -20,6 +20,19 @@
 //! not draw them, so its output is what it was; [`fresh_failures`] draws
 //! only them.
 //!
+//! # Second fresh set
+//!
+//! A fourth split, [`fresh2`]: sixteen families appended after the fresh
+//! ones, written by someone who had never seen the miner's rules (only this
+//! file's generators, to avoid repeating their families), then frozen
+//! before the miner was run on them. The corpus style itself may have
+//! shaped the miner; this set is the check. They cover shapes the others
+//! lack (Kubernetes pod descriptions, Go panics inside `go test`, Gradle,
+//! Kotlin `Caused by:` chains, psycopg's DETAIL lines, LLM SDK errors with
+//! their JSON bodies, Terraform's boxes in colour) and five more near-miss
+//! pairs. Neither [`agent_failures`] nor [`fresh_failures`] draws them;
+//! [`fresh2_failures`] draws only them.
+//!
 //! # What makes it hard
 //!
 //! - Many families share their first line: the job runner wraps most
@@ -63,7 +76,8 @@ pub struct Labelled {
 }
 
 /// How many true families [`agent_failures`] draws from: the development
-/// and held-out families. The [`fresh`] families come after them.
+/// and held-out families. The [`fresh`] families come after them, then the
+/// [`fresh2`] ones.
 pub fn family_count() -> u32 {
     FRESH_FROM as u32
 }
@@ -73,9 +87,19 @@ pub fn family_count() -> u32 {
 /// [`fresh_failures`].
 const FRESH_FROM: usize = 72;
 
-/// How many fresh families there are.
+/// How many fresh families there are (the first fresh set only).
 pub fn fresh_family_count() -> u32 {
-    (FAMILIES.len() - FRESH_FROM) as u32
+    (FRESH2_FROM - FRESH_FROM) as u32
+}
+
+/// The first family of the second fresh set: the families from here to the
+/// end were written by someone who had not seen the miner's rules, and are
+/// drawn only by [`fresh2_failures`].
+const FRESH2_FROM: usize = 82;
+
+/// How many families the second fresh set has.
+pub fn fresh2_family_count() -> u32 {
+    (FAMILIES.len() - FRESH2_FROM) as u32
 }
 
 /// A short stable name for a family (e.g. `"npm-test"`), for reports that
@@ -83,14 +107,15 @@ pub fn fresh_family_count() -> u32 {
 ///
 /// # Panics
 ///
-/// If `family >= family_count()`.
+/// If `family >= family_count() + fresh_family_count() +
+/// fresh2_family_count()`.
 pub fn family_name(family: u32) -> &'static str {
     FAMILIES[family as usize].name
 }
 
 /// True for the families kept out of development: every third one.
 pub fn held_out(family: u32) -> bool {
-    family % 3 == 2 && !fresh(family)
+    family % 3 == 2 && !fresh(family) && !fresh2(family)
 }
 
 /// True for the fresh families: a third split, written before the miner was
@@ -98,7 +123,14 @@ pub fn held_out(family: u32) -> bool {
 /// their misses nor how they are keyed), so their score is the one measure
 /// of data no rule was written for.
 pub fn fresh(family: u32) -> bool {
-    family as usize >= FRESH_FROM
+    (FRESH_FROM..FRESH2_FROM).contains(&(family as usize))
+}
+
+/// True for the second fresh set: families written blind to the miner's
+/// rules by someone else than its author, so that a style the miner was
+/// tuned to without meaning to does not flatter its score.
+pub fn fresh2(family: u32) -> bool {
+    family as usize >= FRESH2_FROM
 }
 
 /// `n` failures drawn with skewed (Zipf, exponent 1.1) family sizes,
@@ -112,7 +144,13 @@ pub fn agent_failures(seed: u64, n: usize) -> Vec<Labelled> {
 /// `n` failures of the [`fresh`] families only, drawn the same way as
 /// [`agent_failures`] (Zipf sizes over their own fixed ranking).
 pub fn fresh_failures(seed: u64, n: usize) -> Vec<Labelled> {
-    draw(seed, FRESH_FROM, sizes_of(FRESH_FROM..FAMILIES.len(), n))
+    draw(seed, FRESH_FROM, sizes_of(FRESH_FROM..FRESH2_FROM, n))
+}
+
+/// `n` failures of the [`fresh2`] families only, drawn the same way (Zipf
+/// sizes over their own fixed ranking).
+pub fn fresh2_failures(seed: u64, n: usize) -> Vec<Labelled> {
+    draw(seed, FRESH2_FROM, sizes_of(FRESH2_FROM..FAMILIES.len(), n))
 }
 
 /// `sizes[i]` failures of family `first + i` each, shuffled.
@@ -396,6 +434,59 @@ const FAMILIES: &[Family] = &[
     family("prisma-migration-failed", COMMAND_FAILED, prisma_migration),
     family("s3-access-denied", PERMISSION_DENIED, s3_access_denied),
     family("node-eaddrinuse", COMMAND_FAILED, node_eaddrinuse),
+    // Second fresh set (82 onwards, see `fresh2`): written blind to the
+    // miner's rules, frozen before the miner was run on them.
+    // near miss: OOMKilled (137) against a liveness-probe kill (143), one
+    // workload, one pod description
+    family("k8s-crashloop-oomkilled", COMMAND_FAILED, |g| {
+        k8s_crashloop(g, true)
+    }),
+    family("k8s-crashloop-liveness", COMMAND_FAILED, |g| {
+        k8s_crashloop(g, false)
+    }),
+    family("go-test-panic-index", COMMAND_FAILED, go_test_panic_index),
+    family(
+        "gradle-cannot-find-symbol",
+        COMMAND_FAILED,
+        gradle_cannot_find_symbol,
+    ),
+    family("kotlin-feed-null-sku", None, kotlin_feed_null),
+    // near miss: a deadlock against a unique violation, one function
+    family("pg-ledger-deadlock", COMMAND_FAILED, |g| pg_ledger(g, true)),
+    family("pg-ledger-duplicate-key", COMMAND_FAILED, |g| {
+        pg_ledger(g, false)
+    }),
+    // near miss: 429 against 529 from one API at one call site
+    family("anthropic-rate-limit", AGENT_ERROR, |g| {
+        anthropic_sdk(g, false)
+    }),
+    family("anthropic-overloaded", AGENT_ERROR, |g| {
+        anthropic_sdk(g, true)
+    }),
+    family(
+        "openai-context-length",
+        COMMAND_FAILED,
+        openai_context_length,
+    ),
+    family("git-https-auth-failed", PERMISSION_DENIED, git_auth_failed),
+    family(
+        "terraform-bucket-already-exists",
+        COMMAND_FAILED,
+        terraform_bucket_exists,
+    ),
+    // near miss: an unknown issuer against an expired certificate, one
+    // index
+    family("pip-tls-unknown-issuer", COMMAND_FAILED, |g| {
+        pip_tls(g, false)
+    }),
+    family("pip-tls-cert-expired", COMMAND_FAILED, |g| pip_tls(g, true)),
+    // near miss: ImportError against ModuleNotFoundError, one app's imports
+    family("flask-werkzeug-url-quote", COMMAND_FAILED, |g| {
+        flask_import(g, false)
+    }),
+    family("flask-limiter-missing", COMMAND_FAILED, |g| {
+        flask_import(g, true)
+    }),
 ];
 
 /// What a generator writes: the message and, for some, a stack trace.
@@ -4174,6 +4265,1466 @@ fn node_eaddrinuse(g: &mut Gen) -> Out {
     Out::plain(t)
 }
 
+// ---------------------------------------------------------------------------
+// Second fresh set: written by someone who had not seen the miner's rules,
+// and never looked at while tuning (see `fresh2`)
+
+/// `ms` since the Unix epoch as kubectl and HTTP headers print it:
+/// `Tue, 14 Oct 2025 10:02:11 +0000`.
+fn rfc1123(ms: u64) -> String {
+    // 1970-01-01 was a Thursday.
+    const DAYS: [&str; 7] = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"];
+    const MONTHS: [&str; 12] = [
+        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+    ];
+    let iso = rfc3339(ms);
+    let month: usize = iso[5..7].parse().unwrap_or(1);
+    format!(
+        "{}, {} {} {} {} +0000",
+        DAYS[(ms / 86_400_000 % 7) as usize],
+        &iso[8..10],
+        MONTHS[month - 1],
+        &iso[0..4],
+        &iso[11..19]
+    )
+}
+
+/// A traceback frame in frozen (built-in) code: Python shows no source
+/// line for it.
+fn py_frozen_frame(t: &mut Text, line: u64, func: &str) {
+    t.line(format!("  File \"<frozen runpy>\", line {line}, in {func}"));
+}
+
+/// Python logging's default time, `2025-10-14 10:02:11,123`, a little
+/// after the previous timestamp.
+fn py_log_time(g: &mut Gen) -> String {
+    let ts = g.timestamp();
+    format!("{} {},{}", &ts[0..10], &ts[11..19], &ts[20..23])
+}
+
+/// Characters Kubernetes uses in generated name suffixes (no vowels, no
+/// look-alikes).
+fn k8s_suffix(g: &mut Gen, len: usize) -> String {
+    const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+    (0..len).map(|_| char::from(g.pick(ALPHABET))).collect()
+}
+
+/// A repeated event's age as kubectl shows it: `2m (x5 over 6m)` or
+/// `12s (x20 over 4m)`.
+fn k8s_age(g: &mut Gen) -> String {
+    let over = g.int(2, 30);
+    let last = if g.chance(40) {
+        format!("{}s", g.int(2, 59))
+    } else {
+        format!("{}m", g.int(1, over))
+    };
+    format!("{last} (x{} over {over}m)", g.int(2, 40))
+}
+
+/// The workload both Kubernetes families are about: the orders worker,
+/// whose pods crash-loop for one of two causes.
+const K8S_APP: &str = "orders-worker";
+
+/// A deploy that waited for the orders worker and gave up, then the pod
+/// description (and, often, the previous container's last log lines) the
+/// deploy script prints on failure. `oom`: the container exceeded its
+/// memory limit (OOMKilled, exit code 137); otherwise the kubelet killed it
+/// for failing its liveness probe (SIGTERM, exit code 143). Two causes and
+/// two fixes (raise the limit, or fix the probe or the slow health check),
+/// in nearly the same text: the events that would tell are not always
+/// still listed.
+fn k8s_crashloop(g: &mut Gen, oom: bool) -> Out {
+    let namespace = match g.below(3) {
+        0 => "staging".to_string(),
+        1 => "production".to_string(),
+        _ => format!("preview-{}-{}", g.pick(NOUNS), g.int(100, 999)),
+    };
+    let template = k8s_suffix(g, 10);
+    let pod = format!("{K8S_APP}-{template}-{}", k8s_suffix(g, 5));
+    let sha = g.hex(7);
+    let image = format!("ghcr.io/acme/{K8S_APP}:sha-{sha}");
+    let replicas = g.int(2, 6);
+    let mut t = Text::default();
+    match g.below(3) {
+        0 => {
+            t.line(command_failed(
+                &format!("./scripts/deploy.sh {namespace}"),
+                1,
+            ));
+            t.line(format!("deployment.apps/{K8S_APP} image updated"));
+            for _ in 0..g.int(1, 5) {
+                let line = format!(
+                    "Waiting for deployment \"{K8S_APP}\" rollout to finish: {} of {replicas} updated replicas are available...",
+                    g.int(0, replicas - 1)
+                );
+                t.line(line);
+            }
+            t.line(format!(
+                "error: deployment \"{K8S_APP}\" exceeded its progress deadline"
+            ));
+        }
+        1 => {
+            t.line(command_failed(
+                &format!(
+                    "helm upgrade --install {K8S_APP} charts/{K8S_APP} -n {namespace} --set image.tag=sha-{sha} --wait --timeout {}m",
+                    g.pick(&[5, 10])
+                ),
+                1,
+            ));
+            t.line("Error: UPGRADE FAILED: context deadline exceeded");
+        }
+        _ => {
+            t.line(command_failed(
+                &format!(
+                    "kubectl -n {namespace} wait --for=condition=Available deployment/{K8S_APP} --timeout={}s",
+                    g.pick(&[180, 300, 600])
+                ),
+                1,
+            ));
+            t.line(format!(
+                "error: timed out waiting for the condition on deployments/{K8S_APP}"
+            ));
+        }
+    }
+    t.line("");
+    t.line(format!("--- kubectl describe pod {pod} -n {namespace} ---"));
+    let node_ip = format!("10.0.{}.{}", g.int(0, 15), g.int(2, 254));
+    let node = if g.chance(50) {
+        format!("ip-{}.ec2.internal", node_ip.replace('.', "-"))
+    } else {
+        format!(
+            "gke-acme-{}-pool-{}-{}",
+            g.pick(&["prod", "stg"]),
+            g.hex(8),
+            k8s_suffix(g, 4)
+        )
+    };
+    let pod_ip = format!("10.{}.{}.{}", g.int(32, 63), g.int(0, 255), g.int(2, 254));
+    let started = rfc1123(g.clock);
+    t.line(format!("Name:             {pod}"));
+    t.line(format!("Namespace:        {namespace}"));
+    t.line("Priority:         0");
+    t.line(format!("Service Account:  {K8S_APP}"));
+    t.line(format!("Node:             {node}/{node_ip}"));
+    t.line(format!("Start Time:       {started}"));
+    t.line(format!(
+        "Labels:           app.kubernetes.io/name={K8S_APP}"
+    ));
+    t.line(format!("                  pod-template-hash={template}"));
+    t.line("Status:           Running");
+    t.line(format!("IP:               {pod_ip}"));
+    t.line("Containers:");
+    t.line("  worker:");
+    t.line(format!("    Container ID:   containerd://{}", g.hex(64)));
+    t.line(format!("    Image:          {image}"));
+    t.line(format!(
+        "    Image ID:       ghcr.io/acme/{K8S_APP}@sha256:{}",
+        g.hex(64)
+    ));
+    t.line("    Port:           8080/TCP");
+    let running = g.chance(30);
+    g.clock += g.int(60_000, 600_000);
+    let last_started = rfc1123(g.clock);
+    g.clock += g.int(2_000, 90_000);
+    let last_finished = rfc1123(g.clock);
+    if running {
+        t.line("    State:          Running");
+        g.clock += g.int(10_000, 300_000);
+        t.line(format!("      Started:      {}", rfc1123(g.clock)));
+    } else {
+        t.line("    State:          Waiting");
+        t.line("      Reason:       CrashLoopBackOff");
+    }
+    let (reason, code) = if oom {
+        ("OOMKilled", 137)
+    } else {
+        ("Error", 143)
+    };
+    t.line("    Last State:     Terminated");
+    t.line(format!("      Reason:       {reason}"));
+    t.line(format!("      Exit Code:    {code}"));
+    t.line(format!("      Started:      {last_started}"));
+    t.line(format!("      Finished:     {last_finished}"));
+    t.line("    Ready:          False");
+    let restarts = g.int(1, 40);
+    t.line(format!("    Restart Count:  {restarts}"));
+    t.line("    Limits:");
+    t.line("      cpu:     500m");
+    t.line("      memory:  512Mi");
+    t.line("    Requests:");
+    t.line("      cpu:        250m");
+    t.line("      memory:     256Mi");
+    t.line("    Liveness:     http-get http://:8080/healthz delay=10s timeout=1s period=10s #success=1 #failure=3");
+    t.line("    Readiness:    http-get http://:8080/ready delay=5s timeout=1s period=5s #success=1 #failure=3");
+    t.line("    Environment:");
+    t.line(format!("      QUEUE:      {}", g.pick(QUEUES)));
+    t.line(format!("      RELEASE:    sha-{sha}"));
+    t.line("Conditions:");
+    t.line("  Type              Status");
+    t.line("  Initialized       True");
+    t.line("  Ready             False");
+    t.line("  ContainersReady   False");
+    t.line("  PodScheduled      True");
+    t.line("Events:");
+    t.line("  Type     Reason     Age                 From               Message");
+    t.line("  ----     ------     ----                ----               -------");
+    let uid = g.uuid();
+    let mut events: Vec<(&str, &str, String, &str, String)> = Vec::new();
+    if g.chance(40) {
+        events.push((
+            "Normal",
+            "Scheduled",
+            format!("{}m", g.int(31, 90)),
+            "default-scheduler",
+            format!("Successfully assigned {namespace}/{pod} to {node}"),
+        ));
+    }
+    if g.chance(70) {
+        events.push((
+            "Normal",
+            "Pulled",
+            k8s_age(g),
+            "kubelet",
+            format!("Container image \"{image}\" already present on machine"),
+        ));
+    }
+    if g.chance(50) {
+        events.push((
+            "Normal",
+            "Created",
+            k8s_age(g),
+            "kubelet",
+            "Created container: worker".to_string(),
+        ));
+        events.push((
+            "Normal",
+            "Started",
+            k8s_age(g),
+            "kubelet",
+            "Started container worker".to_string(),
+        ));
+    }
+    if !oom {
+        if g.chance(70) {
+            let failure = g.pick(&[
+                "context deadline exceeded (Client.Timeout exceeded while awaiting headers)",
+                "dial tcp {ip}:8080: connect: connection refused",
+                "HTTP probe failed with statuscode: 503",
+            ]);
+            let failure = failure.replace("{ip}", &pod_ip);
+            let message = if failure.starts_with("HTTP") {
+                format!("Liveness probe failed: {failure}")
+            } else {
+                format!("Liveness probe failed: Get \"http://{pod_ip}:8080/healthz\": {failure}")
+            };
+            events.push(("Warning", "Unhealthy", k8s_age(g), "kubelet", message));
+        }
+        if g.chance(60) {
+            events.push((
+                "Normal",
+                "Killing",
+                k8s_age(g),
+                "kubelet",
+                "Container worker failed liveness probe, will be restarted".to_string(),
+            ));
+        }
+    }
+    events.push((
+        "Warning",
+        "BackOff",
+        k8s_age(g),
+        "kubelet",
+        format!("Back-off restarting failed container worker in pod {pod}_{namespace}({uid})"),
+    ));
+    for (kind, reason, age, from, message) in events {
+        t.line(format!(
+            "  {kind:<8} {reason:<10} {age:<19} {from:<18} {message}"
+        ));
+    }
+    // The previous container's last lines: the worker's own log, cut off
+    // wherever it died.
+    if g.chance(60) {
+        t.line("");
+        t.line(format!(
+            "--- kubectl logs {pod} -n {namespace} --previous --tail=20 ---"
+        ));
+        g.app_logs(&mut t, 1, 12);
+        if !oom && g.chance(50) {
+            let ts = g.timestamp();
+            t.line(format!("{ts} INFO  worker: received SIGTERM, draining"));
+        }
+    }
+    Out::plain(t)
+}
+
+/// `go test` in the billing module, where `splitLines` indexes one past
+/// the end of a slice when an invoice has as many lines as periods. Every
+/// test that reaches it panics there; the test, its caller in between and
+/// the index vary. One off-by-one, one fix.
+fn go_test_panic_index(g: &mut Gen) -> Out {
+    const CALLERS: &[(&str, &str, u32)] = &[
+        ("(*Invoice).Prorate", "prorate.go", 31),
+        ("(*Invoice).ApplyCredit", "credit.go", 77),
+        ("Rebalance", "rebalance.go", 112),
+        ("(*Invoice).Finalize", "invoice.go", 204),
+    ];
+    let module = "github.com/acme/billing";
+    let go = g.pick(&["1.22.8", "1.23.2", "1.23.4"]);
+    let new_testing = !go.starts_with("1.22");
+    let (tl1, tl2, trun, tstart) = if new_testing {
+        (1632, 1635, 1690, 1743)
+    } else {
+        (1631, 1634, 1689, 1742)
+    };
+    let root = g.pick(&[
+        "/home/runner/work/billing/billing",
+        "/app",
+        "/builds/acme/billing",
+    ]);
+    let goroot = if root == "/home/runner/work/billing/billing" {
+        format!("/opt/hostedtoolcache/go/{go}/x64")
+    } else {
+        "/usr/local/go".to_string()
+    };
+    let command = g.pick(&[
+        "go test ./...",
+        "go test -count=1 ./...",
+        "go test -v ./internal/...",
+        "make test",
+    ]);
+    let verbose = command.contains("-v");
+    let make = command.starts_with("make");
+    let mut t = Text::default();
+    t.line(command_failed(command, if make { 2 } else { 1 }));
+    if make {
+        t.line("go test -race -count=1 ./...");
+    }
+    for _ in 0..g.int(0, 4) {
+        let line = format!(
+            "ok  \t{module}/internal/{}\t{}s",
+            g.pick(&["ledger", "tax", "currency", "webhook", "store"]),
+            g.seconds(2)
+        );
+        t.line(line);
+    }
+    if g.chance(30) {
+        t.line(format!("?   \t{module}/cmd/billing\t[no test files]"));
+    }
+    let test = format!("Test{}", g.pascal());
+    if verbose {
+        for _ in 0..g.int(0, 6) {
+            let other = format!("Test{}", g.pascal());
+            t.line(format!("=== RUN   {other}"));
+            t.line(format!("--- PASS: {other} (0.00s)"));
+        }
+        t.line(format!("=== RUN   {test}"));
+    }
+    let subtest = g.chance(50).then(|| format!("{test}/{}", g.snake()));
+    if let Some(sub) = &subtest {
+        if verbose {
+            t.line(format!("=== RUN   {sub}"));
+        }
+    }
+    t.line(format!("--- FAIL: {test} (0.0{}s)", g.int(0, 9)));
+    if let Some(sub) = &subtest {
+        t.line(format!("    --- FAIL: {sub} (0.00s)"));
+    }
+    let length = g.int(0, 6);
+    let panic = format!(
+        "panic: runtime error: index out of range [{}] with length {length}",
+        length + g.int(0, 1)
+    );
+    t.line(format!("{panic} [recovered]"));
+    t.line(format!("\t{panic}"));
+    t.line("");
+    let goroutine = g.int(6, 90);
+    t.line(format!("goroutine {goroutine} [running]:"));
+    let addr = |g: &mut Gen| format!("0xc000{}", g.hex(6));
+    t.line(format!(
+        "testing.tRunner.func1.2({{0x{}, {}}})",
+        g.hex(6),
+        addr(g)
+    ));
+    // The runtime's own frames have fixed offsets per Go release; the
+    // application's change from build to build.
+    t.line(format!("\t{goroot}/src/testing/testing.go:{tl1} +0x230"));
+    t.line("testing.tRunner.func1()");
+    t.line(format!("\t{goroot}/src/testing/testing.go:{tl2} +0x35e"));
+    t.line(format!("panic({{0x{}?, {}?}})", g.hex(6), addr(g)));
+    t.line(format!(
+        "\t{goroot}/src/runtime/panic.go:{} +0x132",
+        if new_testing { 785 } else { 770 }
+    ));
+    t.line(format!(
+        "{module}/internal/invoice.splitLines({{{}, 0x{:x}, 0x{:x}}}, 0x{:x})",
+        addr(g),
+        length,
+        length + g.int(0, 4),
+        g.int(1, 12)
+    ));
+    t.line(format!(
+        "\t{root}/internal/invoice/split.go:57 +0x{:x}",
+        g.pick(&[0x1d4, 0x1f0, 0x21c])
+    ));
+    let (caller, file, line) = g.pick(CALLERS);
+    t.line(format!("{module}/internal/invoice.{caller}(...)"));
+    t.line(format!("\t{root}/internal/invoice/{file}:{line}"));
+    let test_file = format!(
+        "{}_test.go",
+        g.pick(&["invoice", "split", "credit", "prorate"])
+    );
+    let closure = if subtest.is_some() { ".func1" } else { "" };
+    t.line(format!(
+        "{module}/internal/invoice.{test}{closure}({})",
+        addr(g)
+    ));
+    t.line(format!(
+        "\t{root}/internal/invoice/{test_file}:{} +0x{:x}",
+        g.int(12, 400),
+        g.int(0x20, 0xff)
+    ));
+    t.line(format!("testing.tRunner({}, 0x{})", addr(g), g.hex(6)));
+    t.line(format!("\t{goroot}/src/testing/testing.go:{trun} +0xf4"));
+    t.line(format!(
+        "created by testing.(*T).Run in goroutine {}",
+        goroutine - 1
+    ));
+    t.line(format!("\t{goroot}/src/testing/testing.go:{tstart} +0x390"));
+    t.line(format!(
+        "FAIL\t{module}/internal/invoice\t0.0{}s",
+        g.int(10, 99)
+    ));
+    if g.chance(40) {
+        let line = format!(
+            "ok  \t{module}/internal/{}\t{}s",
+            g.pick(&["report", "export", "sync"]),
+            g.seconds(3)
+        );
+        t.line(line);
+    }
+    t.line("FAIL");
+    if make {
+        t.line(format!(
+            "make: *** [Makefile:{}: test] Error 1",
+            g.int(8, 60)
+        ));
+    }
+    Out::plain(t)
+}
+
+/// javac through Gradle: an agent renamed `OrderRepository.findByCustomer`
+/// and left its callers alone. The callers that fail, how many, and the
+/// tasks around them vary; the missing method is one, and so is the fix.
+fn gradle_cannot_find_symbol(g: &mut Gen) -> Out {
+    const CALLERS: &[(&str, &str, &str)] = &[
+        ("service", "OrderService", "orderRepository"),
+        ("service", "InvoiceService", "orders"),
+        ("web", "CustomerController", "orderRepository"),
+        ("jobs", "ReconcileOrdersJob", "repository"),
+        ("report", "CustomerReport", "orderRepo"),
+    ];
+    let root = g.pick(&[
+        "/home/runner/work/orders/orders",
+        "/builds/acme/orders",
+        "/workspace/orders",
+    ]);
+    let mut t = Text::default();
+    t.line(command_failed(
+        g.pick(&[
+            "./gradlew build",
+            "./gradlew test",
+            "./gradlew :app:bootJar",
+            "./gradlew check --console=plain",
+        ]),
+        1,
+    ));
+    if g.chance(30) {
+        t.line("Starting a Gradle Daemon (subsequent builds will be faster)");
+    }
+    let upstream = [
+        "> Task :buildSrc:compileKotlin UP-TO-DATE",
+        "> Task :core:compileJava UP-TO-DATE",
+        "> Task :core:processResources NO-SOURCE",
+        "> Task :core:classes UP-TO-DATE",
+        "> Task :core:jar UP-TO-DATE",
+        "> Task :app:processResources",
+        "> Task :app:generateEffectiveLombokConfig",
+    ];
+    for task in upstream {
+        if g.chance(55) {
+            t.line(task);
+        }
+    }
+    if g.chance(40) {
+        t.line(
+            "warning: [options] source value 8 is obsolete and will be removed in a future release",
+        );
+    }
+    t.line(g.paint("31", "> Task :app:compileJava FAILED"));
+    let mut callers = CALLERS.to_vec();
+    g.shuffle(&mut callers);
+    let errors = g.int(1, 4) as usize;
+    for (package, class, var) in &callers[..errors] {
+        let line = g.int(20, 300);
+        t.line(format!(
+            "{root}/app/src/main/java/com/acme/orders/{package}/{class}.java:{line}: error: cannot find symbol"
+        ));
+        let target = g.pick(&["customerId", "customer.getId()", "request.customerId()"]);
+        let code = format!("        List<Order> orders = {var}.findByCustomer({target});");
+        let caret = code.find(".findByCustomer").unwrap_or(0);
+        t.line(&code);
+        t.line(format!("{}^", " ".repeat(caret)));
+        t.line("  symbol:   method findByCustomer(Long)");
+        t.line(format!(
+            "  location: variable {var} of type OrderRepository"
+        ));
+    }
+    if g.chance(30) {
+        t.line("Note: Some input files use unchecked or unsafe operations.");
+        t.line("Note: Recompile with -Xlint:unchecked for details.");
+    }
+    t.line(format!(
+        "{errors} error{}",
+        if errors == 1 { "" } else { "s" }
+    ));
+    t.line("");
+    t.line(g.paint("31", "FAILURE: Build failed with an exception."));
+    t.line("");
+    t.line("* What went wrong:");
+    t.line("Execution failed for task ':app:compileJava'.");
+    t.line("> Compilation failed; see the compiler error output for details.");
+    t.line("");
+    t.line("* Try:");
+    t.line("> Run with --info option to get more log output.");
+    t.line("> Run with --scan to get full insights.");
+    t.line("> Get more help at https://help.gradle.org.");
+    t.line("");
+    if g.chance(40) {
+        t.line("Deprecated Gradle features were used in this build, making it incompatible with Gradle 9.0.");
+        t.line("");
+    }
+    let failed = format!("BUILD FAILED in {}s", g.int(4, 180));
+    t.line(g.paint("31", &failed));
+    let executed = g.int(1, 9);
+    t.line(format!(
+        "{} actionable tasks: {executed} executed, {} up-to-date",
+        executed + 3,
+        3
+    ));
+    Out::plain(t)
+}
+
+/// A Kotlin service syncing partner feeds: partners send `"sku": null`
+/// for bundles, and the `FeedItem` model declares `sku` non-null. The
+/// partner, page, offset and item vary; the fix (a nullable `sku`) is one.
+/// Spring's log lines in the message, the exception with its `Caused by:`
+/// chain as the stack trace.
+fn kotlin_feed_null(g: &mut Gen) -> Out {
+    let partner = g.pick(&[
+        "northwind",
+        "globex",
+        "initech",
+        "umbrella",
+        "hooli",
+        "vandelay",
+    ]);
+    let page = g.int(1, 400);
+    let item = g.int(0, 199);
+    let offset = g.int(200, 90_000);
+    let worker = g.int(1, 8);
+    // Spring's default layout: the thread cut to its last 15 characters,
+    // the logger padded to 40.
+    let spring_line = |g: &mut Gen, level: &str, thread: &str, logger: &str, text: &str| {
+        let thread = &thread[thread.len().saturating_sub(15)..];
+        format!(
+            "{} {level:>5} 1 --- [{thread:>15}] {logger:<40} : {text}",
+            g.timestamp()
+        )
+    };
+    let mut t = Text::default();
+    let first = page.saturating_sub(g.int(0, 5)).max(1);
+    let line = spring_line(
+        g,
+        "INFO",
+        "scheduling-1",
+        "c.a.sync.FeedSyncJob",
+        &format!("Syncing feed '{partner}' from page {first}"),
+    );
+    t.line(line);
+    for p in first..page {
+        let text = format!(
+            "Fetched page {p} ({} items) in {} ms",
+            g.int(50, 200),
+            g.int(40, 2000)
+        );
+        let line = spring_line(
+            g,
+            "INFO",
+            "DefaultDispatcher-worker-1",
+            "c.a.sync.PartnerFeedClient",
+            &text,
+        );
+        t.line(line);
+        if g.chance(30) {
+            let text = format!("Upserted {} items into catalog", g.int(50, 200));
+            let line = spring_line(
+                g,
+                "DEBUG",
+                "DefaultDispatcher-worker-2",
+                "c.a.sync.CatalogWriter",
+                &text,
+            );
+            t.line(line);
+        }
+    }
+    let thread = format!("DefaultDispatcher-worker-{worker}");
+    let line = spring_line(
+        g,
+        "ERROR",
+        &thread,
+        "c.a.sync.FeedSyncJob",
+        &format!("Feed sync '{partner}' aborted"),
+    );
+    t.line(line);
+    let outer =
+        format!("com.acme.sync.FeedSyncException: Failed to sync page {page} of feed '{partner}'");
+    let cause = format!(
+        "kotlinx.serialization.json.internal.JsonDecodingException: Unexpected JSON token at offset {offset}: Expected string literal but 'null' literal was found at path: $.items[{item}].sku"
+    );
+    t.line(&outer);
+    t.line(format!("Caused by: {cause}"));
+
+    let mut trace = Text::default();
+    trace.line(&outer);
+    trace.line("\tat com.acme.sync.FeedSyncJob.syncPage(FeedSyncJob.kt:88)");
+    trace.line("\tat com.acme.sync.FeedSyncJob.access$syncPage(FeedSyncJob.kt:24)");
+    trace.line("\tat com.acme.sync.FeedSyncJob$run$1.invokeSuspend(FeedSyncJob.kt:41)");
+    trace.line("\tat kotlin.coroutines.jvm.internal.BaseContinuationImpl.resumeWith(ContinuationImpl.kt:33)");
+    let coroutines = g.pick(&[(108, 584, 793, 697, 684), (104, 585, 802, 706, 693)]);
+    trace.line(format!(
+        "\tat kotlinx.coroutines.DispatchedTask.run(DispatchedTask.kt:{})",
+        coroutines.0
+    ));
+    if g.chance(60) {
+        trace.line(format!(
+            "\tat kotlinx.coroutines.scheduling.CoroutineScheduler.runSafely(CoroutineScheduler.kt:{})",
+            coroutines.1
+        ));
+        trace.line(format!(
+            "\tat kotlinx.coroutines.scheduling.CoroutineScheduler$Worker.executeTask(CoroutineScheduler.kt:{})",
+            coroutines.2
+        ));
+        trace.line(format!(
+            "\tat kotlinx.coroutines.scheduling.CoroutineScheduler$Worker.runWorker(CoroutineScheduler.kt:{})",
+            coroutines.3
+        ));
+        trace.line(format!(
+            "\tat kotlinx.coroutines.scheduling.CoroutineScheduler$Worker.run(CoroutineScheduler.kt:{})",
+            coroutines.4
+        ));
+    }
+    trace.line(format!("Caused by: {cause}"));
+    trace.line("Use 'coerceInputValues = true' in 'Json {}' builder to coerce nulls if property has a default value.");
+    // The excerpt of the document around the offset.
+    let excerpt = format!(
+        ".....\"qty\":{},\"title\":\"{} {}\",\"bundle\":true,\"sku\":null,\"price\":{{\"amount\":{},\"currency\":\"{}\"}},\"upd.....",
+        g.int(1, 40),
+        capitalise(g.pick(NOUNS)),
+        g.pick(&["Pack", "Bundle", "Set", "Kit"]),
+        g.int(100, 99_999),
+        g.pick(&["USD", "EUR", "GBP"])
+    );
+    trace.line(format!("JSON input: {excerpt}"));
+    trace.line("\tat kotlinx.serialization.json.internal.JsonExceptionsKt.JsonDecodingException(JsonExceptions.kt:24)");
+    trace.line(
+        "\tat kotlinx.serialization.json.internal.AbstractJsonLexer.fail(AbstractJsonLexer.kt:598)",
+    );
+    trace.line("\tat kotlinx.serialization.json.internal.AbstractJsonLexer.consumeStringLenient(AbstractJsonLexer.kt:381)");
+    trace.line("\tat kotlinx.serialization.json.internal.StreamingJsonDecoder.decodeString(StreamingJsonDecoder.kt:339)");
+    trace.line("\tat com.acme.sync.model.FeedItem$$serializer.deserialize(FeedItem.kt:11)");
+    trace.line("\tat com.acme.sync.model.FeedItem$$serializer.deserialize(FeedItem.kt:11)");
+    trace.line("\tat kotlinx.serialization.internal.CollectionLikeSerializer.readElement(CollectionSerializers.kt:80)");
+    trace.line("\tat com.acme.sync.model.FeedPage$$serializer.deserialize(FeedPage.kt:8)");
+    trace.line("\tat kotlinx.serialization.json.Json.decodeFromString(Json.kt:107)");
+    trace.line("\tat com.acme.sync.PartnerFeedClient.parsePage(PartnerFeedClient.kt:63)");
+    trace.line("\tat com.acme.sync.FeedSyncJob.syncPage(FeedSyncJob.kt:80)");
+    trace.line(format!("\t... {} more", g.pick(&[8, 9, 12])));
+    Out::traced(t, trace)
+}
+
+/// The ledger job's transfer, where two database errors surface from one
+/// function a few lines apart. `deadlock`: two transfers lock the same two
+/// accounts in opposite order (fix: lock in id order). Otherwise: a retried
+/// transfer inserts its ledger entry again (fix: make the insert
+/// idempotent). psycopg's multi-line errors, with DETAIL lines whose
+/// numbers vary.
+fn pg_ledger(g: &mut Gen, deadlock: bool) -> Out {
+    let py = python_version(g);
+    let site_packages = format!("/usr/local/lib/python{py}/site-packages");
+    let batch = g.int(1, 9999);
+    let command = match g.below(3) {
+        0 => format!("python -m app.jobs.post_transfers --batch {batch}"),
+        1 => format!("uv run python -m app.jobs.post_transfers --batch {batch}"),
+        _ => "python -m app.jobs.post_transfers --pending".to_string(),
+    };
+    let transfer = format!("tr_{}", g.hex(12));
+    let mut t = Text::default();
+    t.line(command_failed(&command, 1));
+    for _ in 0..g.int(0, 7) {
+        let line = format!(
+            "{} INFO app.ledger: posting transfer tr_{} ({}.{:02} {}) from acct_{} to acct_{}",
+            py_log_time(g),
+            g.hex(12),
+            g.int(1, 90_000),
+            g.int(0, 99),
+            g.pick(&["USD", "EUR", "GBP"]),
+            g.int(1000, 99_999),
+            g.int(1000, 99_999)
+        );
+        t.line(line);
+    }
+    let line = format!(
+        "{} ERROR app.ledger: transfer {transfer} failed, rolling back",
+        py_log_time(g)
+    );
+    t.line(line);
+    let mut exception = Text::default();
+    if deadlock {
+        let (a, b) = (g.int(1000, 65_000), g.int(1000, 65_000));
+        let tx = g.int(1_000_000, 99_000_000);
+        exception.line("psycopg.errors.DeadlockDetected: deadlock detected");
+        exception.line(format!(
+            "DETAIL:  Process {a} waits for ShareLock on transaction {}; blocked by process {b}.",
+            tx + g.int(1, 9)
+        ));
+        exception.line(format!(
+            "Process {b} waits for ShareLock on transaction {tx}; blocked by process {a}."
+        ));
+        exception.line("HINT:  See server log for query details.");
+        exception.line(format!(
+            "CONTEXT:  while updating tuple ({},{}) in relation \"accounts\"",
+            g.int(0, 9000),
+            g.int(1, 60)
+        ));
+    } else {
+        exception.line("psycopg.errors.UniqueViolation: duplicate key value violates unique constraint \"ledger_entries_idempotency_key_key\"");
+        exception.line(format!(
+            "DETAIL:  Key (idempotency_key)=({transfer}:{}) already exists.",
+            g.pick(&["debit", "credit"])
+        ));
+    }
+    let exception = exception.finish();
+    t.line(&exception);
+    let mut trace = Text::default();
+    trace.line("Traceback (most recent call last):");
+    py_frozen_frame(&mut trace, 198, "_run_module_as_main");
+    py_frozen_frame(&mut trace, 88, "_run_code");
+    py_frame(
+        &mut trace,
+        "/app/app/jobs/post_transfers.py",
+        44,
+        "<module>",
+        "sys.exit(main())",
+    );
+    py_frame(
+        &mut trace,
+        "/app/app/jobs/post_transfers.py",
+        37,
+        "main",
+        "post_transfer(conn, transfer)",
+    );
+    if deadlock {
+        py_frame(
+            &mut trace,
+            "/app/app/ledger/post.py",
+            64,
+            "post_transfer",
+            "cur.execute(DEBIT_ACCOUNT, (transfer.amount, transfer.source_id))",
+        );
+    } else {
+        py_frame(
+            &mut trace,
+            "/app/app/ledger/post.py",
+            58,
+            "post_transfer",
+            "cur.execute(INSERT_ENTRY, entry.as_row())",
+        );
+    }
+    let cursor_line = g.pick(&[97, 97, 732]);
+    py_frame(
+        &mut trace,
+        &format!("{site_packages}/psycopg/cursor.py"),
+        cursor_line,
+        "execute",
+        "raise ex.with_traceback(None)",
+    );
+    trace.line(&exception);
+    Out::traced(t, trace)
+}
+
+/// The agent harness calling Anthropic's API through the Python SDK at one
+/// call site, the SDK's retries logged by httpx. `overloaded`: the API
+/// answered 529 (the provider is out of capacity: wait and retry later);
+/// otherwise 429 (our organisation's rate limit: throttle the agents).
+/// Same frames, same retry lines, the body's JSON as a Python dict.
+fn anthropic_sdk(g: &mut Gen, overloaded: bool) -> Out {
+    let py = python_version(g);
+    let site_packages = format!("/usr/local/lib/python{py}/site-packages");
+    let step = g.pick(&["plan", "summarize", "review", "triage", "fix"]);
+    let model = g.pick(&[
+        "claude-sonnet-4-5",
+        "claude-sonnet-4-5-20250929",
+        "claude-opus-4-1",
+        "claude-haiku-4-5",
+    ]);
+    let item = g.int(1, 99_999);
+    let body = if overloaded {
+        format!(
+            "{{'type': 'error', 'error': {{'type': 'overloaded_error', 'message': 'Overloaded'}}, 'request_id': '{}'}}",
+            request_id(g)
+        )
+    } else {
+        let (limit, unit) = g.pick(&[
+            ("80,000", "input tokens per minute"),
+            ("400,000", "input tokens per minute"),
+            ("2,000,000", "input tokens per minute"),
+            ("16,000", "output tokens per minute"),
+            ("4,000", "requests per minute"),
+        ]);
+        format!(
+            "{{'type': 'error', 'error': {{'type': 'rate_limit_error', 'message': 'This request would exceed the rate limit for your organization ({}) of {limit} {unit}. For details, refer to: https://docs.claude.com/en/api/rate-limits. You can see the response headers for current usage. Please reduce the prompt length or the maximum tokens requested, or try again later. You may also contact sales at https://www.anthropic.com/contact-sales to discuss your options for a rate limit increase.'}}, 'request_id': '{}'}}",
+            g.uuid(),
+            request_id(g)
+        )
+    };
+    let (status, class) = if overloaded {
+        ("529 ", "anthropic.InternalServerError: Error code: 529")
+    } else {
+        (
+            "429 Too Many Requests",
+            "anthropic.RateLimitError: Error code: 429",
+        )
+    };
+    let exception = format!("{class} - {body}");
+    let mut t = Text::default();
+    t.line(format!(
+        "Agent run {} failed in step '{step}': {exception}",
+        g.session()
+    ));
+    let line = format!(
+        "{} INFO app.agent: step '{step}' item={item} model={model} input_tokens={}",
+        py_log_time(g),
+        g.int(2_000, 180_000)
+    );
+    t.line(line);
+    let retries = g.pick(&[0, 2, 2, 2, 5]);
+    for attempt in 0..=retries {
+        let line = format!(
+            "{} INFO httpx: HTTP Request: POST https://api.anthropic.com/v1/messages \"HTTP/1.1 {status}\"",
+            py_log_time(g)
+        );
+        t.line(line);
+        if attempt < retries {
+            let wait = if !overloaded && g.chance(50) {
+                format!("{}.000000", g.int(1, 60))
+            } else {
+                format!("0.{:06}", g.int(400_000, 999_999))
+            };
+            let line = format!(
+                "{} INFO anthropic._base_client: Retrying request to /v1/messages in {wait} seconds",
+                py_log_time(g)
+            );
+            t.line(line);
+        }
+    }
+    let sdk = g.pick(&[(283, 930, 1326, 1114), (275, 1021, 1361, 1151)]);
+    let mut trace = Text::default();
+    trace.line("Traceback (most recent call last):");
+    py_frame(
+        &mut trace,
+        "/app/app/agent/runner.py",
+        142,
+        "run_step",
+        "result = step.run(ctx)",
+    );
+    py_frame(
+        &mut trace,
+        &format!("/app/app/agent/steps/{step}.py"),
+        g.pick(&[33, 48, 61]),
+        "run",
+        "reply = ctx.llm.complete(messages, tools=self.tools)",
+    );
+    py_frame(
+        &mut trace,
+        "/app/app/agent/llm.py",
+        57,
+        "complete",
+        "response = self.client.messages.create(**request)",
+    );
+    py_frame(
+        &mut trace,
+        &format!("{site_packages}/anthropic/_utils/_utils.py"),
+        sdk.0,
+        "wrapper",
+        "return func(*args, **kwargs)",
+    );
+    py_frame(
+        &mut trace,
+        &format!("{site_packages}/anthropic/resources/messages/messages.py"),
+        sdk.1,
+        "create",
+        "return self._post(",
+    );
+    py_frame(
+        &mut trace,
+        &format!("{site_packages}/anthropic/_base_client.py"),
+        sdk.2,
+        "post",
+        "return cast(ResponseT, self.request(cast_to, opts, stream=stream, stream_cls=stream_cls))",
+    );
+    py_frame(
+        &mut trace,
+        &format!("{site_packages}/anthropic/_base_client.py"),
+        sdk.3,
+        "request",
+        "raise self._make_status_error_from_response(err.response) from None",
+    );
+    trace.line(&exception);
+    Out::traced(t, trace)
+}
+
+/// The pull-request review agent (Node, the OpenAI SDK) sending a whole
+/// diff in one request: large pull requests overflow the model's context
+/// window. The model, its limit and the token counts vary, and so does the
+/// API's wording between model generations; the fix (chunk the diff) is
+/// one. Node prints the error object, headers and JSON body included.
+fn openai_context_length(g: &mut Gen) -> Out {
+    let (model, limit, new_wording) = g.pick(&[
+        ("gpt-4o", 128_000, false),
+        ("gpt-4o-2024-08-06", 128_000, false),
+        ("gpt-4o-mini", 128_000, false),
+        ("gpt-4.1", 1_047_576, false),
+        ("gpt-5", 272_000, true),
+        ("gpt-5-mini", 272_000, true),
+    ]);
+    let tokens = limit + g.int(1, limit / 5);
+    let text = if new_wording {
+        format!("Input tokens exceed the configured limit of {limit} tokens. Your messages resulted in {tokens} tokens. Please reduce the length of the messages.")
+    } else if g.chance(30) {
+        format!("This model's maximum context length is {limit} tokens. However, your messages resulted in {tokens} tokens (including {} in the functions). Please reduce the length of the messages or functions.", g.int(200, 4000))
+    } else {
+        format!("This model's maximum context length is {limit} tokens. However, your messages resulted in {tokens} tokens. Please reduce the length of the messages.")
+    };
+    let repo = g.pick(REPOS);
+    let pr = g.int(1, 4000);
+    let request = format!("req_{}", g.hex(32));
+    let sdk = g.pick(&[(41, 295, 339), (46, 316, 361), (72, 409, 452)]);
+    let mut t = Text::default();
+    t.line(command_failed(
+        &format!("node src/agent/review.mjs --repo {repo} --pr {pr}"),
+        1,
+    ));
+    t.line(format!(
+        "[review] {repo}#{pr}: {} files changed, +{} -{}",
+        g.int(20, 900),
+        g.int(2000, 90_000),
+        g.int(100, 40_000)
+    ));
+    t.line(format!(
+        "[review] model={model} max_tokens={}",
+        g.pick(&[4096, 8192, 16_384])
+    ));
+    if g.chance(40) {
+        t.line(format!(
+            "[review] skipped {} generated files (package-lock.json, *.snap)",
+            g.int(1, 30)
+        ));
+    }
+    t.line(format!(
+        "file:///app/node_modules/openai/error.mjs:{}",
+        sdk.0
+    ));
+    t.line("            return new BadRequestError(status, error, message, headers);");
+    t.line("                   ^");
+    t.line("");
+    t.line(format!("BadRequestError: 400 {text}"));
+    t.line(format!(
+        "    at APIError.generate (file:///app/node_modules/openai/error.mjs:{}:20)",
+        sdk.0
+    ));
+    t.line(format!(
+        "    at OpenAI.makeStatusError (file:///app/node_modules/openai/core.mjs:{}:25)",
+        sdk.1
+    ));
+    t.line(format!(
+        "    at OpenAI.makeRequest (file:///app/node_modules/openai/core.mjs:{}:30)",
+        sdk.2
+    ));
+    t.line("    at process.processTicksAndRejections (node:internal/process/task_queues:95:5)");
+    t.line("    at async reviewPullRequest (file:///app/src/agent/review.mjs:88:20)");
+    t.line("    at async main (file:///app/src/agent/review.mjs:141:3) {");
+    t.line("  status: 400,");
+    t.line("  headers: {");
+    let mut headers = vec![
+        "'access-control-expose-headers': 'X-Request-ID'".to_string(),
+        "'alt-svc': 'h3=\":443\"; ma=86400'".to_string(),
+        format!(
+            "'cf-ray': '{}-{}'",
+            g.hex(16),
+            g.pick(&["IAD", "SJC", "FRA", "AMS"])
+        ),
+        "connection: 'keep-alive'".to_string(),
+        format!("'content-length': '{}'", g.int(260, 420)),
+        "'content-type': 'application/json'".to_string(),
+        format!(
+            "date: '{} GMT'",
+            rfc1123(g.clock).trim_end_matches(" +0000")
+        ),
+        format!("'openai-organization': 'acme-{}'", g.hex(6)),
+        format!("'openai-processing-ms': '{}'", g.int(20, 900)),
+        "'openai-version': '2020-10-01'".to_string(),
+        format!("'x-ratelimit-remaining-tokens': '{}'", g.int(0, 2_000_000)),
+        format!("'x-request-id': '{request}'"),
+    ];
+    // Proxies in between add or drop some.
+    headers.retain(|_| g.chance(85));
+    for (i, header) in headers.iter().enumerate() {
+        let comma = if i + 1 < headers.len() { "," } else { "" };
+        t.line(format!("    {header}{comma}"));
+    }
+    t.line("  },");
+    t.line(format!("  request_id: '{request}',"));
+    t.line("  error: {");
+    t.line(format!("    message: \"{text}\","));
+    t.line("    type: 'invalid_request_error',");
+    t.line("    param: 'messages',");
+    t.line("    code: 'context_length_exceeded'");
+    t.line("  },");
+    t.line("  code: 'context_length_exceeded',");
+    t.line("  param: 'messages',");
+    t.line("  type: 'invalid_request_error'");
+    t.line("}");
+    t.line("");
+    t.line(format!("Node.js {}", node_version(g)));
+    Out::plain(t)
+}
+
+/// git over HTTPS with the agents' token after it expired: whatever the
+/// command (clone, fetch, push, ls-remote) and repository, GitHub says the
+/// credentials are bad. One fix: rotate the token.
+fn git_auth_failed(g: &mut Gen) -> Out {
+    let repo = g.pick(REPOS);
+    let url = format!("https://github.com/{repo}.git/");
+    let mut t = Text::default();
+    match g.below(4) {
+        0 => {
+            let dir = format!(
+                "/work/.prodigy/worktrees/{}/{}",
+                repo.trim_start_matches("acme/"),
+                g.session()
+            );
+            t.line(command_failed(
+                &format!("git clone https://github.com/{repo}.git {dir}"),
+                128,
+            ));
+            t.line(format!("Cloning into '{dir}'..."));
+        }
+        1 => {
+            let base = g.pick(BASE_BRANCHES);
+            t.line(command_failed(&format!("git fetch origin {base}"), 128));
+        }
+        2 => {
+            let branch = g.branch();
+            t.line(command_failed(&format!("git push -u origin {branch}"), 128));
+        }
+        _ => {
+            t.line(command_failed(
+                &format!("git ls-remote --heads {}", url.trim_end_matches('/')),
+                128,
+            ));
+        }
+    }
+    if g.chance(30) {
+        t.line(format!(
+            "{} trace: run_command: git credential-cache get",
+            &g.timestamp()[11..23]
+        ));
+    }
+    if g.chance(60) {
+        t.line("remote: Invalid username or token. Password authentication is not supported for Git operations.");
+    } else {
+        t.line("remote: Invalid username or password.");
+    }
+    t.line(format!("fatal: Authentication failed for '{url}'"));
+    Out::plain(t)
+}
+
+/// Terraform creating a preview environment's asset bucket, named after
+/// the branch: S3 bucket names are global, and the name is taken. The
+/// branch, the apply's progress and the request ids vary; the fix (a
+/// unique suffix in the bucket's name) is one. Coloured unless the command
+/// asked for `-no-color`, as Terraform does.
+fn terraform_bucket_exists(g: &mut Gen) -> Out {
+    let slug: String = g
+        .branch()
+        .to_lowercase()
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+        .take(40)
+        .collect();
+    let bucket = format!("acme-preview-{}-assets", slug.trim_end_matches('-'));
+    let (command, color) = match g.below(3) {
+        0 => ("terraform apply -auto-approve -input=false tfplan", true),
+        1 => (
+            "terraform -chdir=infra/preview apply -auto-approve -no-color",
+            false,
+        ),
+        _ => ("terraform apply -auto-approve", true),
+    };
+    // Terraform's own colours, in addition to the runner's.
+    let saved = g.color;
+    g.color = color;
+    let mut t = Text::default();
+    t.line(command_failed(command, 1));
+    const RESOURCES: &[&str] = &[
+        "module.preview.aws_iam_role.deploy",
+        "module.preview.aws_cloudfront_origin_access_identity.this",
+        "module.preview.aws_route53_record.www",
+        "module.preview.aws_acm_certificate.this",
+        "module.preview.random_id.suffix",
+    ];
+    let planned: Vec<&str> = RESOURCES.iter().copied().filter(|_| g.chance(60)).collect();
+    // Without a saved plan, apply prints the plan first.
+    if !command.ends_with("tfplan") {
+        t.line("");
+        t.line("Terraform used the selected providers to generate the following execution");
+        t.line("plan. Resource actions are indicated with the following symbols:");
+        t.line(format!("  {} create", g.paint("32", "+")));
+        t.line("");
+        t.line("Terraform will perform the following actions:");
+        t.line("");
+        t.line(g.paint(
+            "1",
+            "  # module.preview.aws_s3_bucket.assets will be created",
+        ));
+        t.line(format!(
+            "  {} resource \"aws_s3_bucket\" \"assets\" {{",
+            g.paint("32", "+")
+        ));
+        t.line(format!("      + bucket        = \"{bucket}\""));
+        t.line("      + force_destroy = true");
+        t.line("      + id            = (known after apply)");
+        t.line("    }");
+        for resource in &planned {
+            t.line("");
+            t.line(g.paint("1", &format!("  # {resource} will be created")));
+            let (kind, name) = resource
+                .trim_start_matches("module.preview.")
+                .split_once('.')
+                .unwrap_or((resource, ""));
+            t.line(format!(
+                "  {} resource \"{kind}\" \"{name}\" {{",
+                g.paint("32", "+")
+            ));
+            t.line("      + id = (known after apply)");
+            t.line("    }");
+        }
+        t.line("");
+        t.line(format!(
+            "{} {} to add, 0 to change, 0 to destroy.",
+            g.paint("1", "Plan:"),
+            planned.len() + 1
+        ));
+    }
+    let mut created = Vec::new();
+    for resource in planned {
+        created.push(resource);
+        t.line(g.paint("1", &format!("{resource}: Creating...")));
+    }
+    t.line(g.paint("1", "module.preview.aws_s3_bucket.assets: Creating..."));
+    for resource in created {
+        let id = g.hex(14).to_uppercase();
+        let line = format!(
+            "{resource}: Creation complete after {}s [id={id}]",
+            g.int(0, 40)
+        );
+        t.line(g.paint("1", &line));
+    }
+    t.line(g.paint("31", "╷"));
+    let error = format!(
+        "creating S3 Bucket ({bucket}): operation error S3: CreateBucket, https response error StatusCode: 409, RequestID: {}, HostID: {}=, BucketAlreadyExists: ",
+        g.hex(16).to_uppercase(),
+        g.hex(56)
+    );
+    t.line(format!(
+        "{} {}{error}",
+        g.paint("31", "│"),
+        g.paint("1;31", "Error: ")
+    ));
+    t.line(format!("{} ", g.paint("31", "│")));
+    t.line(format!(
+        "{}   with module.preview.aws_s3_bucket.assets,",
+        g.paint("31", "│")
+    ));
+    t.line(format!(
+        "{}   on modules/preview/storage.tf line 1, in resource \"aws_s3_bucket\" \"assets\":",
+        g.paint("31", "│")
+    ));
+    t.line(format!(
+        "{}    1: {}",
+        g.paint("31", "│"),
+        g.paint("4", "resource \"aws_s3_bucket\" \"assets\" {")
+    ));
+    t.line(format!("{} ", g.paint("31", "│")));
+    t.line(g.paint("31", "╵"));
+    g.color = saved;
+    Out::plain(t)
+}
+
+/// pip against the company's package index (and, through the proxy, PyPI)
+/// where TLS verification fails. `expired`: the index's own certificate
+/// expired (fix: renew it on pypi.acme.dev); otherwise the CI image lacks
+/// the company's root CA (fix: install the CA bundle), whichever host. The
+/// packages, retries and Python versions vary.
+fn pip_tls(g: &mut Gen, expired: bool) -> Out {
+    let (host, index) = if expired {
+        ("pypi.acme.dev", "/simple")
+    } else {
+        g.pick(&[
+            ("pypi.acme.dev", "/simple"),
+            ("nexus.acme.dev", "/repository/pypi-proxy/simple"),
+            ("artifacts.acme.dev", "/api/pypi/pypi-remote/simple"),
+            ("pypi.org", "/simple"),
+        ])
+    };
+    let ssl_line = g.pick(&[992, 1000, 1006, 1007]);
+    let reason = if expired {
+        "certificate has expired"
+    } else {
+        "unable to get local issuer certificate"
+    };
+    let ssl = format!(
+        "SSLError(SSLCertVerificationError(1, '[SSL: CERTIFICATE_VERIFY_FAILED] certificate verify failed: {reason} (_ssl.c:{ssl_line})'))"
+    );
+    let mut packages = [PY_PINNED, PY_MODULES].concat();
+    packages.sort_unstable();
+    packages.dedup();
+    g.shuffle(&mut packages);
+    let package = packages[0];
+    let wanted = g.version();
+    let python = g.int(10, 12);
+    let mut t = Text::default();
+    let command = match g.below(3) {
+        0 => "pip install -r requirements.txt".to_string(),
+        1 => format!("pip install --index-url https://{host}{index} -r requirements/ci.txt"),
+        _ => format!("python -m pip install {package}=={wanted}"),
+    };
+    t.line(command_failed(&command, 1));
+    if host != "pypi.org" {
+        t.line(format!("Looking in indexes: https://{host}{index}"));
+    }
+    // Some requirements were already in the image.
+    for package in &packages[1..g.int(1, 6) as usize] {
+        let line = format!(
+            "Requirement already satisfied: {package} in /usr/local/lib/python3.{python}/site-packages ({})",
+            g.version()
+        );
+        t.line(line);
+    }
+    let retries = g.pick(&[0, 4, 4, 4]);
+    for left in (0..retries).rev() {
+        t.line(format!(
+            "WARNING: Retrying (Retry(total={left}, connect=None, read=None, redirect=None, status=None)) after connection broken by '{ssl}': {index}/{package}/"
+        ));
+    }
+    t.line(format!(
+        "Could not fetch URL https://{host}{index}/{package}/: There was a problem confirming the ssl certificate: HTTPSConnectionPool(host='{host}', port=443): Max retries exceeded with url: {index}/{package}/ (Caused by {ssl}) - skipping"
+    ));
+    t.line(format!(
+        "ERROR: Could not find a version that satisfies the requirement {package}=={wanted} (from versions: none)"
+    ));
+    if g.chance(50) {
+        t.line(format!(
+            "Could not fetch URL https://{host}{index}/pip/: There was a problem confirming the ssl certificate: HTTPSConnectionPool(host='{host}', port=443): Max retries exceeded with url: {index}/pip/ (Caused by {ssl}) - skipping"
+        ));
+    }
+    t.line(format!(
+        "ERROR: No matching distribution found for {package}=={wanted}"
+    ));
+    Out::plain(t)
+}
+
+/// The orders API (Flask) failing at import, through whichever entry point
+/// ran it: gunicorn, the worker, or pytest loading its conftest.
+/// `missing`: the code now imports `flask_limiter`, which is not in the
+/// requirements (fix: add it). Otherwise Werkzeug 3 was installed under
+/// Flask 2.2, which imports `url_quote` from it (fix: pin `werkzeug<3`).
+/// Both are import errors from `app/__init__.py`, a few lines apart.
+fn flask_import(g: &mut Gen, missing: bool) -> Out {
+    let py = g.pick(&["3.10", "3.11", "3.12"]);
+    let site_packages = format!("/usr/local/lib/python{py}/site-packages");
+    let exception = if missing {
+        "ModuleNotFoundError: No module named 'flask_limiter'".to_string()
+    } else {
+        format!(
+            "ImportError: cannot import name 'url_quote' from 'werkzeug.urls' ({site_packages}/werkzeug/urls.py)"
+        )
+    };
+    // The frames from app/__init__.py down, as (file, line, function, code).
+    let mut frames: Vec<(String, u64, &str, &str)> = Vec::new();
+    if missing {
+        frames.push((
+            "/app/app/__init__.py".into(),
+            7,
+            "<module>",
+            "from flask_limiter import Limiter",
+        ));
+    } else {
+        frames.push((
+            "/app/app/__init__.py".into(),
+            3,
+            "<module>",
+            "from flask import Flask, jsonify",
+        ));
+        frames.push((
+            format!("{site_packages}/flask/__init__.py"),
+            5,
+            "<module>",
+            "from .app import Flask as Flask",
+        ));
+        frames.push((
+            format!("{site_packages}/flask/app.py"),
+            30,
+            "<module>",
+            "from werkzeug.urls import url_quote",
+        ));
+    }
+    let mut t = Text::default();
+    let entry = g.below(3);
+    match entry {
+        // pytest: the traceback is printed in its own short form, inline.
+        0 => {
+            t.line(command_failed(
+                g.pick(&["pytest -q", "python -m pytest tests/api", "pytest -x"]),
+                4,
+            ));
+            t.line("ImportError while loading conftest '/app/tests/conftest.py'.");
+            t.line("tests/conftest.py:4: in <module>");
+            t.line("    from app import create_app");
+            for (file, line, _, code) in &frames {
+                let file = file.trim_start_matches("/app/");
+                t.line(format!("{file}:{line}: in <module>"));
+                t.line(format!("    {code}"));
+            }
+            t.line(format!("E   {exception}"));
+            return Out::plain(t);
+        }
+        1 => {
+            let port = g.pick(&[8000, 8080, 5000]);
+            t.line(command_failed(
+                &format!(
+                    "gunicorn -w {} -b 0.0.0.0:{port} 'app:create_app()'",
+                    g.int(2, 8)
+                ),
+                3,
+            ));
+            // gunicorn's own time format: `[2025-10-14 10:02:11 +0000]`.
+            let stamp = |g: &mut Gen| {
+                let ts = g.timestamp();
+                format!("[{} {} +0000]", &ts[0..10], &ts[11..19])
+            };
+            let (master, worker) = (g.int(1, 20), g.int(21, 90));
+            let line = format!("{} [{master}] [INFO] Starting gunicorn 21.2.0", stamp(g));
+            t.line(line);
+            let line = format!(
+                "{} [{master}] [INFO] Listening at: http://0.0.0.0:{port} ({master})",
+                stamp(g)
+            );
+            t.line(line);
+            let line = format!("{} [{master}] [INFO] Using worker: sync", stamp(g));
+            t.line(line);
+            let line = format!(
+                "{} [{worker}] [INFO] Booting worker with pid: {worker}",
+                stamp(g)
+            );
+            t.line(line);
+            let line = format!(
+                "{} [{worker}] [ERROR] Exception in worker process",
+                stamp(g)
+            );
+            t.line(line);
+            t.line(&exception);
+            let line = format!(
+                "{} [{worker}] [INFO] Worker exiting (pid: {worker})",
+                stamp(g)
+            );
+            t.line(line);
+            let line = format!("{} [{master}] [ERROR] Shutting down: Master", stamp(g));
+            t.line(line);
+            let line = format!(
+                "{} [{master}] [ERROR] Reason: Worker failed to boot.",
+                stamp(g)
+            );
+            t.line(line);
+        }
+        _ => {
+            t.line(command_failed(
+                &format!("python -m app.worker --queue {}", g.pick(QUEUES)),
+                1,
+            ));
+            t.line(&exception);
+        }
+    }
+    let mut trace = Text::default();
+    trace.line("Traceback (most recent call last):");
+    if entry == 1 {
+        let arbiter = format!("{site_packages}/gunicorn/arbiter.py");
+        py_frame(
+            &mut trace,
+            &arbiter,
+            609,
+            "spawn_worker",
+            "worker.init_process()",
+        );
+        py_frame(
+            &mut trace,
+            &format!("{site_packages}/gunicorn/workers/base.py"),
+            134,
+            "init_process",
+            "self.load_wsgi()",
+        );
+        py_frame(
+            &mut trace,
+            &format!("{site_packages}/gunicorn/util.py"),
+            371,
+            "import_app",
+            "mod = importlib.import_module(module)",
+        );
+        py_frame(
+            &mut trace,
+            &format!("/usr/local/lib/python{py}/importlib/__init__.py"),
+            126,
+            "import_module",
+            "return _bootstrap._gcd_import(name[level:], package, level)",
+        );
+    } else {
+        py_frozen_frame(&mut trace, 198, "_run_module_as_main");
+        py_frozen_frame(&mut trace, 88, "_run_code");
+        py_frame(
+            &mut trace,
+            "/app/app/worker.py",
+            5,
+            "<module>",
+            "from app import create_app",
+        );
+    }
+    for (file, line, func, code) in &frames {
+        py_frame(&mut trace, file, *line, func, code);
+    }
+    trace.line(&exception);
+    Out::traced(t, trace)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -4334,7 +5885,7 @@ mod tests {
     #[test]
     fn fresh_families_come_after_and_only_from_fresh_failures() {
         let total = family_count() + fresh_family_count();
-        assert_eq!(total as usize, FAMILIES.len());
+        assert_eq!((total + fresh2_family_count()) as usize, FAMILIES.len());
         assert!(fresh_family_count() >= 10);
         let mut names: Vec<_> = (0..total).map(family_name).collect();
         names.sort_unstable();
@@ -4354,6 +5905,178 @@ mod tests {
             sizes[family_count() as usize..].iter().all(|&s| s >= 20),
             "{sizes:?}"
         );
+    }
+
+    #[test]
+    fn second_fresh_set_comes_last_and_only_from_fresh2_failures() {
+        let first = family_count() + fresh_family_count();
+        let all = first + fresh2_family_count();
+        assert_eq!(all as usize, FAMILIES.len());
+        assert!((12..=16).contains(&fresh2_family_count()));
+        let mut names: Vec<_> = (0..all).map(family_name).collect();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), all as usize);
+        assert!((0..first).all(|f| !fresh2(f)));
+        assert!((first..all).all(|f| fresh2(f) && !fresh(f) && !held_out(f)));
+        assert!(agent_failures(4, 5000).iter().all(|l| !fresh2(l.family)));
+        assert!(fresh_failures(4, 3000).iter().all(|l| !fresh2(l.family)));
+        let corpus = fresh2_failures(4, 3000);
+        assert_eq!(corpus.len(), 3000);
+        let mut sizes = vec![0usize; all as usize];
+        for item in &corpus {
+            assert!(fresh2(item.family));
+            sizes[item.family as usize] += 1;
+        }
+        assert!(
+            sizes[first as usize..].iter().all(|&s| s >= 20),
+            "{sizes:?}"
+        );
+        assert_eq!(fresh2_failures(4, 3000).len(), 3000);
+    }
+
+    /// The second fresh set's near misses: each family has a marker its
+    /// partner never has, and the two are different families.
+    #[test]
+    fn second_fresh_set_near_misses_are_different_families() {
+        let corpus = fresh2_failures(3, 6000);
+        let by_name = |name: &str| {
+            (0..FAMILIES.len() as u32)
+                .find(|&f| family_name(f) == name)
+                .unwrap_or_else(|| panic!("no family {name}"))
+        };
+        let pairs = [
+            (
+                "k8s-crashloop-oomkilled",
+                "Exit Code:    137",
+                "k8s-crashloop-liveness",
+            ),
+            (
+                "k8s-crashloop-liveness",
+                "Exit Code:    143",
+                "k8s-crashloop-oomkilled",
+            ),
+            (
+                "pg-ledger-deadlock",
+                "deadlock detected",
+                "pg-ledger-duplicate-key",
+            ),
+            (
+                "pg-ledger-duplicate-key",
+                "duplicate key value",
+                "pg-ledger-deadlock",
+            ),
+            (
+                "anthropic-rate-limit",
+                "Error code: 429",
+                "anthropic-overloaded",
+            ),
+            (
+                "anthropic-overloaded",
+                "Error code: 529",
+                "anthropic-rate-limit",
+            ),
+            (
+                "pip-tls-unknown-issuer",
+                "unable to get local issuer",
+                "pip-tls-cert-expired",
+            ),
+            (
+                "pip-tls-cert-expired",
+                "certificate has expired",
+                "pip-tls-unknown-issuer",
+            ),
+            (
+                "flask-werkzeug-url-quote",
+                "cannot import name 'url_quote'",
+                "flask-limiter-missing",
+            ),
+            (
+                "flask-limiter-missing",
+                "No module named 'flask_limiter'",
+                "flask-werkzeug-url-quote",
+            ),
+        ];
+        for (name, marker, partner) in pairs {
+            let (f, p) = (by_name(name), by_name(partner));
+            assert!(fresh2(f) && fresh2(p) && f != p);
+            let items: Vec<_> = corpus.iter().filter(|l| l.family == f).collect();
+            assert!(!items.is_empty(), "{name}");
+            assert!(items.iter().all(|l| l.message.contains(marker)), "{name}");
+            assert!(
+                corpus
+                    .iter()
+                    .filter(|l| l.family == p)
+                    .all(|l| !l.message.contains(marker)),
+                "{partner} has {marker:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn second_fresh_set_has_the_hard_parts() {
+        let corpus = fresh2_failures(5, 6000);
+        let count = |pred: &dyn Fn(&Labelled) -> bool| corpus.iter().filter(|l| pred(l)).count();
+        assert!(
+            count(&|l| l.message.contains("\x1b[")) > 100,
+            "ANSI colours"
+        );
+        assert!(count(&|l| l.message.contains("\r\n")) > 50, "CRLF");
+        assert!(count(&|l| l.stack_trace.is_some()) > 500, "stack traces");
+        assert!(count(&|l| l.error_type.is_none()) > 20, "no error type");
+        assert!(
+            count(&|l| l.message.lines().count() > 30) > 500,
+            "long outputs"
+        );
+    }
+
+    /// FNV-1a (64 bit) over every field of `items`: a fingerprint that
+    /// does not depend on std's hasher, which may change between releases.
+    fn fingerprint(items: &[Labelled]) -> u64 {
+        let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+        for item in items {
+            let text = format!(
+                "{}|{:?}|{}|{:?}\0",
+                item.family, item.error_type, item.message, item.stack_trace
+            );
+            for byte in text.bytes() {
+                hash ^= u64::from(byte);
+                hash = hash.wrapping_mul(0x0100_0000_01b3);
+            }
+        }
+        hash
+    }
+
+    /// The sets the published figures were measured on do not move when
+    /// families are added: these fingerprints were taken before the second
+    /// fresh set was written, and must never change. Both the first 2,000
+    /// items and the bench's own draws (20,000 and 3,000 of seed 7).
+    #[test]
+    fn existing_sets_are_pinned() {
+        for (name, items, pinned) in [
+            (
+                "agent_failures(7, 2000)",
+                agent_failures(7, 2000),
+                0xe3b8_7244_113b_052e_u64,
+            ),
+            (
+                "agent_failures(7, 20000)",
+                agent_failures(7, 20_000),
+                0x301c_ee7a_b679_f458,
+            ),
+            (
+                "fresh_failures(7, 2000)",
+                fresh_failures(7, 2000),
+                0x97be_f3d5_2208_1ef2,
+            ),
+            (
+                "fresh_failures(7, 3000)",
+                fresh_failures(7, 3000),
+                0x0a4c_c0d2_792a_cfde,
+            ),
+        ] {
+            assert_eq!(fingerprint(&items), pinned, "{name} changed");
+        }
     }
 
     #[test]
