@@ -111,17 +111,36 @@ pub fn key_of(message: &str, stack_trace: Option<&str>) -> Key {
             .skip(headline.unwrap_or(0))
             .take(MAX_LINES_SEARCHED)
     };
-    let error = after_trace
-        .or_else(|| {
+    // Among lines that say they are errors, the one a trace follows
+    // closely (`panic: ...` then `goroutine 7 [running]:` and frames,
+    // under a test runner's `--- FAIL: TestX`) is the crash the rest
+    // reports: the last error line before the first frame, at most
+    // `2 * FRAME_GAP` lines above it.
+    let heads_trace = frames
+        .iter()
+        .map(|&(at, _)| at)
+        .find(|&at| at > headline.unwrap_or(0))
+        .and_then(|first_frame| {
             searched()
-                .find(|(_, l)| starts_with_exception(l))
-                .map(|(i, _)| i)
-        })
-        .or_else(|| {
-            searched()
-                .find(|(_, l)| is_error_line(l) && frame_of(l).is_none())
+                .take_while(|&(i, _)| i < first_frame)
+                .filter(|&(i, l)| {
+                    first_frame - i <= 2 * FRAME_GAP && is_error_line(l) && frame_of(l).is_none()
+                })
+                .last()
                 .map(|(i, _)| i)
         });
+    let exception = searched()
+        .find(|(_, l)| starts_with_exception(l))
+        .map(|(i, _)| i);
+    let error = after_trace.or(exception).or(heads_trace).or_else(|| {
+        searched()
+            .find(|(_, l)| is_error_line(l) && frame_of(l).is_none())
+            .map(|(i, _)| i)
+    });
+    // A crash (an exception, a Go panic) is named by itself and its site, as in Sentry's grouping: the exit
+    // status of what ran it is the runner's (`make test` exits 2 where
+    // `go test` exits 1 for the same panic).
+    let crash = after_trace.is_some() || error.is_some_and(|e| names_a_crash(lines[e]));
     // No error line in the message, but the stack_trace field has one (a
     // headline such as "command X failed" over a trace kept apart): the
     // exception names the cause, as in Sentry's grouping, and the headline
@@ -137,7 +156,7 @@ pub fn key_of(message: &str, stack_trace: Option<&str>) -> Key {
         push_words(&mut words, exception);
     }
     if let (Some(h), Some(e)) = (headline, error) {
-        if h != e {
+        if h != e && !crash {
             // A headline that only wraps the error ("command X failed:
             // exit code 2") adds its statuses, not its variable words.
             push_statuses(&mut words, lines[h]);
@@ -148,6 +167,8 @@ pub fn key_of(message: &str, stack_trace: Option<&str>) -> Key {
             // No line says why, and the output is a diff: the code the
             // headline quotes is read as words (see `push_spelled`).
             push_spelled(&mut words, lines[e]);
+        } else if starts_with_exception(lines[e]) {
+            push_words(&mut words, without_gutter(lines[e]));
         } else {
             push_words(&mut words, lines[e]);
         }
@@ -308,11 +329,12 @@ fn is_error_line(line: &str) -> bool {
             .any(|w| is_error_marker(core_of(w)))
 }
 
-/// Whether a line starts with an exception and its message: a type named
-/// `...Error` or `...Exception`, maybe qualified (`requests.exceptions.
+/// Whether a line starts with an exception and its message (maybe after a
+/// one-character gutter): a type named `...Error` or `...Exception`, maybe
+/// qualified (`requests.exceptions.
 /// ConnectionError:`, `java.lang.IllegalStateException:`), then a colon.
 fn starts_with_exception(line: &str) -> bool {
-    let Some(first) = split_whitespace(line).next() else {
+    let Some(first) = split_whitespace(without_gutter(line)).next() else {
         return false;
     };
     let Some(name) = first.strip_suffix(':') else {
@@ -325,6 +347,22 @@ fn starts_with_exception(line: &str) -> bool {
         && name
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'_' || b == b'$')
+}
+
+/// A line without the gutter of one character a tool may put before an
+/// error (pytest's `E   ValueError: ...`, a `>` or `|` of quoted
+/// output), when a word follows it.
+fn without_gutter(line: &str) -> &str {
+    match find_space(line) {
+        Some(1) => trim_start(&line[1..]),
+        _ => line,
+    }
+}
+
+/// Whether an error line names a crash: an exception (`ValueError: ...`)
+/// or a Go panic (`panic: runtime error: ...`).
+fn names_a_crash(line: &str) -> bool {
+    starts_with_exception(line) || without_gutter(line).starts_with("panic: ")
 }
 
 /// The words that mark an error line.
@@ -1002,10 +1040,13 @@ struct Frame<'a> {
 
 impl Frame<'_> {
     /// Whether the frame is application code (not the runtime's or a
-    /// dependency's). Asked only of the frames [`top_frame`] looks at, not
+    /// dependency's) that failed in a function: a Python module's top
+    /// level (`<module>`) runs as it is imported, so it names which file
+    /// imported what failed (any test file, any entry point), not where a
+    /// function failed. Asked only of the frames [`top_frame`] looks at, not
     /// of every frame of every trace.
     fn is_app(&self) -> bool {
-        !is_library(self.file) && !is_library(self.symbol)
+        !is_library(self.file) && !is_library(self.symbol) && self.function != "<module>"
     }
 }
 
@@ -1026,6 +1067,13 @@ fn frame_of(line: &str) -> Option<Frame<'_>> {
         let (file, rest) = rest.split_once('"')?;
         let function = rest.rsplit_once(" in ").map_or("", |(_, f)| f.trim());
         return Some(frame(file, function, true));
+    }
+    // pytest's trace: tests/conftest.py:4: in <module>
+    if let Some((place, function)) = split_once(line, ": in ") {
+        let file = strip_position(place);
+        if file.len() < place.len() && file.ends_with(".py") && !file.contains(' ') {
+            return Some(frame(file, function.trim(), true));
+        }
     }
     // Java / JavaScript: at com.x.Y.m(Y.java:12) / at fn (file.js:1:2)
     if let Some(rest) = line.strip_prefix("at ") {
@@ -1138,7 +1186,18 @@ fn top_frame(frames: &[Frame<'_>]) -> Option<String> {
     let python = frames.first()?.python;
     let mut app = frames.iter().filter(|f| f.is_app());
     let top = if python { app.next_back() } else { app.next() }?;
-    Some(format!("{}:{}", top.file, top.function))
+    Some(format!("{}:{}", path_tail(top.file), top.function))
+}
+
+/// A file's last two path parts (`app/__init__.py` of
+/// `/app/app/__init__.py`): a trace names one file from where the
+/// process ran (`/app/`, `/home/runner/work/x/`, or relative), and two
+/// parts tell the files of one project apart.
+fn path_tail(file: &str) -> &str {
+    match file.rmatch_indices(['/', '\\']).nth(1) {
+        Some((at, _)) => &file[at + 1..],
+        None => file,
+    }
 }
 
 /// The place a Rust panic names in its headline ("thread 'x' panicked at
@@ -1362,7 +1421,7 @@ mod tests {
     fn a_python_trace_gives_its_exception_line_and_innermost_app_frame() {
         let trace = "Traceback (most recent call last):\n  File \"/app/main.py\", line 3, in run\n    handle()\n  File \"/app/db.py\", line 9, in fetch\n    return rows[key]\n  File \"/usr/lib/python3/site-packages/x.py\", line 1, in get\n    pass\nKeyError: 'user_id'";
         let key = key_of(trace, None);
-        assert_eq!(key.site.as_deref(), Some("/app/db.py:fetch"));
+        assert_eq!(key.site.as_deref(), Some("app/db.py:fetch"));
         assert_eq!(key.words[0].raw.as_ref(), "KeyError:");
     }
 

@@ -1029,6 +1029,81 @@ mod grouping {
     }
 
     #[test]
+    fn one_crash_under_two_runners_is_one_family() {
+        // A Go test's panic: `make test` exits 2, `go test` exits 1; the
+        // test runner's FAIL line comes first.
+        let go = |runner: &str, code: u32, test: &str, n: usize| {
+            format!(
+                "Command `{runner}` failed: process exited with exit code {code}\n\
+                 === RUN   {test}\n--- FAIL: {test} (0.0{}s)\n\
+                 panic: runtime error: index out of range [{n}] with length {n} [recovered]\n\
+                 goroutine {} [running]:\n\
+                 testing.tRunner.func1.2({{0x5d8c40, 0xc0000{n:x}}})\n\
+                 /usr/local/go/src/testing/testing.go:1545 +0x238\n\
+                 example.com/app/internal/text.splitLines(...)\n\
+                 /app/internal/text/lines.go:{} +0x1d",
+                n % 9,
+                n + 6,
+                20 + n % 4
+            )
+        };
+        let mut miner = Miner::new();
+        let families: std::collections::BTreeSet<usize> = (0..20)
+            .map(|n| {
+                let message = if n % 2 == 0 {
+                    go("make test", 2, "TestRefreshInvoice", n)
+                } else {
+                    go("go test ./...", 1, "TestFetchProfile", n)
+                };
+                assign(&mut miner, "CommandFailed", &message)
+            })
+            .collect();
+        assert_eq!(families.len(), 1, "{families:?}");
+        // A Python import error through pytest (its own trace, an `E`
+        // gutter) and through a worker: one family.
+        let pytest =
+            "Command `python -m pytest tests/api` failed: process exited with exit code 4\n\
+             ImportError while loading conftest '/app/tests/conftest.py'.\n\
+             tests/conftest.py:4: in <module>\n    from app import create_app\n\
+             app/__init__.py:3: in <module>\n    from flask import Flask\n\
+             E   ImportError: cannot import name 'url_quote' from 'werkzeug.urls' (/x/urls.py)";
+        let worker = "Command `python -m app.worker` failed: process exited with exit code 1\n\
+             Traceback (most recent call last):\n  File \"/app/app/worker.py\", line 5, in <module>\n\
+             from app import create_app\n  File \"/app/app/__init__.py\", line 3, in <module>\n\
+             from flask import Flask\n\
+             ImportError: cannot import name 'url_quote' from 'werkzeug.urls' (/y/urls.py)";
+        let mut miner = Miner::new();
+        assert_eq!(
+            assign(&mut miner, "CommandFailed", pytest),
+            assign(&mut miner, "CommandFailed", worker)
+        );
+    }
+
+    #[test]
+    fn two_panics_under_one_runner_stay_apart() {
+        let go = |panic: &'static str, file: &'static str| {
+            move |n: usize| {
+                format!(
+                    "Command `go test ./...` failed: process exited with exit code 1\n\
+                     --- FAIL: TestX{n} (0.01s)\npanic: {panic} [recovered]\n\
+                     goroutine {n} [running]:\nexample.com/app.f(...)\n/app/{file}:{n} +0x1d"
+                )
+            }
+        };
+        stay_apart(
+            "CommandFailed",
+            go(
+                "runtime error: index out of range [3] with length 3",
+                "lines.go",
+            ),
+            go(
+                "runtime error: invalid memory address or nil pointer dereference",
+                "lines.go",
+            ),
+        );
+    }
+
+    #[test]
     fn variables_never_change_a_family() {
         // Numbers, paths, ids, hosts, test names, branches, package names,
         // durations, colour and line ends vary; the cause does not.
