@@ -33,6 +33,7 @@ pub mod filter;
 #[cfg(feature = "testing")]
 pub mod generate;
 pub mod import;
+mod infile;
 pub mod legacy;
 pub mod metrics;
 pub mod model;

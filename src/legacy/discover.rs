@@ -146,10 +146,9 @@ impl Walker {
                 }
                 let opened = super::read::open_without_waiting(&file).map_err(|e| e.to_string());
                 let opened = opened.and_then(|f| {
+                    // A regular file: `open_without_waiting` refused any other.
                     let meta = f.metadata().map_err(|e| e.to_string())?;
-                    if !meta.is_file() {
-                        Err("not a regular file".to_string())
-                    } else if meta.len() > max_bytes {
+                    if meta.len() > max_bytes {
                         Err(format!(
                             "too large ({} bytes; at most {max_bytes})",
                             meta.len()

@@ -40,28 +40,10 @@ pub fn read_item(path: &Path) -> Result<DeadLetteredItem, ReadError> {
 }
 
 /// Opens `path` for reading, refused unless it is a regular file, without
-/// ever waiting: a fifo (listed as a file, or swapped in after the listing)
-/// would block the open until a writer came, and a file such as
-/// /proc/kmsg blocks its reads. Opened non-blocking, the fifo opens at once
-/// and is refused here, and such a read fails (EAGAIN) instead of hanging
-/// the import and every process waiting for its write lock. Regular files
-/// read as usual.
+/// ever waiting (see `crate::infile`). Links are followed: a queue's
+/// own trees hold them.
 pub fn open_without_waiting(path: &Path) -> std::io::Result<std::fs::File> {
-    let mut options = std::fs::OpenOptions::new();
-    options.read(true);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::OpenOptionsExt;
-        options.custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY);
-    }
-    let file = options.open(path)?;
-    if !file.metadata()?.is_file() {
-        return Err(std::io::Error::new(
-            std::io::ErrorKind::InvalidInput,
-            "not a regular file (a fifo, socket or device)",
-        ));
-    }
-    Ok(file)
+    crate::infile::open_regular(path, crate::infile::Links::Follow)
 }
 
 #[cfg(all(test, target_os = "linux"))]

@@ -546,22 +546,12 @@ enum ResultFile {
 /// [`MAX_RESULT_FILE`] bytes.
 fn read_result_file(path: &std::path::Path) -> ResultFile {
     use std::io::Read;
-    use std::os::unix::fs::OpenOptionsExt;
-    let file = match std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
-        .open(path)
-    {
+    let file = match crate::infile::open_regular(path, crate::infile::Links::Refuse) {
         Ok(file) => file,
         // Removed by the command: it reported nothing.
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return ResultFile::Empty,
         Err(e) => return ResultFile::Ignored(format!("cannot open it: {e}")),
     };
-    match file.metadata() {
-        Ok(meta) if meta.is_file() => {}
-        Ok(_) => return ResultFile::Ignored("not a regular file".into()),
-        Err(e) => return ResultFile::Ignored(format!("cannot read it: {e}")),
-    }
     let mut bytes = Vec::new();
     if let Err(e) = file.take(MAX_RESULT_FILE + 1).read_to_end(&mut bytes) {
         return ResultFile::Ignored(format!("cannot read it: {e}"));

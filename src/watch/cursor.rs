@@ -255,7 +255,6 @@ fn io_reason(error: &std::io::Error) -> String {
 /// wait for a writer forever).
 fn read_no_follow(path: &Path) -> std::io::Result<String> {
     use std::io::Read;
-    use std::os::unix::fs::OpenOptionsExt;
     // Never the database or its -wal or -shm: opening and closing them
     // would drop this process's locks on the database (asked with stat).
     if crate::db::is_opened_database_file(path) {
@@ -263,20 +262,7 @@ fn read_no_follow(path: &Path) -> std::io::Result<String> {
             "is the database (or its -wal or -shm), not a cursor",
         ));
     }
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
-        .open(path)
-        .map_err(|e| {
-            if e.raw_os_error() == Some(libc::ELOOP) {
-                std::io::Error::other("is a symbolic link; refusing to follow it")
-            } else {
-                e
-            }
-        })?;
-    if !file.metadata()?.is_file() {
-        return Err(std::io::Error::other("not a regular file"));
-    }
+    let file = crate::infile::open_regular(path, crate::infile::Links::Refuse)?;
     let mut text = String::new();
     file.take(64 * 1024).read_to_string(&mut text)?;
     Ok(text)
