@@ -317,7 +317,7 @@ pub(crate) mod tests {
                 r#""job_id": "job-1", "repo": "/r/x","#,
                 r#""job_id":"j","#,
                 r#""repo": null, "job_id": 7,"#,
-            ][item as usize % 3];
+            ][item % 3];
             texts.push(text.replacen('{', &format!("{{{added}"), 1));
             texts.push(text);
         }
