@@ -75,6 +75,10 @@ pub fn copy(
     // along with their ids, and each item keeps its family; into one that
     // has families, items are mined into the destination's.
     let families_kept = to.adopt_families(&from.family_rows()?)?;
+    if families_kept {
+        // Mined with the source's rules, whichever they were.
+        to.record_families_rules(from.families_rules()?)?;
+    }
     let source_json = serde_json::to_string(source)?;
     let mut tallies: BTreeMap<String, [u64; 3]> = BTreeMap::new();
     let mut failed = None;

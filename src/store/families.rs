@@ -276,6 +276,17 @@ pub(crate) fn assign(
                 |row| row.i64(0),
             )?
             .ok_or_else(|| Error::invalid_argument("families", "no id for a new family"))?;
+        if cache.ids.is_empty() {
+            // The database's first family: its families are mined with
+            // these rules (a database that had families before versions
+            // were recorded keeps none, which reads as older).
+            conn.exec(
+                "INSERT INTO settings (key, value) SELECT ?1, ?2
+                 WHERE NOT EXISTS (SELECT 1 FROM families WHERE id <> ?3)
+                 ON CONFLICT (key) DO NOTHING",
+                vals![RULES_SETTING, &crate::families::RULES.to_string(), id],
+            )?;
+        }
         cache.rev = rev;
         cache.ids.push(id);
         cache.index.insert(id, assigned.family);
@@ -653,6 +664,54 @@ impl Dlq {
                 )?;
             }
             Ok(true)
+        })
+    }
+}
+
+/// The `settings` key of the rules version the families were mined with
+/// ([`crate::families::RULES`]).
+const RULES_SETTING: &str = "families_rules";
+
+/// Records that the families were mined with rules `version`.
+fn record_rules(conn: Conn<'_>, version: u32) -> Result<()> {
+    conn.exec(
+        "INSERT INTO settings (key, value) VALUES (?1, ?2)
+         ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+        vals![RULES_SETTING, &version.to_string()],
+    )?;
+    Ok(())
+}
+
+impl Dlq {
+    /// The version of the rules this database's families were mined with
+    /// ([`crate::families::RULES`]): `None` when it has families mined
+    /// before versions were recorded; the current version when it has no
+    /// family yet.
+    pub fn families_rules(&self) -> Result<Option<u32>> {
+        self.read(|conn| {
+            let recorded = conn.row(
+                "SELECT value FROM settings WHERE key = ?1",
+                vals![RULES_SETTING],
+                |row| row.text(0),
+            )?;
+            if let Some(version) = recorded.and_then(|v| v.parse::<u32>().ok()) {
+                return Ok(Some(version));
+            }
+            let any = conn.row("SELECT 1 FROM families LIMIT 1", &[], |row| row.i64(0))?;
+            Ok(any.is_none().then_some(crate::families::RULES))
+        })
+    }
+
+    /// Records the rules version of families taken from elsewhere
+    /// ([`Dlq::adopt_families`]: `dlq copy` keeps the source's).
+    pub(crate) fn record_families_rules(&self, version: Option<u32>) -> Result<()> {
+        self.write(|tx| match version {
+            Some(version) => record_rules(tx.sql(), version),
+            None => {
+                tx.sql()
+                    .exec("DELETE FROM settings WHERE key = ?1", vals![RULES_SETTING])?;
+                Ok(())
+            }
         })
     }
 }
@@ -1271,6 +1330,7 @@ impl Dlq {
             }
             conn.exec("DELETE FROM family_rebuild", &[])?;
             conn.exec("DELETE FROM family_rebuild_ids", &[])?;
+            record_rules(conn, crate::families::RULES)?;
             families_changed(tx, super::EventKind::FamiliesRebuilt, &report)?;
             Ok(report)
         })

@@ -156,6 +156,19 @@ fn list(limit: usize, format: Format, ctx: &Context) -> Result<ExitCode> {
             plural(families.items_without_family, "item")
         ));
     }
+    // Families mined with older rules: a failure written now may not join
+    // the family its cause got then.
+    let current = dlqlite::families::RULES;
+    match dlq.families_rules()? {
+        Some(version) if version == current => {}
+        Some(version) if version > current => note(&format!(
+            "these families were mined with newer rules (version {version}) than this dlq's (version {current})"
+        )),
+        older => note(&format!(
+            "these families were mined with older rules ({}): dlq families rebuild --all mines every item again with the current ones (version {current}), keeping ids and merges",
+            older.map_or("from before versions were recorded".to_string(), |v| format!("version {v}")),
+        )),
+    }
     Ok(ExitCode::SUCCESS)
 }
 

@@ -339,6 +339,45 @@ fn reimport_keeps_family_ids_and_rebuild_mines_items_without_one() {
     assert_eq!(again["items_mined"], 0);
 }
 
+/// A database whose families were mined by older rules (here: mined
+/// before versions were recorded) says so under `dlq families`, until
+/// `rebuild --all` mines every item with the current rules; a new
+/// database, and a copy of a current one, never does.
+#[test]
+fn families_mined_with_older_rules_are_noted_until_a_full_rebuild() {
+    let dir = TempDir::new("families-rules");
+    let db = dir.join("dlq.db");
+    let tree = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/..")).join("examples/legacy");
+    run(dlq(&db).arg("import").arg(&tree));
+    let stderr = |db: &Path| String::from_utf8(run(dlq(db).arg("families")).stderr).unwrap();
+    assert!(!stderr(&db).contains("rules"), "{}", stderr(&db));
+    assert_eq!(
+        strings(
+            &db,
+            "SELECT value FROM settings WHERE key = 'families_rules'"
+        ),
+        [dlqlite::families::RULES.to_string()]
+    );
+    let to = dir.join("to.db");
+    ok(dlq(&dir.join("unused.db"))
+        .arg("copy")
+        .arg("--from")
+        .arg(target(&db))
+        .arg("--to")
+        .arg(target(&to)));
+    assert!(!stderr(&to).contains("rules"), "{}", stderr(&to));
+    exec_by_hand(&db, "DELETE FROM settings WHERE key = 'families_rules'");
+    let note = stderr(&db);
+    assert!(
+        note.contains("older rules (from before versions were recorded)")
+            && note.contains("dlq families rebuild --all"),
+        "{note}"
+    );
+    ok(dlq(&db).args(["families", "rebuild", "--all", "--json"]));
+    assert!(!stderr(&db).contains("rules"), "{}", stderr(&db));
+    assert_sound(&db);
+}
+
 /// `dlq copy` into a new database keeps every family id, also where
 /// mining the copied items again would number them otherwise (the first
 /// family's items are gone from the source); the copy goes on mining on
