@@ -654,14 +654,11 @@ impl Dlq {
                     ],
                 )?;
             }
-            if conn.backend() == super::Backend::Postgres && !rows.is_empty() {
-                // Ids given explicitly do not move the identity on: new
-                // families must start above the adopted ones.
-                conn.row(
-                    "SELECT setval(pg_get_serial_sequence('families', 'id'), (SELECT MAX(id) FROM families))",
-                    &[],
-                    |row| row.i64(0),
-                )?;
+            // New families must start above the adopted ones.
+            if let Some(sql) = conn.backend().ids_given("families") {
+                if !rows.is_empty() {
+                    conn.row(&sql, &[], |row| row.i64(0))?;
+                }
             }
             Ok(true)
         })

@@ -364,6 +364,19 @@ impl Backend {
         }
     }
 
+    /// After rows were inserted with their ids given (`table.id`), the
+    /// statement that moves the table's id generator past them, where the
+    /// backend needs one: PostgreSQL's identity does not follow given ids
+    /// (the next insert would take one of them); SQLite's rowid does.
+    pub fn ids_given(self, table: &str) -> Option<String> {
+        match self {
+            Backend::Sqlite => None,
+            Backend::Postgres => Some(format!(
+                "SELECT setval(pg_get_serial_sequence('{table}', 'id'), (SELECT MAX(id) FROM {table}))"
+            )),
+        }
+    }
+
     /// A source timestamp column as an ORDER BY key, to the nanosecond
     /// (`desc`: newest first).
     pub fn ts_order(self, column: &str, desc: bool) -> String {
