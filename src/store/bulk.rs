@@ -344,9 +344,12 @@ impl super::Dlq {
             Some(until) => until.min(cutoff),
             None => cutoff,
         });
+        // The plan is a matter of speed only (either form selects the
+        // same rows): read before the transaction that deletes.
+        let plan = self.read(|conn| filter.search_plan(conn))?;
         let mut condition = String::new();
         let mut values = Vec::new();
-        filter.push_conditions_on(self.backend(), now, &mut condition, &mut values);
+        filter.push_conditions_on(self.backend(), now, &plan, &mut condition, &mut values);
         if dry_run {
             let print =
                 self.read(|conn| super::selection::fingerprint(conn, &condition, &values))?;
