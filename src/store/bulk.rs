@@ -4,6 +4,7 @@
 //! `Dlq::write_bulk` (foreign key actions off: the children are deleted
 //! here).
 
+use super::filter_sql::Takes;
 use super::sql::SqlValue as Value;
 use super::sql::{vals, Backend, Val};
 use super::write::WriteTx;
@@ -243,8 +244,11 @@ fn delete(
                 row.get(0)
             })?;
     let rebuild = doomed as f64 >= REBUILD_FRACTION * (left as f64 + doomed as f64);
+    // The message search index likewise: forgetting an attempt costs as
+    // much as indexing it (FTS5 is told its old text), so past the same
+    // share the attempts left are indexed again in one pass instead.
     let indexes = if rebuild {
-        Some(tx.suspend_item_indexes()?)
+        Some((tx.suspend_item_indexes()?, tx.suspend_search_index()?))
     } else {
         None
     };
@@ -257,9 +261,10 @@ fn delete(
          DELETE FROM items WHERE id IN (SELECT id FROM temp.doomed_ids);
          DELETE FROM temp.doomed_ids;",
     )?;
-    if let Some(indexes) = indexes {
+    if let Some((indexes, search)) = indexes {
         step(DeleteStep::RebuildingIndexes, doomed);
         tx.restore(indexes)?;
+        tx.restore(search)?;
     }
     tx.restore(triggers)?;
     Ok(doomed)
@@ -344,9 +349,10 @@ impl super::Dlq {
             Some(until) => until.min(cutoff),
             None => cutoff,
         });
-        // The plan is a matter of speed only (either form selects the
-        // same rows): read before the transaction that deletes.
-        let plan = self.read(|conn| filter.search_plan(conn))?;
+        // Every match is taken: message searches read the search index's
+        // candidates. (The plan is a matter of speed only, so it is read
+        // before the transaction that deletes.)
+        let plan = self.read(|conn| filter.search_plan(conn, Takes::Every))?;
         let mut condition = String::new();
         let mut values = Vec::new();
         filter.push_conditions_on(self.backend(), now, &plan, &mut condition, &mut values);

@@ -211,7 +211,7 @@ impl Dlq {
         self.read(|conn| {
             let mut condition = String::new();
             let mut values: Vec<Value> = Vec::new();
-            let plan = filter.search_plan(conn)?;
+            let plan = filter.search_plan(conn, super::filter_sql::Takes::Page)?;
             filter.push_conditions_on(b, now, &plan, &mut condition, &mut values);
             let sql = format!(
                 "SELECT i.job_id, i.item_id, {} FROM items AS i

@@ -52,23 +52,40 @@ impl AttemptColumn {
 }
 
 /// The most candidates (attempts) a message search reads through the
-/// search index. Reading candidates costs per candidate (its row, the
-/// exact test, its item); testing items one by one as a listing walks
-/// them costs per item walked, and a page of a listing walks few items
-/// when many match. So a search that is rare reads the index, and one
-/// that is common is tested item by item, as before the index (measured
-/// at 1,000,000 items: see the README).
-pub(crate) const MAX_INDEX_CANDIDATES: i64 = 20_000;
+/// search index in a query that takes a page (a listing's, an export's,
+/// a retry's claim). Reading candidates costs per candidate (its row, the
+/// exact test, its item: about 9 us each at 1,000,000 items), and a query
+/// of pages reads them all for each page; testing items one by one as a
+/// page walks them costs per item walked, and a page walks few items when
+/// many match. So a rare text reads the index, and a common one is tested
+/// item by item, as before the index. A query that takes every match (a
+/// count, a purge, a selection) always reads the index: it reads every
+/// candidate once instead of every item.
+pub(crate) const MAX_INDEX_CANDIDATES: i64 = 5_000;
 
-/// Which message searches of a filter read the search index's
-/// candidates. Either way the results are the same (the exact test
-/// decides); only the time differs.
+/// The most index terms (trigrams) one search reads: each costs a read of
+/// its list of attempts, as long as the attempts that have it, and a few
+/// rare ones narrow the candidates as well as all of them.
+const MAX_TERMS: usize = 4;
+
+/// What a query does with the matches it finds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Takes {
+    /// A page of them (ORDER BY ... LIMIT).
+    Page,
+    /// All of them (a count, a delete, a selection).
+    Every,
+}
+
+/// How the message searches of a filter are run. Every plan selects the
+/// same rows (the exact test decides); only the time differs.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct SearchPlan {
-    /// Every search the index can serve reads it.
+    /// Every search the index can serve reads it, with all its terms.
     everywhere: bool,
-    /// The searches, as (fold, text), that read it.
-    reading: Vec<(bool, String)>,
+    /// The searches, as (fold, text), that read the index, each with the
+    /// terms to read (empty: all, or the backend's own choice).
+    reading: Vec<(bool, String, Vec<String>)>,
 }
 
 impl SearchPlan {
@@ -80,43 +97,71 @@ impl SearchPlan {
         }
     }
 
-    /// The plan for `expr` on `conn`: each of its message searches reads
-    /// the index when the index has at most [`MAX_INDEX_CANDIDATES`]
-    /// candidates for it (counted up to one more, so a common text costs
-    /// little to count).
-    pub(crate) fn for_expr(conn: super::sql::Conn<'_>, expr: &Expr) -> crate::error::Result<SearchPlan> {
+    /// The plan for `expr` on `conn`, for a query that `takes` a page of
+    /// the matches or every one. Each term of a search is counted in the
+    /// index up to [`MAX_INDEX_CANDIDATES`] + 1 (a common one costs little
+    /// to count): a search reads its rarest terms (at most [`MAX_TERMS`])
+    /// when one is rare; otherwise a few spread over the text, and then a
+    /// page's query reads them only if they have few candidates together.
+    pub(crate) fn for_expr(
+        conn: super::sql::Conn<'_>,
+        expr: &Expr,
+        takes: Takes,
+    ) -> crate::error::Result<SearchPlan> {
         let mut searches = Vec::new();
         expr.message_searches(&mut searches);
         let mut plan = SearchPlan::default();
+        let count = |statement: &str, values: &[Value]| -> crate::error::Result<i64> {
+            let mut bound: Vec<super::sql::Val<'_>> =
+                values.iter().map(super::sql::Val::from_value).collect();
+            bound.push(super::sql::Val::Int(MAX_INDEX_CANDIDATES + 1));
+            Ok(conn.row(statement, &bound, |row| row.i64(0))?.unwrap_or(0))
+        };
         for (fold, text) in searches {
             let words = if fold {
                 crate::filter::match_words(text)
             } else {
                 vec![text]
             };
-            let Some(mut candidates) = conn.backend().message_candidates(&words, fold) else {
+            let Some(candidates) = conn.backend().message_candidates(&words, fold) else {
                 continue;
             };
-            candidates
-                .values
-                .push(Value::Integer(MAX_INDEX_CANDIDATES + 1));
-            let bound: Vec<super::sql::Val<'_>> = candidates
-                .values
-                .iter()
-                .map(super::sql::Val::from_value)
-                .collect();
-            let n = conn
-                .row(&candidates.count, &bound, |row| row.i64(0))?
-                .unwrap_or(0);
-            if n <= MAX_INDEX_CANDIDATES {
-                plan.reading.push((fold, text.to_string()));
+            let mut rare = Vec::new();
+            for term in &candidates.terms {
+                let n = count(&candidates.count, &[Value::Text(term.clone())])?;
+                if n <= MAX_INDEX_CANDIDATES {
+                    rare.push((n, term.clone()));
+                }
+            }
+            rare.sort();
+            let terms: Vec<String> = if rare.is_empty() {
+                let all = &candidates.terms;
+                (0..MAX_TERMS.min(all.len()))
+                    .map(|k| all[k * (all.len() - 1) / (MAX_TERMS - 1).max(1)].clone())
+                    .collect()
+            } else {
+                rare.into_iter().take(MAX_TERMS).map(|(_, t)| t).collect()
+            };
+            let candidates = candidates.with_terms(&terms);
+            let reads = takes == Takes::Every
+                || count(&candidates.count, &candidates.values)? <= MAX_INDEX_CANDIDATES;
+            if reads {
+                plan.reading.push((fold, text.to_string(), terms));
             }
         }
         Ok(plan)
     }
 
-    fn reads_index(&self, fold: bool, text: &str) -> bool {
-        self.everywhere || self.reading.iter().any(|(f, t)| *f == fold && t == text)
+    /// Whether the search (`fold`, `text`) reads the index, and with which
+    /// of its terms (empty: all).
+    fn reads_index(&self, fold: bool, text: &str) -> Option<&[String]> {
+        if self.everywhere {
+            return Some(&[]);
+        }
+        self.reading
+            .iter()
+            .find(|(f, t, _)| *f == fold && t == text)
+            .map(|(_, _, terms)| terms.as_slice())
     }
 }
 
@@ -452,9 +497,11 @@ fn write_search(
         last,
     } = field
     {
-        let candidates = backend
-            .message_candidates(&words, fold)
-            .filter(|_| plan.reads_index(fold, text));
+        let candidates = plan.reads_index(fold, text).and_then(|terms| {
+            backend
+                .message_candidates(&words, fold)
+                .map(|c| c.with_terms(terms))
+        });
         if let Some(candidates) = candidates {
             out.sql
                 .push_str("i.id IN (SELECT f.item_key FROM failure_history f WHERE ");
@@ -807,13 +854,13 @@ mod tests {
             panic!("{:?}", c.values)
         };
         assert!(query.starts_with(r#""a""b" AND """b " AND "b O""#), "{query}");
-        // A long text asks for at most 12 trigrams, its ends included.
+        // A long text asks for at most 16 trigrams, its ends included.
         let long = "x".repeat(5) + &"abcdefghij".repeat(10) + "yz!";
         let c = sql(&format!("error_message contains \"{long}\""));
         let Value::Text(query) = &c.values[0] else {
             panic!()
         };
-        assert!(query.split(" AND ").count() <= 12, "{query}");
+        assert!(query.split(" AND ").count() <= 16, "{query}");
         assert!(query.starts_with("\"xxx\""), "{query}");
         assert!(query.ends_with("\"yz!\""), "{query}");
     }

@@ -7,7 +7,7 @@
 use super::columns::{columns, sql};
 use super::rows::{self, StoredItem};
 use super::sql::SqlValue as Value;
-use super::filter_sql::SearchPlan;
+use super::filter_sql::{SearchPlan, Takes};
 use super::sql::{vals, Val};
 use super::EventKind;
 use super::{Category, Dlq};
@@ -82,11 +82,16 @@ pub struct ItemSummary {
 }
 
 impl ListFilter {
-    /// How this filter's message searches are best run on `conn` now
-    /// ([`SearchPlan::for_expr`]): for [`ListFilter::push_conditions_on`].
-    pub(super) fn search_plan(&self, conn: super::sql::Conn<'_>) -> Result<SearchPlan> {
+    /// How this filter's message searches are best run on `conn` now, in
+    /// a query that `takes` a page or every match ([`SearchPlan::for_expr`]):
+    /// for [`ListFilter::push_conditions_on`].
+    pub(super) fn search_plan(
+        &self,
+        conn: super::sql::Conn<'_>,
+        takes: super::filter_sql::Takes,
+    ) -> Result<SearchPlan> {
         match &self.expression {
-            Some(expression) => SearchPlan::for_expr(conn, expression),
+            Some(expression) => SearchPlan::for_expr(conn, expression, takes),
             None => Ok(SearchPlan::default()),
         }
     }
@@ -352,7 +357,7 @@ impl Dlq {
             "SELECT {columns} FROM items i {}",
             last_failure_join(backend)
         );
-        let plan = self.read(|conn| filter.search_plan(conn))?;
+        let plan = self.read(|conn| filter.search_plan(conn, Takes::Page))?;
         let (sql, values) = page_query(
             backend,
             &select,
@@ -449,7 +454,7 @@ impl Dlq {
         // item_id (its unique index), all jobs' by row key. Reading a large
         // database in last_attempt order jumps all over the file (measured:
         // an export of 1,000,000 items took 236 s that way).
-        let plan = self.read(|conn| filter.search_plan(conn))?;
+        let plan = self.read(|conn| filter.search_plan(conn, Takes::Page))?;
         let (sql, values) = page_query(
             self.backend(),
             sql!("SELECT ", c::LIST, " FROM items i"),

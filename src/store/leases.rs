@@ -186,7 +186,7 @@ impl Dlq {
             } else {
                 ""
             };
-            let plan = filter.search_plan(tx.sql())?;
+            let plan = filter.search_plan(tx.sql(), super::filter_sql::Takes::Page)?;
             filter.push_conditions_on(
                 tx.sql().backend(),
                 age_now,
@@ -662,7 +662,9 @@ fn only_a_category(filter: &ListFilter) -> Option<super::Category> {
 fn count_rows(conn: super::sql::Conn<'_>, filter: &ListFilter, now: Timestamp) -> Result<u64> {
     let mut condition = String::new();
     let mut values = Vec::new();
-    let plan = filter.search_plan(conn)?;
+    // Every match is counted: message searches read the search index's
+    // candidates, once each, instead of testing every item.
+    let plan = filter.search_plan(conn, super::filter_sql::Takes::Every)?;
     filter.push_conditions_on(conn.backend(), now, &plan, &mut condition, &mut values);
     let sql = format!("SELECT COUNT(*) FROM items i WHERE 1 = 1{condition}");
     let values: Vec<super::sql::Val<'_>> = values.iter().map(super::sql::Val::from_value).collect();

@@ -12,8 +12,9 @@
 //! way, never evicts what the load brought in to make up the difference.
 //! Into an empty database the whole load
 //! is one transaction that drops the secondary indexes of `items` and
-//! `events` and rebuilds them at the end: much faster, and a crash leaves the database
-//! empty, as it was.
+//! `events` (and the triggers of the message search index) and builds them
+//! again at the end: much faster, and a crash leaves the database empty,
+//! as it was.
 
 use super::sql::vals;
 use super::{AddReport, CapacityRaised, Dlq, EventKind, WriteTx};
@@ -166,7 +167,7 @@ impl Dlq {
                 // Looked at again inside the transaction: another process
                 // may have filled the database since.
                 let indexes = if bulk && !holds_items(tx)? {
-                    Some(tx.suspend_load_indexes()?)
+                    Some((tx.suspend_load_indexes()?, tx.suspend_search_index()?))
                 } else {
                     None
                 };
@@ -174,8 +175,9 @@ impl Dlq {
                 for record in records.by_ref() {
                     items += u64::from(apply(&mut Loader { tx: &mut *tx }, record)?);
                 }
-                if let Some(indexes) = indexes {
+                if let Some((indexes, search)) = indexes {
                     tx.restore(indexes)?;
+                    tx.restore(search)?;
                 }
                 if let Some(key) = &options.once {
                     record_claim(tx, key, items)?;

@@ -8,6 +8,7 @@
 //! as `last_attempt > now - 1d` means the same rows at both steps.
 
 use super::bulk;
+use super::filter_sql::Takes;
 use super::items::{ListFilter, MarkRequest};
 use super::sql::SqlValue as Value;
 use super::sql::{vals, Backend, Conn, Val};
@@ -51,14 +52,14 @@ pub struct ActionReport {
 impl Target {
     /// This target's conditions on `items AS i` (fixed SQL text, each
     /// starting with " AND ") and their bound values.
-    /// Its message searches are planned on `conn` (a matter of speed
-    /// only: every plan selects the same rows).
+    /// Every match is taken: message searches read the search index's
+    /// candidates, planned on `conn` (a matter of speed only).
     fn condition(&self, conn: Conn<'_>, now: Timestamp) -> Result<(String, Vec<Value>)> {
         let mut sql = String::new();
         let mut values = Vec::new();
         match self {
             Target::Filter(filter) => {
-                let plan = filter.search_plan(conn)?;
+                let plan = filter.search_plan(conn, Takes::Every)?;
                 filter.push_conditions_on(conn.backend(), now, &plan, &mut sql, &mut values)
             }
             Target::Items(pairs) => {

@@ -301,12 +301,31 @@ pub struct MessageCandidates {
     /// the bound.
     pub count: String,
     pub values: Vec<SqlValue>,
+    /// On SQLite, the index's terms the candidates must all have (each
+    /// trigram as an FTS5 string): every one of them, or any few, is a
+    /// condition every match meets, and the fewest and rarest are the
+    /// quickest to read ([`MessageCandidates::with_terms`]). Empty on
+    /// PostgreSQL, whose index picks its own.
+    pub terms: Vec<String>,
+}
+
+impl MessageCandidates {
+    /// The candidates that have `terms` (some of [`Self::terms`]; all of
+    /// them when empty): fewer terms, more candidates, the same matches
+    /// after the exact test.
+    pub fn with_terms(mut self, terms: &[String]) -> MessageCandidates {
+        if !terms.is_empty() && !self.terms.is_empty() {
+            self.values = vec![SqlValue::Text(terms.join(" AND "))];
+            self.terms = terms.to_vec();
+        }
+        self
+    }
 }
 
 /// The most trigrams one word asks the index for: a long text's
 /// trigrams past these narrow the candidates little, and each costs a
 /// read of its list.
-const MAX_TRIGRAMS_PER_WORD: usize = 12;
+const MAX_TRIGRAMS_PER_WORD: usize = 16;
 
 /// The trigrams (runs of three characters, as FTS5's trigram tokenizer
 /// cuts text) of `word`, at most [`MAX_TRIGRAMS_PER_WORD`] of them spread
@@ -468,6 +487,7 @@ impl Backend {
                             WHERE failure_text MATCH ? LIMIT ?) c"
                         .into(),
                     values: vec![SqlValue::Text(terms.join(" AND "))],
+                    terms,
                 })
             }
             Backend::Postgres => {
@@ -497,6 +517,7 @@ impl Backend {
                     ),
                     condition,
                     values,
+                    terms: Vec::new(),
                 })
             }
         }
