@@ -244,14 +244,15 @@ fn delete(
                 row.get(0)
             })?;
     let rebuild = doomed as f64 >= REBUILD_FRACTION * (left as f64 + doomed as f64);
-    // The message search index likewise: forgetting an attempt costs as
-    // much as indexing it (FTS5 is told its old text), so past the same
-    // share the attempts left are indexed again in one pass instead.
     let indexes = if rebuild {
-        Some((tx.suspend_item_indexes()?, tx.suspend_search_index()?))
+        Some(tx.suspend_item_indexes()?)
     } else {
         None
     };
+    // The message search index forgets the doomed attempts in one
+    // statement, not a trigger per row.
+    let search = tx.suspend_search_index()?;
+    tx.unindex_doomed_attempts()?;
     step(DeleteStep::Deleting, doomed);
     // Children first: the caller turned SQLite's cascades off (see
     // Dlq::write_bulk), so nothing else removes them.
@@ -261,11 +262,11 @@ fn delete(
          DELETE FROM items WHERE id IN (SELECT id FROM temp.doomed_ids);
          DELETE FROM temp.doomed_ids;",
     )?;
-    if let Some((indexes, search)) = indexes {
+    if let Some(indexes) = indexes {
         step(DeleteStep::RebuildingIndexes, doomed);
         tx.restore(indexes)?;
-        tx.restore(search)?;
     }
+    tx.restore(search)?;
     tx.restore(triggers)?;
     Ok(doomed)
 }

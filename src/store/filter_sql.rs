@@ -817,7 +817,8 @@ mod tests {
         assert_eq!(
             c.values[0],
             Value::Text(
-                "\"Ref\" AND \"efu\" AND \"fus\" AND \"use\" AND \"sed\" AND \"543\" AND \"432\"".into()
+                "\"Ref\" AND \"efu\" AND \"fus\" AND \"use\" AND \"sed\" AND \"543\" AND \"432\""
+                    .into()
             )
         );
         assert_eq!(
@@ -853,7 +854,10 @@ mod tests {
         let Value::Text(query) = &c.values[0] else {
             panic!("{:?}", c.values)
         };
-        assert!(query.starts_with(r#""a""b" AND """b " AND "b O""#), "{query}");
+        assert!(
+            query.starts_with(r#""a""b" AND """b " AND "b O""#),
+            "{query}"
+        );
         // A long text asks for at most 16 trigrams, its ends included.
         let long = "x".repeat(5) + &"abcdefghij".repeat(10) + "yz!";
         let c = sql(&format!("error_message contains \"{long}\""));

@@ -5,9 +5,9 @@
 //! items is write.rs (one add) and group.rs (concurrent adds).
 
 use super::columns::{columns, sql};
+use super::filter_sql::{SearchPlan, Takes};
 use super::rows::{self, StoredItem};
 use super::sql::SqlValue as Value;
-use super::filter_sql::{SearchPlan, Takes};
 use super::sql::{vals, Val};
 use super::EventKind;
 use super::{Category, Dlq};

@@ -480,8 +480,8 @@ impl Backend {
                     }
                 }
                 Some(MessageCandidates {
-                    condition: "f.id IN (SELECT rowid FROM failure_text WHERE failure_text MATCH ?)"
-                        .into(),
+                    condition:
+                        "f.id IN (SELECT rowid FROM failure_text WHERE failure_text MATCH ?)".into(),
                     // The index alone: FTS5 stops reading at the LIMIT.
                     count: "SELECT COUNT(*) FROM (SELECT 1 FROM failure_text \
                             WHERE failure_text MATCH ? LIMIT ?) c"

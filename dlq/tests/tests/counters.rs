@@ -412,11 +412,21 @@ fn every_path_that_changes_data_keeps_the_counters_equal_to_the_rows() {
              WHERE error_message LIKE 'typed by hand: %')",
     );
     let listed = dlq(&db)
-        .args(["list", "--filter", "error_message contains \"typed by hand\"", "--format", "json"])
+        .args([
+            "list",
+            "--filter",
+            "error_message contains \"typed by hand\"",
+            "--format",
+            "json",
+        ])
         .output()
         .unwrap();
     let listed: serde_json::Value = serde_json::from_slice(&listed.stdout).unwrap();
-    assert_eq!(listed.as_array().map(Vec::len), Some(found as usize), "{listed}");
+    assert_eq!(
+        listed.as_array().map(Vec::len),
+        Some(found as usize),
+        "{listed}"
+    );
     assert_no_drift(&db, "hand UPDATE and DELETE in the sqlite3 shell");
 
     // Remove one, clear a job.

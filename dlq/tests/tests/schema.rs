@@ -216,7 +216,12 @@ fn the_upgrade_to_message_search_indexes_the_attempts_already_stored() {
     use crate::common::{add_lines, count, dlq, item, ok};
     let dir = TempDir::new("schema-v15");
     let db = dir.join("dlq.db");
-    let mut two = item("b", 2, "2025-01-02T00:00:00Z", "Connection refused at db:5432");
+    let mut two = item(
+        "b",
+        2,
+        "2025-01-02T00:00:00Z",
+        "Connection refused at db:5432",
+    );
     two["failure_history"].as_array_mut().unwrap().push(
         item("b", 1, "2025-01-01T00:00:00Z", "timeout reading /var/x")["failure_history"][0]
             .clone(),
@@ -263,7 +268,10 @@ fn the_upgrade_to_message_search_indexes_the_attempts_already_stored() {
         ids
     };
     assert_eq!(listed("error_message contains \"refused\""), ["b"]);
-    assert_eq!(listed("error_message matches \"REFUSED connection\""), ["a", "b"]);
+    assert_eq!(
+        listed("error_message matches \"REFUSED connection\""),
+        ["a", "b"]
+    );
     assert_eq!(listed("error_message contains \"/var/x\""), ["b"]);
     assert!(listed("last.error_message contains \"/var/x\"").is_empty());
     assert_eq!(listed("last.error_message matches \"db:5432\""), ["b"]);
