@@ -1181,7 +1181,12 @@ fn message_searches_find_the_same_items_with_and_without_pg_trgm() {
         pg.url(),
         "j",
         [
-            item("a", 1, "2025-01-01T00:00:00Z", "Connection refused at db:5432"),
+            item(
+                "a",
+                1,
+                "2025-01-01T00:00:00Z",
+                "Connection refused at db:5432",
+            ),
             item("b", 1, "2025-01-02T00:00:00Z", "connection REFUSED"),
             item("c", 1, "2025-01-03T00:00:00Z", "50% done_x"),
             item("d", 1, "2025-01-04T00:00:00Z", "all good"),
@@ -1205,15 +1210,25 @@ fn message_searches_find_the_same_items_with_and_without_pg_trgm() {
     ];
     let listed = |filter: &str| -> String {
         let out = dlq(pg.url())
-            .args(["list", "--filter", filter, "--format", "csv", "--limit", "0"])
+            .args([
+                "list", "--filter", filter, "--format", "csv", "--limit", "0",
+            ])
             .output()
             .unwrap();
         assert!(out.status.success(), "{filter}: {out:?}");
         String::from_utf8(out.stdout).unwrap()
     };
     let with: Vec<String> = filters.iter().map(|f| listed(f)).collect();
-    assert!(with[0].contains(",a,") && !with[0].contains(",b,"), "{}", with[0]);
-    assert!(with[2].contains(",a,") && with[2].contains(",b,"), "{}", with[2]);
+    assert!(
+        with[0].contains(",a,") && !with[0].contains(",b,"),
+        "{}",
+        with[0]
+    );
+    assert!(
+        with[2].contains(",a,") && with[2].contains(",b,"),
+        "{}",
+        with[2]
+    );
     assert!(with[4].contains(",c,"), "{}", with[4]);
     pg.client()
         .batch_execute("DROP INDEX failure_history_message_trgm; DROP EXTENSION pg_trgm")
