@@ -115,10 +115,10 @@ pub fn drift(db: &Path) -> Vec<String> {
 /// Every difference between the message search index (SQLite's
 /// `failure_text`, schema V15) and the attempts: FTS5's own recount of the
 /// rows (`integrity-check` with rank 1 tokenizes every message again and
-/// compares), and, computed here, that the trigrams of a stored message
-/// find every attempt whose message holds it (what `contains` relies on;
-/// for 40 of the distinct messages, so that a database of thousands
-/// stays quick to check). PostgreSQL keeps its GIN index itself.
+/// compares), and, computed here, that the trigrams of the start of a
+/// stored message find every attempt whose message holds it (what
+/// `contains` relies on; for 40 of the distinct messages, so that a
+/// database of thousands stays quick to check). PostgreSQL keeps its GIN index itself.
 pub fn search_index_drift(db: &Path) -> Vec<String> {
     if on_postgres() {
         return Vec::new();
@@ -134,7 +134,10 @@ pub fn search_index_drift(db: &Path) -> Vec<String> {
     let messages: std::collections::BTreeSet<&str> =
         attempts.iter().map(|(_, m)| m.as_str()).collect();
     for message in messages.into_iter().take(40) {
-        let chars: Vec<char> = message.chars().collect();
+        // Its first 12 characters: a long message (a test stores 5 MB)
+        // would be millions of terms.
+        let needle: String = message.chars().take(12).collect();
+        let chars: Vec<char> = needle.chars().collect();
         if chars.len() < 3 {
             continue;
         }
@@ -151,9 +154,9 @@ pub fn search_index_drift(db: &Path) -> Vec<String> {
             .collect::<Result<_, _>>()
             .unwrap();
         for (id, text) in &attempts {
-            if text.contains(message) && !found.contains(id) {
+            if text.contains(&needle) && !found.contains(id) {
                 problems.push(format!(
-                    "failure_text misses attempt {id} ({text:?}) for {message:?}"
+                    "failure_text misses attempt {id} ({text:?}) for {needle:?}"
                 ));
             }
         }
