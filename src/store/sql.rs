@@ -294,7 +294,7 @@ fn bad_column(idx: usize, wanted: &str, found: &str) -> Error {
 /// The search index's candidates for a message search
 /// ([`Backend::message_candidates`]).
 #[derive(Clone, Debug, PartialEq)]
-pub struct MessageCandidates {
+pub(crate) struct MessageCandidates {
     /// A condition on `failure_history AS f`, with `values` bound.
     pub condition: String,
     /// A statement counting the candidates up to a bound: `values`, then
@@ -313,7 +313,7 @@ impl MessageCandidates {
     /// The candidates that have `terms` (some of [`Self::terms`]; all of
     /// them when empty): fewer terms, more candidates, the same matches
     /// after the exact test.
-    pub fn with_terms(mut self, terms: &[String]) -> MessageCandidates {
+    pub(crate) fn with_terms(mut self, terms: &[String]) -> MessageCandidates {
         if !terms.is_empty() && !self.terms.is_empty() {
             self.values = vec![SqlValue::Text(terms.join(" AND "))];
             self.terms = terms.to_vec();
@@ -430,7 +430,7 @@ impl Backend {
     /// sides (`fold`). Only A-Z: SQLite's lower() folds nothing else
     /// without ICU (the bundled build has none), and the same folding on
     /// both backends gives both the same answers.
-    pub fn contains_test(self, text: &str, fold: bool) -> String {
+    pub(crate) fn contains_test(self, text: &str, fold: bool) -> String {
         const UPPER: &str = "'ABCDEFGHIJKLMNOPQRSTUVWXYZ'";
         const LOWER: &str = "'abcdefghijklmnopqrstuvwxyz'";
         match (self, fold) {
@@ -453,7 +453,11 @@ impl Backend {
     /// caller confirms with [`Backend::contains_test`]. `None` when the
     /// index cannot narrow the search: no word has three characters (a
     /// trigram). Words under three characters are left to the exact test.
-    pub fn message_candidates(self, words: &[&str], fold: bool) -> Option<MessageCandidates> {
+    pub(crate) fn message_candidates(
+        self,
+        words: &[&str],
+        fold: bool,
+    ) -> Option<MessageCandidates> {
         let indexed: Vec<&str> = words
             .iter()
             .copied()
