@@ -877,6 +877,19 @@ fn orders_data_against_a_quoted_number(e: &E) -> bool {
     }
 }
 
+/// Whether `e` tests a path into item_data: PostgreSQL compares such a
+/// value only with a literal of its own kind, where SQLite (and the
+/// reference) orders numbers before text (docs/postgres.md; its own test
+/// in postgres.rs), so on PostgreSQL those filters are left out here.
+fn reads_item_data(e: &E) -> bool {
+    match e {
+        E::Or(a, b) | E::And(a, b) => reads_item_data(a) || reads_item_data(b),
+        E::Not(a) => reads_item_data(a),
+        E::Cmp(F::Data(_), ..) | E::Bare(F::Data(_)) => true,
+        E::Cmp(..) | E::Bare(_) => false,
+    }
+}
+
 /// Whether `e` has a `matches` with no word to look for, which the
 /// language refuses.
 fn matches_no_word(e: &E) -> bool {
@@ -906,6 +919,9 @@ fn filter_case_holds(case: &FilterCase) -> Result<(), String> {
         dlq.add(&item.job, &parsed).map_err(|e| e.to_string())?;
     }
     for filter in &case.filters {
+        if crate::common::on_postgres() && reads_item_data(filter) {
+            continue;
+        }
         let text = render(filter);
         let expr = match dlqlite::filter::parse(&text) {
             Ok(expr) => expr,
