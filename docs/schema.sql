@@ -1,5 +1,5 @@
 -- The schema of a dlqlite database, as the migrations in migrations/sqlite/ leave
--- it (V1 to V14), in one file: what you can query with `sqlite3 dlq.db`.
+-- it (V1 to V15), in one file: what you can query with `sqlite3 dlq.db`.
 -- dlq/tests/tests/schema.rs checks that it matches a freshly migrated database,
 -- so it cannot drift. Comments outside the statements are this file's own;
 -- comments inside them are the migrations' (SQLite keeps them), except
@@ -200,6 +200,46 @@ CREATE INDEX failure_history_last ON failure_history (item_key, timestamp, attem
 
 -- Counting the items with any attempt of an error type (V8).
 CREATE INDEX failure_history_error_type ON failure_history (error_type, item_key);
+
+-- ----------------------------------------------------------------------
+-- The message search index (V15): FTS5's trigram tokenizer over every
+-- attempt's error_message, under the attempt's id, for `contains` and
+-- `matches` in filters. No copy of the text (it reads failure_history)
+-- and no positions: a search asks for every trigram of the text sought
+-- and dlq checks each candidate with instr(), so the answers are those of
+-- a scan. The triggers keep it equal to the rows, for hand edits too (the
+-- sqlite3 shell needs FTS5, as Debian's has). To check it against the
+-- rows: INSERT INTO failure_text (failure_text, rank) VALUES
+-- ('integrity-check', 1); to make it again: INSERT INTO failure_text
+-- (failure_text) VALUES ('rebuild'). Its shadow tables failure_text_data,
+-- _idx and _config are FTS5's own.
+
+CREATE VIRTUAL TABLE failure_text USING fts5(
+    error_message,
+    content = 'failure_history',
+    content_rowid = 'id',
+    tokenize = 'trigram',
+    detail = none,
+    columnsize = 0
+);
+
+CREATE TRIGGER failure_text_insert AFTER INSERT ON failure_history
+BEGIN
+    INSERT INTO failure_text (rowid, error_message) VALUES (NEW.id, NEW.error_message);
+END;
+
+CREATE TRIGGER failure_text_delete AFTER DELETE ON failure_history
+BEGIN
+    INSERT INTO failure_text (failure_text, rowid, error_message)
+    VALUES ('delete', OLD.id, OLD.error_message);
+END;
+
+CREATE TRIGGER failure_text_update AFTER UPDATE OF id, error_message ON failure_history
+BEGIN
+    INSERT INTO failure_text (failure_text, rowid, error_message)
+    VALUES ('delete', OLD.id, OLD.error_message);
+    INSERT INTO failure_text (rowid, error_message) VALUES (NEW.id, NEW.error_message);
+END;
 
 -- ----------------------------------------------------------------------
 -- The agent's worktree left behind by the item's last failure, if any.

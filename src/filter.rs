@@ -12,7 +12,7 @@
 //! and      := unary (("&&" | "and") unary)*
 //! unary    := ("!" | "not") unary | "(" expr ")" | test
 //! test     := field (op value)?          a bare field must be a boolean one
-//! op       := == | != | > | >= | < | <= | contains
+//! op       := == | != | > | >= | < | <= | contains | matches
 //! value    := "string" | 'string' | number | true | false | null
 //!           | now | now - N(s|m|h|d|w) | now + N(s|m|h|d|w)
 //! field    := job_id | item_id | failure_count | error_signature
@@ -53,8 +53,24 @@ pub enum Op {
     Ge,
     Lt,
     Le,
+    /// The text holds the string, exactly (case and all).
     Contains,
+    /// The text holds every word of the string (split at white space), in
+    /// any order, ignoring the case of A-Z: a search box's semantics. Each
+    /// word is a `contains` of its own, compared with ASCII letters folded
+    /// to lower case on both sides (the one folding SQLite and PostgreSQL
+    /// share; other letters compare as written).
+    Matches,
 }
+
+/// The words a `matches` looks for: its string split at white space.
+pub fn match_words(text: &str) -> Vec<&str> {
+    text.split_whitespace().collect()
+}
+
+/// The most words one `matches` may hold (each is a bound parameter or
+/// two).
+pub const MAX_MATCH_WORDS: usize = 32;
 
 /// A literal value.
 #[derive(Clone, Debug, PartialEq)]
@@ -318,6 +334,7 @@ fn word(word: String) -> Token {
         "or" | "OR" => Token::Or,
         "not" | "NOT" => Token::Not,
         "contains" | "CONTAINS" => Token::Op(Op::Contains),
+        "matches" | "MATCHES" => Token::Op(Op::Matches),
         _ => Token::Name(word),
     }
 }
@@ -469,6 +486,21 @@ impl Parser {
         if op == Op::Contains && !matches!(value, Literal::Text(_)) {
             return self.error_at(column, "'contains' needs a string");
         }
+        if op == Op::Matches {
+            let Literal::Text(text) = &value else {
+                return self.error_at(column, "'matches' needs a string");
+            };
+            let words = match_words(text).len();
+            if words == 0 {
+                return self.error_at(value_column, "'matches' needs a word to look for");
+            }
+            if words > MAX_MATCH_WORDS {
+                return self.error_at(
+                    value_column,
+                    &format!("'matches' takes at most {MAX_MATCH_WORDS} words, not {words}"),
+                );
+            }
+        }
         let time_field = matches!(&field, Field::Column(c) if c.is_time());
         match (&value, time_field) {
             // A time field compared with text that is not a time would be
@@ -500,7 +532,7 @@ impl Parser {
         if let Some(message) = type_mismatch(&name, &field, op, &value) {
             // `failure_count > "x"` would be compared by SQLite's type
             // order and quietly match nothing (or everything).
-            let at = if op == Op::Contains {
+            let at = if matches!(op, Op::Contains | Op::Matches) {
                 column
             } else {
                 value_column
@@ -627,8 +659,13 @@ fn type_mismatch(name: &str, field: &Field, op: Op, value: &Literal) -> Option<S
             ));
         }
     }
-    if op == Op::Contains && (numeric || flag) {
-        return Some(format!("'contains' needs a text field; {name} is not one"));
+    if matches!(op, Op::Contains | Op::Matches) && (numeric || flag) {
+        let op = if op == Op::Contains {
+            "contains"
+        } else {
+            "matches"
+        };
+        return Some(format!("'{op}' needs a text field; {name} is not one"));
     }
     match value {
         Literal::Text(_) | Literal::Bool(_) if numeric => Some(format!(
@@ -837,5 +874,19 @@ mod tests {
             .message
             .contains("needs a string"));
         assert_eq!(error("item_id == 'a' @").column, 16);
+        let e = error("error_message matches '  '");
+        assert_eq!(e.column, 23, "{e}");
+        assert!(e.message.contains("needs a word"), "{e}");
+        assert!(error("error_message matches 5")
+            .message
+            .contains("'matches' needs a string"));
+        assert!(error("exit_code matches 'x'")
+            .message
+            .contains("'matches' needs a text field"));
+        let many = vec!["w"; MAX_MATCH_WORDS + 1].join(" ");
+        assert!(error(&format!("error_message matches '{many}'"))
+            .message
+            .contains("at most 32 words"));
+        assert!(parse("error_message MATCHES 'a b' && last.error_message matches \"c\"").is_ok());
     }
 }

@@ -4,6 +4,7 @@
 //! `Dlq::write_bulk` (foreign key actions off: the children are deleted
 //! here).
 
+use super::filter_sql::Takes;
 use super::sql::SqlValue as Value;
 use super::sql::{vals, Backend, Val};
 use super::write::WriteTx;
@@ -248,6 +249,10 @@ fn delete(
     } else {
         None
     };
+    // The message search index forgets the doomed attempts in one
+    // statement, not a trigger per row.
+    let search = tx.suspend_search_index()?;
+    tx.unindex_doomed_attempts()?;
     step(DeleteStep::Deleting, doomed);
     // Children first: the caller turned SQLite's cascades off (see
     // Dlq::write_bulk), so nothing else removes them.
@@ -261,6 +266,7 @@ fn delete(
         step(DeleteStep::RebuildingIndexes, doomed);
         tx.restore(indexes)?;
     }
+    tx.restore(search)?;
     tx.restore(triggers)?;
     Ok(doomed)
 }
@@ -344,9 +350,13 @@ impl super::Dlq {
             Some(until) => until.min(cutoff),
             None => cutoff,
         });
+        // Every match is taken: message searches read the search index's
+        // candidates. (The plan is a matter of speed only, so it is read
+        // before the transaction that deletes.)
+        let plan = self.read(|conn| filter.search_plan(conn, Takes::Every))?;
         let mut condition = String::new();
         let mut values = Vec::new();
-        filter.push_conditions_on(self.backend(), now, &mut condition, &mut values);
+        filter.push_conditions_on(self.backend(), now, &plan, &mut condition, &mut values);
         if dry_run {
             let print =
                 self.read(|conn| super::selection::fingerprint(conn, &condition, &values))?;

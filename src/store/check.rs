@@ -207,17 +207,21 @@ impl Dlq {
     /// items_job_first_attempt from the oldest until an item matches.
     pub fn oldest_matching(&self, filter: &ListFilter) -> Result<Option<OldestItem>> {
         let b = self.backend();
-        let mut condition = String::new();
-        let mut values: Vec<Value> = Vec::new();
-        filter.push_conditions_on(b, self.age_now(), &mut condition, &mut values);
-        let sql = format!(
-            "SELECT i.job_id, i.item_id, {} FROM items AS i
-             WHERE 1 = 1{condition} ORDER BY {}, i.id LIMIT 1",
-            b.ts_text("i.first_attempt"),
-            b.ts_order("i.first_attempt", false),
-        );
-        let bound: Vec<Val<'_>> = values.iter().map(Val::from_value).collect();
-        self.read(|conn| conn.row(&sql, &bound, oldest_of_row))
+        let now = self.age_now();
+        self.read(|conn| {
+            let mut condition = String::new();
+            let mut values: Vec<Value> = Vec::new();
+            let plan = filter.search_plan(conn, super::filter_sql::Takes::Page)?;
+            filter.push_conditions_on(b, now, &plan, &mut condition, &mut values);
+            let sql = format!(
+                "SELECT i.job_id, i.item_id, {} FROM items AS i
+                 WHERE 1 = 1{condition} ORDER BY {}, i.id LIMIT 1",
+                b.ts_text("i.first_attempt"),
+                b.ts_order("i.first_attempt", false),
+            );
+            let bound: Vec<Val<'_>> = values.iter().map(Val::from_value).collect();
+            conn.row(&sql, &bound, oldest_of_row)
+        })
     }
 
     /// How many dead letters arrived (were added, or imported) at or after

@@ -51,6 +51,120 @@ impl AttemptColumn {
     }
 }
 
+/// The most candidates (attempts) a message search reads through the
+/// search index in a query that takes a page (a listing's, an export's,
+/// a retry's claim). Reading candidates costs per candidate (its row, the
+/// exact test, its item: about 9 us each at 1,000,000 items), and a query
+/// of pages reads them all for each page; testing items one by one as a
+/// page walks them costs per item walked, and a page walks few items when
+/// many match. So a rare text reads the index, and a common one is tested
+/// item by item, as before the index. A query that takes every match (a
+/// count, a purge, a selection) always reads the index: it reads every
+/// candidate once instead of every item.
+pub(crate) const MAX_INDEX_CANDIDATES: i64 = 5_000;
+
+/// The most index terms (trigrams) one search reads: each costs a read of
+/// its list of attempts, as long as the attempts that have it, and a few
+/// rare ones narrow the candidates as well as all of them.
+const MAX_TERMS: usize = 4;
+
+/// What a query does with the matches it finds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Takes {
+    /// A page of them (ORDER BY ... LIMIT).
+    Page,
+    /// All of them (a count, a delete, a selection).
+    Every,
+}
+
+/// How the message searches of a filter are run. Every plan selects the
+/// same rows (the exact test decides); only the time differs.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct SearchPlan {
+    /// Every search the index can serve reads it, with all its terms.
+    everywhere: bool,
+    /// The searches, as (fold, text), that read the index, each with the
+    /// terms to read (empty: all, or the backend's own choice).
+    reading: Vec<(bool, String, Vec<String>)>,
+}
+
+impl SearchPlan {
+    /// Every search the index can serve reads its candidates.
+    pub(crate) fn everywhere() -> SearchPlan {
+        SearchPlan {
+            everywhere: true,
+            reading: Vec::new(),
+        }
+    }
+
+    /// The plan for `expr` on `conn`, for a query that `takes` a page of
+    /// the matches or every one. Each term of a search is counted in the
+    /// index up to [`MAX_INDEX_CANDIDATES`] + 1 (a common one costs little
+    /// to count): a search reads its rarest terms (at most [`MAX_TERMS`])
+    /// when one is rare; otherwise a few spread over the text, and then a
+    /// page's query reads them only if they have few candidates together.
+    pub(crate) fn for_expr(
+        conn: super::sql::Conn<'_>,
+        expr: &Expr,
+        takes: Takes,
+    ) -> crate::error::Result<SearchPlan> {
+        let mut searches = Vec::new();
+        expr.message_searches(&mut searches);
+        let mut plan = SearchPlan::default();
+        let count = |statement: &str, values: &[Value]| -> crate::error::Result<i64> {
+            let mut bound: Vec<super::sql::Val<'_>> =
+                values.iter().map(super::sql::Val::from_value).collect();
+            bound.push(super::sql::Val::Int(MAX_INDEX_CANDIDATES + 1));
+            Ok(conn.row(statement, &bound, |row| row.i64(0))?.unwrap_or(0))
+        };
+        for (fold, text) in searches {
+            let words = if fold {
+                crate::filter::match_words(text)
+            } else {
+                vec![text]
+            };
+            let Some(candidates) = conn.backend().message_candidates(&words, fold) else {
+                continue;
+            };
+            let mut rare = Vec::new();
+            for term in &candidates.terms {
+                let n = count(&candidates.count, &[Value::Text(term.clone())])?;
+                if n <= MAX_INDEX_CANDIDATES {
+                    rare.push((n, term.clone()));
+                }
+            }
+            rare.sort();
+            let terms: Vec<String> = if rare.is_empty() {
+                let all = &candidates.terms;
+                (0..MAX_TERMS.min(all.len()))
+                    .map(|k| all[k * (all.len() - 1) / (MAX_TERMS - 1).max(1)].clone())
+                    .collect()
+            } else {
+                rare.into_iter().take(MAX_TERMS).map(|(_, t)| t).collect()
+            };
+            let candidates = candidates.with_terms(&terms);
+            let reads = takes == Takes::Every
+                || count(&candidates.count, &candidates.values)? <= MAX_INDEX_CANDIDATES;
+            if reads {
+                plan.reading.push((fold, text.to_string(), terms));
+            }
+        }
+        Ok(plan)
+    }
+
+    /// Whether the search (`fold`, `text`) reads the index, and with which
+    /// of its terms (empty: all).
+    fn reads_index(&self, fold: bool, text: &str) -> Option<&[String]> {
+        if self.everywhere {
+            return Some(&[]);
+        }
+        self.reading
+            .iter()
+            .find(|(f, t, _)| *f == fold && t == text)
+            .map(|(_, _, terms)| terms.as_slice())
+    }
+}
+
 /// A compiled condition: fixed SQL text with `?` placeholders, and values.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Condition {
@@ -65,34 +179,69 @@ impl Expr {
         self.to_sql_on(Backend::Sqlite, now)
     }
 
-    /// [`Expr::to_sql`] for either backend's SQL.
+    /// [`Expr::to_sql`] for either backend's SQL. Every message search
+    /// that the search index can serve reads its candidates
+    /// ([`SearchPlan::everywhere`]).
     pub fn to_sql_on(&self, backend: Backend, now: Timestamp) -> Condition {
+        self.to_sql_planned(backend, now, &SearchPlan::everywhere())
+    }
+
+    /// [`Expr::to_sql_on`], with the message searches read through the
+    /// search index where `plan` says.
+    pub(crate) fn to_sql_planned(
+        &self,
+        backend: Backend,
+        now: Timestamp,
+        plan: &SearchPlan,
+    ) -> Condition {
         let mut condition = Condition {
             sql: String::new(),
             values: Vec::new(),
         };
-        self.write_sql(backend, now, &mut condition);
+        self.write_sql(backend, now, plan, &mut condition);
         condition
     }
 
-    fn write_sql(&self, backend: Backend, now: Timestamp, out: &mut Condition) {
+    /// The message searches (`error_message` and `last.error_message`
+    /// with `contains` or `matches`) in this expression: (fold, text).
+    fn message_searches<'a>(&'a self, out: &mut Vec<(bool, &'a str)>) {
+        match self {
+            Expr::Or(a, b) | Expr::And(a, b) => {
+                a.message_searches(out);
+                b.message_searches(out);
+            }
+            Expr::Not(inner) => inner.message_searches(out),
+            Expr::Compare {
+                field:
+                    Field::Attempt {
+                        column: AttemptColumn::ErrorMessage,
+                        ..
+                    },
+                op: op @ (Op::Contains | Op::Matches),
+                value: Literal::Text(text),
+            } => out.push((*op == Op::Matches, text)),
+            Expr::Compare { .. } | Expr::IsTrue(_) => {}
+        }
+    }
+
+    fn write_sql(&self, backend: Backend, now: Timestamp, plan: &SearchPlan, out: &mut Condition) {
         let pg = backend == Backend::Postgres;
         match self {
             Expr::Or(a, b) | Expr::And(a, b) => {
                 out.sql.push('(');
-                a.write_sql(backend, now, out);
+                a.write_sql(backend, now, plan, out);
                 out.sql.push_str(if matches!(self, Expr::Or(..)) {
                     " OR "
                 } else {
                     " AND "
                 });
-                b.write_sql(backend, now, out);
+                b.write_sql(backend, now, plan, out);
                 out.sql.push(')');
             }
             Expr::Not(inner) => {
                 // NOT of an unknown (NULL) comparison is still not a match.
                 out.sql.push_str("(NOT COALESCE(");
-                inner.write_sql(backend, now, out);
+                inner.write_sql(backend, now, plan, out);
                 out.sql.push_str(if pg { ", FALSE))" } else { ", 0))" });
             }
             Expr::IsTrue(field) => {
@@ -142,10 +291,15 @@ impl Expr {
                 out.values.push(Value::Integer(*id));
                 out.values.push(Value::Integer(*id));
             }
+            Expr::Compare {
+                field,
+                op: op @ (Op::Contains | Op::Matches),
+                value: Literal::Text(text),
+            } => write_search(field, *op, text, backend, plan, out),
             Expr::Compare { field, op, value } => {
                 let bound = bind_value(field, value, now);
                 let reader = match (op, value) {
-                    (Op::Contains, _) | (_, Literal::Null) => Reader::Any,
+                    (Op::Contains | Op::Matches, _) | (_, Literal::Null) => Reader::Any,
                     (_, Literal::Integer(_) | Literal::Real(_) | Literal::Bool(_)) => {
                         Reader::Number
                     }
@@ -171,8 +325,8 @@ pub(crate) fn pg_time_comparison(column: &str, op: Op) -> String {
         Op::Ge => ">=",
         Op::Lt => "<",
         Op::Le => "<=",
-        // The parser allows `contains` only on text fields.
-        Op::Contains => "=",
+        // The parser allows `contains` and `matches` only on text fields.
+        Op::Contains | Op::Matches => "=",
     };
     format!("({column}, {column}_ns) {sign} (dlq_ts(CAST(? AS TEXT)), dlq_ns(CAST(? AS TEXT)))")
 }
@@ -202,7 +356,7 @@ pub(crate) fn push_time_bound(
                 Op::Le => "<=",
                 Op::Ne => "<>",
                 Op::Lt => "<",
-                Op::Eq | Op::Contains => "=",
+                Op::Eq | Op::Contains | Op::Matches => "=",
             };
             sql.push_str(&format!("{column} {sign} ?"));
         }
@@ -273,8 +427,9 @@ fn write_comparison(lhs: &str, op: Op, value: &Value, pg: bool, out: &mut Condit
             Op::Ge => format!("{lhs} >= NULL"),
             Op::Lt => format!("{lhs} < NULL"),
             Op::Le => format!("{lhs} <= NULL"),
-            Op::Contains if pg => format!("strpos(CAST({lhs} AS TEXT), NULL) > 0"),
-            Op::Contains => format!("instr({lhs}, NULL) > 0"),
+            // The parser gives `contains` and `matches` a string only.
+            Op::Contains | Op::Matches if pg => format!("strpos(CAST({lhs} AS TEXT), NULL) > 0"),
+            Op::Contains | Op::Matches => format!("instr({lhs}, NULL) > 0"),
         };
         out.sql.push_str(&sql);
         return;
@@ -286,11 +441,89 @@ fn write_comparison(lhs: &str, op: Op, value: &Value, pg: bool, out: &mut Condit
         Op::Ge => format!("{lhs} >= ?"),
         Op::Lt => format!("{lhs} < ?"),
         Op::Le => format!("{lhs} <= ?"),
-        Op::Contains if pg => format!("strpos(CAST({lhs} AS TEXT), CAST(? AS TEXT)) > 0"),
-        Op::Contains => format!("instr({lhs}, ?) > 0"),
+        Op::Contains | Op::Matches => {
+            let backend = if pg {
+                Backend::Postgres
+            } else {
+                Backend::Sqlite
+            };
+            backend.contains_test(lhs, op == Op::Matches)
+        }
     };
     out.sql.push_str(&sql);
     out.values.push(value.clone());
+}
+
+/// `field contains "text"` or `field matches "words"`. Each word (the
+/// one text of a `contains`) is an exact test ([`Backend::contains_test`]).
+/// On error_message, when the search index can narrow the attempts to
+/// read ([`Backend::message_candidates`]), the test runs on its
+/// candidates only, in `i.id IN (...)`: the planner then reads the
+/// matching items by key instead of testing every item, so a rare text
+/// is found at once at any size. The exact test still decides, so the
+/// results are those of the scan it replaces.
+fn write_search(
+    field: &Field,
+    op: Op,
+    text: &str,
+    backend: Backend,
+    plan: &SearchPlan,
+    out: &mut Condition,
+) {
+    let fold = op == Op::Matches;
+    let words = if fold {
+        crate::filter::match_words(text)
+    } else {
+        vec![text]
+    };
+    let exact = |lhs: &str, out: &mut Condition| {
+        let many = words.len() > 1;
+        if many {
+            out.sql.push('(');
+        }
+        for (n, word) in words.iter().enumerate() {
+            if n > 0 {
+                out.sql.push_str(" AND ");
+            }
+            out.sql.push_str(&backend.contains_test(lhs, fold));
+            out.values.push(Value::Text((*word).to_string()));
+        }
+        if many {
+            out.sql.push(')');
+        }
+    };
+    if let Field::Attempt {
+        column: AttemptColumn::ErrorMessage,
+        last,
+    } = field
+    {
+        let candidates = plan.reads_index(fold, text).and_then(|terms| {
+            backend
+                .message_candidates(&words, fold)
+                .map(|c| c.with_terms(terms))
+        });
+        if let Some(candidates) = candidates {
+            out.sql
+                .push_str("i.id IN (SELECT f.item_key FROM failure_history f WHERE ");
+            out.sql.push_str(&candidates.condition);
+            out.values.extend(candidates.values);
+            out.sql.push_str(" AND ");
+            exact("f.error_message", out);
+            if *last {
+                // The last attempt holds it: one of the attempts that do
+                // is the item's last.
+                out.sql.push_str(" AND f.id = ");
+                out.sql.push_str(&super::counters::last_attempt_select(
+                    backend,
+                    "id",
+                    "f.item_key",
+                ));
+            }
+            out.sql.push(')');
+            return;
+        }
+    }
+    write_field_test(field, backend, Reader::Any, out, |lhs, out| exact(lhs, out));
 }
 
 /// How PostgreSQL reads a value inside item_data for a test (see
@@ -530,6 +763,110 @@ mod tests {
             sql("last_attempt > now").values,
             [Value::Text(now().to_storage())]
         );
+    }
+
+    #[test]
+    fn message_searches_read_the_index_candidates_then_test_exactly() {
+        // Three characters or more: the trigram index's candidates, each
+        // tested with the same instr() a scan uses.
+        let c = sql("error_message contains \"abcd\"");
+        assert_eq!(
+            c.sql,
+            "i.id IN (SELECT f.item_key FROM failure_history f WHERE \
+             f.id IN (SELECT rowid FROM failure_text WHERE failure_text MATCH ?) \
+             AND instr(f.error_message, ?) > 0)"
+        );
+        assert_eq!(
+            c.values,
+            [
+                Value::Text("\"abc\" AND \"bcd\"".into()),
+                Value::Text("abcd".into())
+            ]
+        );
+        // The last attempt: one of the attempts found is the item's last.
+        let c = sql("last.error_message contains \"abc\"");
+        assert!(
+            c.sql.ends_with("AND instr(f.error_message, ?) > 0 AND f.id = (SELECT last_f.id FROM failure_history AS last_f WHERE last_f.item_key = f.item_key ORDER BY last_f.timestamp DESC, last_f.attempt_number DESC LIMIT 1))"),
+            "{}",
+            c.sql
+        );
+        // Under three characters there is no trigram: the scan, as before.
+        assert_eq!(
+            sql("error_message contains \"ab\"").sql,
+            "EXISTS (SELECT 1 FROM failure_history f WHERE f.item_key = i.id AND instr(f.error_message, ?) > 0)"
+        );
+        // Other fields have no index.
+        assert_eq!(
+            sql("agent_id contains \"abcd\"").sql,
+            "EXISTS (SELECT 1 FROM failure_history f WHERE f.item_key = i.id AND instr(f.agent_id, ?) > 0)"
+        );
+    }
+
+    #[test]
+    fn matches_asks_for_every_word_ignoring_case() {
+        let c = sql("error_message matches \"Refused  at 5432\"");
+        assert_eq!(
+            c.sql,
+            "i.id IN (SELECT f.item_key FROM failure_history f WHERE \
+             f.id IN (SELECT rowid FROM failure_text WHERE failure_text MATCH ?) \
+             AND (instr(lower(f.error_message), lower(?)) > 0 \
+             AND instr(lower(f.error_message), lower(?)) > 0 \
+             AND instr(lower(f.error_message), lower(?)) > 0))"
+        );
+        // "at" has no trigram: only the exact test looks for it.
+        assert_eq!(
+            c.values[0],
+            Value::Text(
+                "\"Ref\" AND \"efu\" AND \"fus\" AND \"use\" AND \"sed\" AND \"543\" AND \"432\""
+                    .into()
+            )
+        );
+        assert_eq!(
+            c.values[1..],
+            [
+                Value::Text("Refused".into()),
+                Value::Text("at".into()),
+                Value::Text("5432".into())
+            ]
+        );
+        assert_eq!(
+            sql("job_id matches 'a b'").sql,
+            "(instr(lower(i.job_id), lower(?)) > 0 AND instr(lower(i.job_id), lower(?)) > 0)"
+        );
+        let c = Expr::to_sql_on(
+            &parse("last.error_message matches \"50% off_\"").unwrap(),
+            Backend::Postgres,
+            now(),
+        );
+        assert!(c.sql.starts_with(
+            "i.id IN (SELECT f.item_key FROM failure_history f WHERE f.error_message ILIKE ? ESCAPE '\\' \
+             AND f.error_message ILIKE ? ESCAPE '\\' AND (strpos(translate("
+        ), "{}", c.sql);
+        assert_eq!(c.values[0], Value::Text("%50\\%%".into()));
+        assert_eq!(c.values[1], Value::Text("%off\\_%".into()));
+    }
+
+    #[test]
+    fn search_text_is_never_fts5_syntax() {
+        // Quotes, operators, stars, column filters and NEAR: each trigram
+        // is one FTS5 string, "" its only escape.
+        let c = sql(r#"error_message contains "a\"b OR c*:NEAR(""#);
+        let Value::Text(query) = &c.values[0] else {
+            panic!("{:?}", c.values)
+        };
+        assert!(
+            query.starts_with(r#""a""b" AND """b " AND "b O""#),
+            "{query}"
+        );
+        // A long text asks for at most 16 trigrams, its ends included.
+        let long = "x".repeat(5) + &"abcdefghij".repeat(10) + "yz!";
+        let c = sql(&format!("error_message contains \"{long}\""));
+        let Value::Text(query) = &c.values[0] else {
+            panic!()
+        };
+        assert!(query.split(" AND ").count() <= 16, "{query}");
+        assert!(query.starts_with("\"xxx\""), "{query}");
+        assert!(query.ends_with("\"yz!\""), "{query}");
     }
 
     #[test]

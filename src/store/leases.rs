@@ -186,7 +186,14 @@ impl Dlq {
             } else {
                 ""
             };
-            filter.push_conditions_on(tx.sql().backend(), age_now, &mut condition, &mut values);
+            let plan = filter.search_plan(tx.sql(), super::filter_sql::Takes::Page)?;
+            filter.push_conditions_on(
+                tx.sql().backend(),
+                age_now,
+                &plan,
+                &mut condition,
+                &mut values,
+            );
             values.push(Value::Integer(i64::try_from(limit).unwrap_or(i64::MAX)));
             // Fixed SQL from ListFilter; every value is bound.
             let sql = match tx.sql().backend() {
@@ -655,7 +662,10 @@ fn only_a_category(filter: &ListFilter) -> Option<super::Category> {
 fn count_rows(conn: super::sql::Conn<'_>, filter: &ListFilter, now: Timestamp) -> Result<u64> {
     let mut condition = String::new();
     let mut values = Vec::new();
-    filter.push_conditions_on(conn.backend(), now, &mut condition, &mut values);
+    // Every match is counted: message searches read the search index's
+    // candidates, once each, instead of testing every item.
+    let plan = filter.search_plan(conn, super::filter_sql::Takes::Every)?;
+    filter.push_conditions_on(conn.backend(), now, &plan, &mut condition, &mut values);
     let sql = format!("SELECT COUNT(*) FROM items i WHERE 1 = 1{condition}");
     let values: Vec<super::sql::Val<'_>> = values.iter().map(super::sql::Val::from_value).collect();
     let n = conn.row(&sql, &values, |row| row.i64(0))?.unwrap_or(0);

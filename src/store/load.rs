@@ -12,8 +12,10 @@
 //! way, never evicts what the load brought in to make up the difference.
 //! Into an empty database the whole load
 //! is one transaction that drops the secondary indexes of `items` and
-//! `events` and rebuilds them at the end: much faster, and a crash leaves the database
-//! empty, as it was.
+//! `events` and builds them again at the end: much faster, and a crash
+//! leaves the database empty, as it was. Every load indexes the attempts
+//! it stored for message search in one statement per transaction
+//! ([`WriteTx::suspend_search_index`]).
 
 use super::sql::vals;
 use super::{AddReport, CapacityRaised, Dlq, EventKind, WriteTx};
@@ -171,12 +173,22 @@ impl Dlq {
                 } else {
                     None
                 };
+                // A load only adds attempts (no evictions): they are
+                // indexed in one statement at the end.
+                let search = if self.backend() == super::Backend::Sqlite {
+                    Some(tx.suspend_search_index()?)
+                } else {
+                    None
+                };
                 let mut items = 0u64;
                 for record in records.by_ref() {
                     items += u64::from(apply(&mut Loader { tx: &mut *tx }, record)?);
                 }
                 if let Some(indexes) = indexes {
                     tx.restore(indexes)?;
+                }
+                if let Some(search) = search {
+                    tx.restore(search)?;
                 }
                 if let Some(key) = &options.once {
                     record_claim(tx, key, items)?;
@@ -194,12 +206,22 @@ impl Dlq {
         while records.peek().is_some() {
             note(self.write(|tx| {
                 bulk_switches(tx);
+                // A load only adds attempts (no evictions): the batch's are
+                // indexed in one statement at its end.
+                let search = if self.backend() == super::Backend::Sqlite {
+                    Some(tx.suspend_search_index()?)
+                } else {
+                    None
+                };
                 let mut items = 0;
                 for record in records.by_ref() {
                     items += usize::from(apply(&mut Loader { tx: &mut *tx }, record)?);
                     if items >= options.batch_size.max(1) {
                         break;
                     }
+                }
+                if let Some(search) = search {
+                    tx.restore(search)?;
                 }
                 tx.raise_capacities_to_fit()
             })?);

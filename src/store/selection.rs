@@ -8,6 +8,7 @@
 //! as `last_attempt > now - 1d` means the same rows at both steps.
 
 use super::bulk;
+use super::filter_sql::Takes;
 use super::items::{ListFilter, MarkRequest};
 use super::sql::SqlValue as Value;
 use super::sql::{vals, Backend, Conn, Val};
@@ -51,12 +52,15 @@ pub struct ActionReport {
 impl Target {
     /// This target's conditions on `items AS i` (fixed SQL text, each
     /// starting with " AND ") and their bound values.
-    fn condition(&self, backend: Backend, now: Timestamp) -> Result<(String, Vec<Value>)> {
+    /// Every match is taken: message searches read the search index's
+    /// candidates, planned on `conn` (a matter of speed only).
+    fn condition(&self, conn: Conn<'_>, now: Timestamp) -> Result<(String, Vec<Value>)> {
         let mut sql = String::new();
         let mut values = Vec::new();
         match self {
             Target::Filter(filter) => {
-                filter.push_conditions_on(backend, now, &mut sql, &mut values)
+                let plan = filter.search_plan(conn, Takes::Every)?;
+                filter.push_conditions_on(conn.backend(), now, &plan, &mut sql, &mut values)
             }
             Target::Items(pairs) => {
                 if pairs.len() > MAX_NAMED_ITEMS {
@@ -162,7 +166,7 @@ fn parse_token(token: &str) -> Result<(Timestamp, u64)> {
 /// (inside the acting transaction), exactly the items `token_given` counted.
 pub(super) fn expect_unchanged(conn: Conn<'_>, target: &Target, token_given: &str) -> Result<()> {
     let (now, counted) = parse_token(token_given)?;
-    let (condition, values) = target.condition(conn.backend(), now)?;
+    let (condition, values) = target.condition(conn, now)?;
     let print = fingerprint(conn, &condition, &values)?;
     if token(now, print) != token_given {
         return Err(Error::SelectionChanged {
@@ -178,8 +182,10 @@ impl Dlq {
     /// them later.
     pub fn select(&self, target: &Target) -> Result<Selection> {
         let now = self.age_now();
-        let (condition, values) = target.condition(self.backend(), now)?;
-        let print = self.read(|conn| fingerprint(conn, &condition, &values))?;
+        let print = self.read(|conn| {
+            let (condition, values) = target.condition(conn, now)?;
+            fingerprint(conn, &condition, &values)
+        })?;
         Ok(Selection {
             count: print.0,
             max_key: print.2,
@@ -193,8 +199,10 @@ impl Dlq {
     /// starts.
     pub fn check_selection(&self, target: &Target, token_given: &str) -> Result<Selection> {
         let (now, counted) = parse_token(token_given)?;
-        let (condition, values) = target.condition(self.backend(), now)?;
-        let print = self.read(|conn| fingerprint(conn, &condition, &values))?;
+        let print = self.read(|conn| {
+            let (condition, values) = target.condition(conn, now)?;
+            fingerprint(conn, &condition, &values)
+        })?;
         if token(now, print) != token_given {
             return Err(Error::SelectionChanged {
                 counted,
@@ -345,8 +353,8 @@ impl Dlq {
             Some(token_given) => parse_token(token_given)?.0,
             None => self.age_now(),
         };
-        let (condition, values) = target.condition(self.backend(), now)?;
         self.write(|tx| {
+            let (condition, values) = target.condition(tx.sql(), now)?;
             if let Some(token_given) = expect {
                 expect_unchanged(tx.sql(), target, token_given)?;
             }

@@ -291,6 +291,57 @@ fn bad_column(idx: usize, wanted: &str, found: &str) -> Error {
     ))
 }
 
+/// The search index's candidates for a message search
+/// ([`Backend::message_candidates`]).
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct MessageCandidates {
+    /// A condition on `failure_history AS f`, with `values` bound.
+    pub condition: String,
+    /// A statement counting the candidates up to a bound: `values`, then
+    /// the bound.
+    pub count: String,
+    pub values: Vec<SqlValue>,
+    /// On SQLite, the index's terms the candidates must all have (each
+    /// trigram as an FTS5 string): every one of them, or any few, is a
+    /// condition every match meets, and the fewest and rarest are the
+    /// quickest to read ([`MessageCandidates::with_terms`]). Empty on
+    /// PostgreSQL, whose index picks its own.
+    pub terms: Vec<String>,
+}
+
+impl MessageCandidates {
+    /// The candidates that have `terms` (some of [`Self::terms`]; all of
+    /// them when empty): fewer terms, more candidates, the same matches
+    /// after the exact test.
+    pub(crate) fn with_terms(mut self, terms: &[String]) -> MessageCandidates {
+        if !terms.is_empty() && !self.terms.is_empty() {
+            self.values = vec![SqlValue::Text(terms.join(" AND "))];
+            self.terms = terms.to_vec();
+        }
+        self
+    }
+}
+
+/// The most trigrams one word asks the index for: a long text's
+/// trigrams past these narrow the candidates little, and each costs a
+/// read of its list.
+const MAX_TRIGRAMS_PER_WORD: usize = 16;
+
+/// The trigrams (runs of three characters, as FTS5's trigram tokenizer
+/// cuts text) of `word`, at most [`MAX_TRIGRAMS_PER_WORD`] of them spread
+/// over its length, the first and the last included.
+fn sampled_trigrams(word: &str) -> Vec<String> {
+    let chars: Vec<char> = word.chars().collect();
+    let all: Vec<String> = chars.windows(3).map(|w| w.iter().collect()).collect();
+    if all.len() <= MAX_TRIGRAMS_PER_WORD {
+        return all;
+    }
+    let last = all.len() - 1;
+    (0..MAX_TRIGRAMS_PER_WORD)
+        .map(|k| all[k * last / (MAX_TRIGRAMS_PER_WORD - 1)].clone())
+        .collect()
+}
+
 impl<'c> Conn<'c> {
     /// On SQLite, the page cache of `main` set to `kib` KiB until the value
     /// is dropped (a scan reads each page once: a big cache would only hold
@@ -384,6 +435,108 @@ impl Backend {
         match self {
             Backend::Sqlite => format!("{column}{dir}"),
             Backend::Postgres => format!("{column}{dir}, {column}_ns{dir}"),
+        }
+    }
+
+    /// A test that `text` (an SQL expression; a number reads as its text)
+    /// holds the bound text `?`: exactly, or with A-Z folded to a-z on both
+    /// sides (`fold`). Only A-Z: SQLite's lower() folds nothing else
+    /// without ICU (the bundled build has none), and the same folding on
+    /// both backends gives both the same answers.
+    pub(crate) fn contains_test(self, text: &str, fold: bool) -> String {
+        const UPPER: &str = "'ABCDEFGHIJKLMNOPQRSTUVWXYZ'";
+        const LOWER: &str = "'abcdefghijklmnopqrstuvwxyz'";
+        match (self, fold) {
+            (Backend::Sqlite, false) => format!("instr({text}, ?) > 0"),
+            (Backend::Sqlite, true) => format!("instr(lower({text}), lower(?)) > 0"),
+            (Backend::Postgres, false) => {
+                format!("strpos(CAST({text} AS TEXT), CAST(? AS TEXT)) > 0")
+            }
+            (Backend::Postgres, true) => format!(
+                "strpos(translate(CAST({text} AS TEXT), {UPPER}, {LOWER}), \
+                 translate(CAST(? AS TEXT), {UPPER}, {LOWER})) > 0"
+            ),
+        }
+    }
+
+    /// A condition on `failure_history AS f` that holds for every attempt
+    /// whose error_message holds each of `words` (exactly, or ignoring
+    /// case with `fold`), and for few others: the search index's
+    /// candidates (schema V15 on SQLite, V8 on PostgreSQL), which the
+    /// caller confirms with [`Backend::contains_test`]. `None` when the
+    /// index cannot narrow the search: no word has three characters (a
+    /// trigram). Words under three characters are left to the exact test.
+    pub(crate) fn message_candidates(
+        self,
+        words: &[&str],
+        fold: bool,
+    ) -> Option<MessageCandidates> {
+        let indexed: Vec<&str> = words
+            .iter()
+            .copied()
+            .filter(|word| word.chars().nth(2).is_some() && !word.contains('\0'))
+            .collect();
+        if indexed.is_empty() {
+            return None;
+        }
+        match self {
+            Backend::Sqlite => {
+                // Every trigram of every word (the table keeps no
+                // positions, so a word is its trigrams, not a phrase),
+                // each an FTS5 string: "" is the only escape inside one,
+                // so no text can be an operator or a syntax error. The
+                // index folds case itself, for `contains` too: the exact
+                // test after it restores case.
+                let mut terms: Vec<String> = Vec::new();
+                for word in indexed {
+                    for trigram in sampled_trigrams(word) {
+                        let term = format!("\"{}\"", trigram.replace('"', "\"\""));
+                        if !terms.contains(&term) {
+                            terms.push(term);
+                        }
+                    }
+                }
+                Some(MessageCandidates {
+                    condition:
+                        "f.id IN (SELECT rowid FROM failure_text WHERE failure_text MATCH ?)".into(),
+                    // The index alone: FTS5 stops reading at the LIMIT.
+                    count: "SELECT COUNT(*) FROM (SELECT 1 FROM failure_text \
+                            WHERE failure_text MATCH ? LIMIT ?) c"
+                        .into(),
+                    values: vec![SqlValue::Text(terms.join(" AND "))],
+                    terms,
+                })
+            }
+            Backend::Postgres => {
+                // LIKE and ILIKE '%word%' are what pg_trgm's index serves
+                // (without it, a scan of the same result).
+                let like = if fold { "ILIKE" } else { "LIKE" };
+                let sql = vec![format!("f.error_message {like} ? ESCAPE '\\'"); indexed.len()];
+                let values = indexed
+                    .iter()
+                    .map(|word| {
+                        let mut pattern = String::from("%");
+                        for c in word.chars() {
+                            if matches!(c, '\\' | '%' | '_') {
+                                pattern.push('\\');
+                            }
+                            pattern.push(c);
+                        }
+                        pattern.push('%');
+                        SqlValue::Text(pattern)
+                    })
+                    .collect();
+                let condition = sql.join(" AND ");
+                Some(MessageCandidates {
+                    count: format!(
+                        "SELECT COUNT(*) FROM (SELECT 1 FROM failure_history f \
+                         WHERE {condition} LIMIT ?) c"
+                    ),
+                    condition,
+                    values,
+                    terms: Vec::new(),
+                })
+            }
         }
     }
 }

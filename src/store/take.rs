@@ -89,7 +89,8 @@ impl Dlq {
             let mut sql =
                 String::from("INSERT INTO taken_keys (id) SELECT i.id FROM items i WHERE 1 = 1");
             let mut values = Vec::new();
-            filter.push_conditions_on(conn.backend(), now, &mut sql, &mut values);
+            let plan = filter.search_plan(conn, super::filter_sql::Takes::Page)?;
+            filter.push_conditions_on(conn.backend(), now, &plan, &mut sql, &mut values);
             sql.push_str(" ORDER BY i.item_id LIMIT ?");
             values.push(Value::Integer(
                 options

@@ -19,6 +19,8 @@ use std::process::ExitCode;
 ///               item.<path> (a path into item_data; item.failure_count,
 ///                 item.reprocess_eligible and item.error_signature are the DLQ fields)
 ///   operators   == != > >= < <= contains, && and, || or, ! not, ( )
+///               matches: every word of the string, in any order, ignoring
+///                 the case of A-Z (error_message matches "connection refused")
 ///   values      "text" 'text' 42 1.5 true false null, now - 7d (s m h d w)
 ///   types       failure_count, exit_code and family take numbers; flags true or
 ///               false; times an RFC 3339 time or now - N. item.<path> is

@@ -317,7 +317,7 @@ fn the_v4_upgrade_recomputes_the_last_attempt_of_stored_items() {
     // Put the database back as V3 left it: the old rule's last error type
     // (the trigger moves the counts), the old view, no new index, and none
     // of V5's and V6's tables nor V7's and V8's indexes, nor V9's version
-    // and V10's families and V11's index.
+    // and V10's families and V11's index, nor V15's search index.
     let conn = sql(&db);
     conn.execute_batch(
         "UPDATE items SET last_error_type = 'Timeout' WHERE item_id = 'a';
@@ -341,6 +341,10 @@ fn the_v4_upgrade_recomputes_the_last_attempt_of_stored_items() {
          DROP INDEX items_job_failure_count;
          DROP INDEX items_failure_count;
          DROP INDEX failure_history_error_type;
+         DROP TRIGGER failure_text_insert;
+         DROP TRIGGER failure_text_delete;
+         DROP TRIGGER failure_text_update;
+         DROP TABLE failure_text;
          DELETE FROM refinery_schema_history WHERE version >= 4;",
     )
     .unwrap();
@@ -560,8 +564,9 @@ fn counters_follow_hand_edits_and_recount_repairs_hand_inserts() {
     );
 }
 
-/// The schema objects of `items`, the counters, and the checks every bulk
-/// delete must leave true.
+/// The schema objects of `items` and `failure_history` (the search
+/// index's triggers, set aside by a bulk delete), the counters, and the
+/// checks every bulk delete must leave true.
 fn bulk_state(db: &std::path::Path) -> (Vec<String>, Vec<String>) {
     let schema = if on_postgres() {
         strings(
@@ -573,7 +578,7 @@ fn bulk_state(db: &std::path::Path) -> (Vec<String>, Vec<String>) {
         strings(
             db,
             "SELECT type || ' ' || name || ' ' || COALESCE(sql, '') FROM sqlite_master
-             WHERE tbl_name = 'items' ORDER BY name",
+             WHERE tbl_name IN ('items', 'failure_history') ORDER BY name",
         )
     };
     let mut counters: Vec<String> = table_rows(

@@ -234,6 +234,12 @@ const MESSAGES: &[&str] = &[
     "ünïcode ✓ failure",
     "line one\nline two",
     "quote \" and backslash \\",
+    // Case apart (the search index folds case; `contains` must not) and
+    // letters outside A-Z, which `matches` compares as written.
+    "TIMEOUT AFTER 30S",
+    "ÜNÏCODE ✓ Failure",
+    // FTS5's syntax, which a search must take as text.
+    "a \"b\" OR c* NEAR(d e) col:f ^g",
 ];
 const AGENTS: &[&str] = &["agent-1", "agent-2", "a%b", "agent_1"];
 const STEPS: &[&str] = &["agent_execution", "merge", "validate"];
@@ -340,6 +346,7 @@ enum Op {
     Lt,
     Le,
     Contains,
+    Matches,
 }
 
 #[derive(Clone, Debug)]
@@ -441,6 +448,7 @@ fn render(e: &E) -> String {
                 Op::Lt => "<",
                 Op::Le => "<=",
                 Op::Contains => "contains",
+                Op::Matches => "matches",
             };
             let lit = match lit {
                 Lit::Text(t) => quoted(t),
@@ -466,6 +474,32 @@ fn text_lit(g: &mut Gen, pool: &[&str]) -> Lit {
     Lit::Text(text)
 }
 
+/// Words for `matches`: whole words, parts of words, in another case,
+/// in any order, with words no message has.
+fn match_lit(g: &mut Gen) -> Lit {
+    let words: Vec<&str> = MESSAGES
+        .iter()
+        .flat_map(|m| m.split_whitespace())
+        .chain(["nowhere", "ERROR", "Ünï", "ünï", "\"", "c*", "col:f"])
+        .collect();
+    let mut picked = Vec::new();
+    for _ in 0..1 + usize::arbitrary(g) % 3 {
+        let mut word = g.choose(&words).unwrap().to_string();
+        if bool::arbitrary(g) && word.chars().count() > 1 {
+            let from = usize::arbitrary(g) % word.chars().count();
+            word = word.chars().skip(from).collect();
+        }
+        match u8::arbitrary(g) % 3 {
+            0 => word = word.to_uppercase(),
+            1 => word = word.to_lowercase(),
+            _ => {}
+        }
+        picked.push(word);
+    }
+    let gap = *g.choose(&[" ", "  ", "\t", "\n "]).unwrap();
+    Lit::Text(picked.join(gap))
+}
+
 fn gen_test(g: &mut Gen, ids: &[String]) -> E {
     let last = bool::arbitrary(g);
     let any_op = |g: &mut Gen| {
@@ -473,8 +507,16 @@ fn gen_test(g: &mut Gen, ids: &[String]) -> E {
             .unwrap()
     };
     let text_op = |g: &mut Gen| {
-        *g.choose(&[Op::Eq, Op::Ne, Op::Gt, Op::Le, Op::Contains, Op::Contains])
-            .unwrap()
+        *g.choose(&[
+            Op::Eq,
+            Op::Ne,
+            Op::Gt,
+            Op::Le,
+            Op::Contains,
+            Op::Contains,
+            Op::Matches,
+        ])
+        .unwrap()
     };
     let maybe_null = |g: &mut Gen, lit: Lit| {
         if u8::arbitrary(g) % 10 == 0 {
@@ -565,8 +607,13 @@ fn gen_test(g: &mut Gen, ids: &[String]) -> E {
             E::Cmp(F::ExitCode(last), any_op(g), lit)
         }
         10 => {
-            let lit = text_lit(g, MESSAGES);
-            E::Cmp(F::Message(last), text_op(g), lit)
+            let op = text_op(g);
+            let lit = if op == Op::Matches {
+                match_lit(g)
+            } else {
+                text_lit(g, MESSAGES)
+            };
+            E::Cmp(F::Message(last), op, lit)
         }
         11 => {
             let lit = text_lit(g, AGENTS);
@@ -691,6 +738,26 @@ fn test_value(value: &Sql, op: Op, lit: &Lit) -> Option<bool> {
             _ => None,
         };
     }
+    if op == Op::Matches {
+        // Every word, with A-Z folded on both sides (nothing else).
+        let Sql::Text(words) = &lit else {
+            panic!("matches takes text")
+        };
+        let text = match value {
+            Sql::Null => return None,
+            Sql::Text(v) => v.clone(),
+            // A number reads as its text, as for `contains`.
+            Sql::Num(x) if x.fract() == 0.0 => format!("{}", *x as i64),
+            Sql::Num(x) => format!("{x}"),
+            Sql::Time(_) => panic!("matches on a time"),
+        };
+        let text = text.to_ascii_lowercase();
+        return Some(
+            words
+                .split_whitespace()
+                .all(|w| text.contains(&w.to_ascii_lowercase())),
+        );
+    }
     if op == Op::Contains {
         return match (value, &lit) {
             (Sql::Null, _) => None,
@@ -715,7 +782,7 @@ fn test_value(value: &Sql, op: Op, lit: &Lit) -> Option<bool> {
         Op::Ge => order.is_ge(),
         Op::Lt => order.is_lt(),
         Op::Le => order.is_le(),
-        Op::Contains => unreachable!(),
+        Op::Contains | Op::Matches => unreachable!(),
     })
 }
 
@@ -810,8 +877,40 @@ fn orders_data_against_a_quoted_number(e: &E) -> bool {
     }
 }
 
+/// Whether `e` tests a path into item_data: PostgreSQL compares such a
+/// value only with a literal of its own kind, where SQLite (and the
+/// reference) orders numbers before text (docs/postgres.md; its own test
+/// in postgres.rs), so on PostgreSQL those filters are left out here.
+fn reads_item_data(e: &E) -> bool {
+    match e {
+        E::Or(a, b) | E::And(a, b) => reads_item_data(a) || reads_item_data(b),
+        E::Not(a) => reads_item_data(a),
+        E::Cmp(F::Data(_), ..) | E::Bare(F::Data(_)) => true,
+        E::Cmp(..) | E::Bare(_) => false,
+    }
+}
+
+/// Whether `e` has a `matches` with no word to look for, which the
+/// language refuses.
+fn matches_no_word(e: &E) -> bool {
+    match e {
+        E::Or(a, b) | E::And(a, b) => matches_no_word(a) || matches_no_word(b),
+        E::Not(a) => matches_no_word(a),
+        E::Cmp(_, Op::Matches, Lit::Text(text)) => text.split_whitespace().next().is_none(),
+        E::Cmp(..) | E::Bare(_) => false,
+    }
+}
+
 fn filter_case_holds(case: &FilterCase) -> Result<(), String> {
-    let dlq = Dlq::open_in_memory().unwrap().with_clock(Arc::new(|| {
+    // The backend under test: its own SQL, and its own search index
+    // (SQLite's trigram table, PostgreSQL's pg_trgm), are what is checked.
+    let dir = crate::common::TempDir::new("filter-oracle");
+    let dlq = if crate::common::on_postgres() {
+        Dlq::open(crate::common::target(&dir.join("dlq.db"))).unwrap()
+    } else {
+        Dlq::open_in_memory().unwrap()
+    }
+    .with_clock(Arc::new(|| {
         dlqlite::Timestamp::parse("2025-06-15T15:13:20Z").unwrap()
     }));
     for (item, value) in case.items.iter().zip(&case.jsons) {
@@ -820,11 +919,16 @@ fn filter_case_holds(case: &FilterCase) -> Result<(), String> {
         dlq.add(&item.job, &parsed).map_err(|e| e.to_string())?;
     }
     for filter in &case.filters {
+        if crate::common::on_postgres() && reads_item_data(filter) {
+            continue;
+        }
         let text = render(filter);
         let expr = match dlqlite::filter::parse(&text) {
             Ok(expr) => expr,
             // Refused by design, which the reference knows too.
-            Err(_) if orders_data_against_a_quoted_number(filter) => continue,
+            Err(_) if orders_data_against_a_quoted_number(filter) || matches_no_word(filter) => {
+                continue
+            }
             Err(e) => return Err(format!("{text}: {e}")),
         };
         let mut got: Vec<(String, String)> = dlq
@@ -862,7 +966,7 @@ fn random_filters_select_exactly_what_the_reference_evaluator_selects() {
         }
     }
     QuickCheck::new()
-        .tests(300)
+        .tests(crate::common::cases_with_a_database_each(300))
         .quickcheck(property as fn(FilterCase) -> TestResult);
 }
 

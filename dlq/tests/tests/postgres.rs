@@ -1166,3 +1166,73 @@ fn the_readmes_queries_run_on_both_backends() {
         }
     }
 }
+
+/// Message searches on PostgreSQL: the migration made the pg_trgm index
+/// (the extension is there on the test server), and without it (a server
+/// where pg_trgm could not be created) a search reads every message and
+/// finds the same items.
+#[test]
+fn message_searches_find_the_same_items_with_and_without_pg_trgm() {
+    if both_backends_already() {
+        return;
+    }
+    let pg = PgDb::new("search");
+    add_lines(
+        pg.url(),
+        "j",
+        [
+            item(
+                "a",
+                1,
+                "2025-01-01T00:00:00Z",
+                "Connection refused at db:5432",
+            ),
+            item("b", 1, "2025-01-02T00:00:00Z", "connection REFUSED"),
+            item("c", 1, "2025-01-03T00:00:00Z", "50% done_x"),
+            item("d", 1, "2025-01-04T00:00:00Z", "all good"),
+        ],
+    );
+    assert_eq!(
+        pg.count(
+            "SELECT COUNT(*) FROM pg_indexes WHERE indexname = 'failure_history_message_trgm'"
+        ),
+        1
+    );
+    let filters = [
+        "error_message contains \"refused\"",
+        "error_message contains \"Connection\"",
+        "error_message matches \"REFUSED connection\"",
+        "error_message matches \"db:5432 refused\"",
+        "error_message contains \"50% done_\"",
+        "error_message contains \"0% d\"",
+        "last.error_message matches \"GOOD\"",
+        "!(error_message contains \"refused\")",
+    ];
+    let listed = |filter: &str| -> String {
+        let out = dlq(pg.url())
+            .args([
+                "list", "--filter", filter, "--format", "csv", "--limit", "0",
+            ])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{filter}: {out:?}");
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let with: Vec<String> = filters.iter().map(|f| listed(f)).collect();
+    assert!(
+        with[0].contains(",a,") && !with[0].contains(",b,"),
+        "{}",
+        with[0]
+    );
+    assert!(
+        with[2].contains(",a,") && with[2].contains(",b,"),
+        "{}",
+        with[2]
+    );
+    assert!(with[4].contains(",c,"), "{}", with[4]);
+    pg.client()
+        .batch_execute("DROP INDEX failure_history_message_trgm; DROP EXTENSION pg_trgm")
+        .unwrap();
+    let without: Vec<String> = filters.iter().map(|f| listed(f)).collect();
+    assert_eq!(with, without);
+}

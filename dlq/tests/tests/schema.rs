@@ -119,7 +119,11 @@ fn the_upgrade_to_never_reused_ids_keeps_every_item_and_attempt() {
                  WHERE type = 'table' AND name = 'items';
              PRAGMA writable_schema = OFF;
              DELETE FROM sqlite_sequence;
-             DELETE FROM refinery_schema_history WHERE version = 14;",
+             DROP TRIGGER failure_text_insert;
+             DROP TRIGGER failure_text_delete;
+             DROP TRIGGER failure_text_update;
+             DROP TABLE failure_text;
+             DELETE FROM refinery_schema_history WHERE version >= 14;",
         )
         .unwrap();
     }
@@ -132,7 +136,7 @@ fn the_upgrade_to_never_reused_ids_keeps_every_item_and_attempt() {
     ok(dlq(&db).arg("stats"));
     assert_eq!(
         count(&db, "SELECT MAX(version) FROM refinery_schema_history"),
-        14
+        crate::common::supported_schema_version()
     );
     assert_eq!(
         count(&db, "SELECT COUNT(*) FROM sqlite_master WHERE name = 'items' AND sql LIKE '%AUTOINCREMENT%'"),
@@ -199,4 +203,76 @@ fn the_upgrade_to_never_reused_ids_keeps_every_item_and_attempt() {
         ),
         1 + 2 + 7
     );
+}
+
+/// An upgrade to V15 (the message search index) indexes the attempts
+/// already stored, and searches then find what a scan finds. The database
+/// before V15 is a fresh one with the index and its record removed.
+#[test]
+fn the_upgrade_to_message_search_indexes_the_attempts_already_stored() {
+    if crate::common::sqlite_only("V15 is SQLite's migration") {
+        return;
+    }
+    use crate::common::{add_lines, count, dlq, item, ok};
+    let dir = TempDir::new("schema-v15");
+    let db = dir.join("dlq.db");
+    let mut two = item(
+        "b",
+        2,
+        "2025-01-02T00:00:00Z",
+        "Connection refused at db:5432",
+    );
+    two["failure_history"].as_array_mut().unwrap().push(
+        item("b", 1, "2025-01-01T00:00:00Z", "timeout reading /var/x")["failure_history"][0]
+            .clone(),
+    );
+    add_lines(
+        &db,
+        "j",
+        [
+            item("a", 1, "2025-01-01T00:00:00Z", "connection REFUSED"),
+            two,
+            item("c", 1, "2025-01-03T00:00:00Z", "all good"),
+        ],
+    );
+    Connection::open(&db)
+        .unwrap()
+        .execute_batch(
+            "DROP TRIGGER failure_text_insert;
+             DROP TRIGGER failure_text_delete;
+             DROP TRIGGER failure_text_update;
+             DROP TABLE failure_text;
+             DELETE FROM refinery_schema_history WHERE version = 15;",
+        )
+        .unwrap();
+    ok(dlq(&db).arg("stats"));
+    assert_eq!(
+        count(&db, "SELECT MAX(version) FROM refinery_schema_history"),
+        15
+    );
+    assert!(crate::counters::search_index_drift(&db).is_empty());
+    let listed = |filter: &str| -> Vec<String> {
+        let out = dlq(&db)
+            .args(["list", "--filter", filter, "--format", "json"])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{filter}: {out:?}");
+        let rows: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let mut ids: Vec<String> = rows
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["item_id"].as_str().unwrap().to_string())
+            .collect();
+        ids.sort();
+        ids
+    };
+    assert_eq!(listed("error_message contains \"refused\""), ["b"]);
+    assert_eq!(
+        listed("error_message matches \"REFUSED connection\""),
+        ["a", "b"]
+    );
+    assert_eq!(listed("error_message contains \"/var/x\""), ["b"]);
+    assert!(listed("last.error_message contains \"/var/x\"").is_empty());
+    assert_eq!(listed("last.error_message matches \"db:5432\""), ["b"]);
 }
