@@ -14,9 +14,10 @@
 //!   tuned per system); the miner runs with its one configuration.
 //! - The agent-failure corpus of `dlqlite::corpus` (generated, labelled),
 //!   its development families and its held-out families reported apart,
-//!   its fresh families (added later, never looked at while tuning), and
-//!   its second fresh set (written by someone who had not seen the miner's
-//!   rules), each on failures of their own.
+//!   its fresh families (added later, never looked at while tuning), its
+//!   second fresh set (written by someone who had not seen the miner's
+//!   rules) and its third (written blind again, by another hand), each on
+//!   failures of their own.
 //! - Throughput: messages per second of the miner alone, one thread.
 
 use dlqlite::corpus::Labelled;
@@ -164,7 +165,10 @@ fn misses(corpus: &[Labelled], predicted: &[usize]) {
     for (family, groups) in families {
         // The fresh families are an unseen measure: how the miner groups
         // them is never shown.
-        if dlqlite::corpus::fresh(family) || dlqlite::corpus::fresh2_blind(family) {
+        if dlqlite::corpus::fresh(family)
+            || dlqlite::corpus::fresh2_blind(family)
+            || dlqlite::corpus::fresh3(family)
+        {
             continue;
         }
         let merged = groups.keys().any(|p| families_of[p].len() > 1);
@@ -316,6 +320,19 @@ fn main() {
     fresh2_mined(None, "second fresh set");
     let (examined, examined_predicted) = fresh2_mined(Some(false), "2nd fresh, examined");
     fresh2_mined(Some(true), "2nd fresh, blind");
+    // The third fresh set (`dlqlite::corpus::fresh3`), mined alone, as a
+    // whole. Its misses are never listed.
+    let fresh3 = dlqlite::corpus::fresh3_failures(7, 3_000);
+    let fresh3_input: Vec<_> = fresh3.iter().map(as_input).collect();
+    let fresh3_truth: Vec<u32> = fresh3.iter().map(|f| f.family).collect();
+    print_row(
+        &format!(
+            "third fresh set ({})",
+            dlqlite::corpus::fresh3_family_count()
+        ),
+        &score(&mine(&fresh3_input), &fresh3_truth),
+        None,
+    );
     let input: Vec<_> = corpus.iter().map(as_input).collect();
     let truth: Vec<u32> = corpus.iter().map(|f| f.family).collect();
     let predicted = mine(&input);
