@@ -165,10 +165,7 @@ fn misses(corpus: &[Labelled], predicted: &[usize]) {
     for (family, groups) in families {
         // The fresh families are an unseen measure: how the miner groups
         // them is never shown.
-        if dlqlite::corpus::fresh(family)
-            || dlqlite::corpus::fresh2_blind(family)
-            || dlqlite::corpus::fresh3(family)
-        {
+        if dlqlite::corpus::fresh(family) || dlqlite::corpus::blind(family) {
             continue;
         }
         let merged = groups.keys().any(|p| families_of[p].len() > 1);
@@ -180,6 +177,8 @@ fn misses(corpus: &[Labelled], predicted: &[usize]) {
             dlqlite::corpus::family_name(family),
             if dlqlite::corpus::fresh2(family) {
                 "second fresh set, examined"
+            } else if dlqlite::corpus::fresh3(family) {
+                "third fresh set, examined"
             } else if dlqlite::corpus::held_out(family) {
                 "held out"
             } else {
@@ -293,14 +292,14 @@ fn main() {
         &score(&mine(&fresh_input), &fresh_truth),
         None,
     );
-    // The second fresh set (`dlqlite::corpus::fresh2`), the same way: as a
-    // whole, then its examined and its blind half each mined alone. Only
-    // the examined half's misses are ever listed.
-    let fresh2 = dlqlite::corpus::fresh2_failures(7, 3_000);
-    let fresh2_mined = |blind: Option<bool>, name: &str| {
-        let part: Vec<Labelled> = fresh2
+    // The second and third fresh sets (`dlqlite::corpus::fresh2`,
+    // `fresh3`), the same way: each as a whole, then its examined and its
+    // blind half mined alone. Only the examined halves' misses are ever
+    // listed.
+    let split_mined = |set: &[Labelled], blind: Option<bool>, name: &str| {
+        let part: Vec<Labelled> = set
             .iter()
-            .filter(|f| blind.is_none_or(|b| dlqlite::corpus::fresh2_blind(f.family) == b))
+            .filter(|f| blind.is_none_or(|b| dlqlite::corpus::blind(f.family) == b))
             .cloned()
             .collect();
         let input: Vec<_> = part.iter().map(as_input).collect();
@@ -317,29 +316,22 @@ fn main() {
         );
         (part, predicted)
     };
-    fresh2_mined(None, "second fresh set");
-    let (examined, examined_predicted) = fresh2_mined(Some(false), "2nd fresh, examined");
-    fresh2_mined(Some(true), "2nd fresh, blind");
-    // The third fresh set (`dlqlite::corpus::fresh3`), mined alone, as a
-    // whole. Its misses are never listed.
+    let fresh2 = dlqlite::corpus::fresh2_failures(7, 3_000);
+    split_mined(&fresh2, None, "second fresh set");
+    let (examined2, predicted2) = split_mined(&fresh2, Some(false), "2nd fresh, examined");
+    split_mined(&fresh2, Some(true), "2nd fresh, blind");
     let fresh3 = dlqlite::corpus::fresh3_failures(7, 3_000);
-    let fresh3_input: Vec<_> = fresh3.iter().map(as_input).collect();
-    let fresh3_truth: Vec<u32> = fresh3.iter().map(|f| f.family).collect();
-    print_row(
-        &format!(
-            "third fresh set ({})",
-            dlqlite::corpus::fresh3_family_count()
-        ),
-        &score(&mine(&fresh3_input), &fresh3_truth),
-        None,
-    );
+    split_mined(&fresh3, None, "third fresh set");
+    let (examined3, predicted3) = split_mined(&fresh3, Some(false), "3rd fresh, examined");
+    split_mined(&fresh3, Some(true), "3rd fresh, blind");
     let input: Vec<_> = corpus.iter().map(as_input).collect();
     let truth: Vec<u32> = corpus.iter().map(|f| f.family).collect();
     let predicted = mine(&input);
     print_row("agent failures (all)", &score(&predicted, &truth), None);
     if std::env::var_os("DLQ_BENCH_MISSES").is_some() {
         misses(&corpus, &predicted);
-        misses(&examined, &examined_predicted);
+        misses(&examined2, &predicted2);
+        misses(&examined3, &predicted3);
     }
     if !loghub_all.is_empty() {
         let input: Vec<_> = loghub_all
