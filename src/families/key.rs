@@ -61,7 +61,10 @@ pub fn key_of(message: &str, stack_trace: Option<&str>) -> Key {
     let message = clean(message);
     // Room for the lines of most messages, so the list is not regrown.
     let mut lines = Vec::with_capacity(64);
-    let mut rest = message.split('\n').map(trim).filter(|l| !l.is_empty());
+    let mut rest = message
+        .split('\n')
+        .map(|l| without_timestamp(trim(l)))
+        .filter(|l| !l.is_empty());
     lines.extend(rest.by_ref().take(MAX_LINES_READ / 2));
     let mut tail = std::collections::VecDeque::new();
     for line in rest {
@@ -75,6 +78,8 @@ pub fn key_of(message: &str, stack_trace: Option<&str>) -> Key {
     let mut site = None;
     let mut frames = Vec::new();
     let mut headline = None;
+    let mut first_line = None;
+    let mut in_group = false;
     let mut after_trace = None;
     let mut skip_source = false;
     let mut in_python_trace = false;
@@ -96,10 +101,24 @@ pub fn key_of(message: &str, stack_trace: Option<&str>) -> Key {
             // The line after a Python trace: its exception.
             after_trace = Some(index);
         }
-        if headline.is_none() {
+        if first_line.is_none() {
+            first_line = Some(index);
+        }
+        // GitHub's echo of a step (its script, `shell:`, `env:`) runs from
+        // `##[group]` to `##[endgroup]`.
+        if line.starts_with("##[group]") {
+            in_group = true;
+        } else if line.starts_with("##[endgroup]") {
+            in_group = false;
+            continue;
+        }
+        if headline.is_none() && !in_group && !is_chatter(line) {
             headline = Some(index);
         }
     }
+    // Only a runner's echo of its command or routine log lines: the first
+    // of them, as before.
+    let headline = headline.or(first_line);
     // The error line: a Python trace's exception, else a line that starts
     // with an exception (`pkg.mod.ConnectionError: ...`: the most specific
     // thing output says), else the first line that says it is an error,
@@ -124,7 +143,10 @@ pub fn key_of(message: &str, stack_trace: Option<&str>) -> Key {
             searched()
                 .take_while(|&(i, _)| i < first_frame)
                 .filter(|&(i, l)| {
-                    first_frame - i <= 2 * FRAME_GAP && is_error_line(l) && frame_of(l).is_none()
+                    first_frame - i <= 2 * FRAME_GAP
+                        && is_error_line(l)
+                        && frame_of(l).is_none()
+                        && !is_chatter(l)
                 })
                 .last()
                 .map(|(i, _)| i)
@@ -134,7 +156,12 @@ pub fn key_of(message: &str, stack_trace: Option<&str>) -> Key {
         .map(|(i, _)| i);
     let error = after_trace.or(exception).or(heads_trace).or_else(|| {
         searched()
-            .find(|(_, l)| is_error_line(l) && frame_of(l).is_none())
+            .find(|&(i, l)| {
+                is_error_line(l)
+                    && frame_of(l).is_none()
+                    && !is_chatter(l)
+                    && (Some(i) == headline || !is_bare_status(l))
+            })
             .map(|(i, _)| i)
     });
     // A crash (an exception, a Go panic) is named by itself and its site, as in Sentry's grouping: the exit
@@ -158,8 +185,34 @@ pub fn key_of(message: &str, stack_trace: Option<&str>) -> Key {
     if let (Some(h), Some(e)) = (headline, error) {
         if h != e && !crash {
             // A headline that only wraps the error ("command X failed:
-            // exit code 2") adds its statuses, not its variable words.
-            push_statuses(&mut words, lines[h]);
+            // exit code 2") adds its statuses, not its variable words; so
+            // does a runner's last line (`ERROR: Job failed: exit code
+            // 1`, `Error: Process completed with exit code 1.`). Each
+            // exit status once, under one name, whichever line and words
+            // the runner gave it: one failure reported by two CI systems
+            // is one cause.
+            let mut exits = Vec::new();
+            let trailer = lines.len().saturating_sub(TRAILER_LINES);
+            for (i, line) in lines.iter().enumerate() {
+                if i == e || (i != h && (i < trailer || !is_bare_status(line))) {
+                    continue;
+                }
+                if i == h && !is_bare_status(line) {
+                    push_statuses(&mut words, line);
+                    continue;
+                }
+                push_exit_statuses(&mut exits, line);
+            }
+            for exit in exits {
+                if words.len() + 2 <= MAX_WORDS {
+                    words.push(word("exit", None));
+                    words.push(Word {
+                        key: Some(exit.into()),
+                        raw: exit.into(),
+                        pinned: true,
+                    });
+                }
+            }
         }
     }
     if let Some(e) = error.or(headline).filter(|_| trace_error.is_none()) {
@@ -387,6 +440,23 @@ const ERROR_MARKERS: &[&str] = &[
 /// error marker or names an error type (`KeyError`), followed by nothing
 /// or by `[...]` or `(...)` (`error[E0308]`).
 fn is_error_marker(word: &str) -> bool {
+    // A checklist's verdict after its dot leader (pre-commit's
+    // `black.....Failed`, `test_x ... FAILED`), a logger's level after its
+    // channel or field name (`production.ERROR`, `level=error`).
+    if let Some(at) = word.rfind(['.', '=']) {
+        let verdict = &word[at + 1..];
+        let leader = word[..at].ends_with('.');
+        if (leader && (verdict == "Failed" || verdict == "FAILED"))
+            || (word.as_bytes()[at] == b'='
+                && word[..at].eq_ignore_ascii_case("level")
+                && verdict.eq_ignore_ascii_case("error"))
+            || (word.as_bytes()[at] == b'.'
+                && !leader
+                && matches!(verdict, "ERROR" | "CRITICAL" | "FATAL"))
+        {
+            return true;
+        }
+    }
     // Its first letter rules out most words before their head is looked
     // for: it must be a marker's first letter, or a capital.
     let Some(&first) = word.as_bytes().first() else {
@@ -433,6 +503,166 @@ fn starts_with_location(line: &str) -> bool {
             .rsplit_once('.')
             .is_some_and(|(stem, ext)| !stem.is_empty() && (1..=5).contains(&ext.len()))
 }
+
+/// A line's start without the time a logger or a CI runner put before it
+/// (`2025-09-16T20:15:34.4846282Z`, `[2025-12-17 05:36:52]`, `2025-12-24
+/// 14:38:26,838`): the same line at another time is the same line.
+fn without_timestamp(line: &str) -> &str {
+    if !line.starts_with(|c: char| c.is_ascii_digit() || c == '[' || c == '#') {
+        return line;
+    }
+    let mut rest = line;
+    for _ in 0..2 {
+        let end = find_space(rest).unwrap_or(rest.len());
+        let word = rest[..end].trim_matches(['[', ']']);
+        let bytes = word.as_bytes();
+        let is_time = bytes.first().is_some_and(u8::is_ascii_digit)
+            && bytes.iter().all(|b| {
+                b.is_ascii_digit() || matches!(b, b'-' | b':' | b'.' | b',' | b'T' | b'Z' | b'+')
+            })
+            && (bytes.iter().filter(|&&b| b == b'-').count() == 2
+                || bytes.iter().filter(|&&b| b == b':').count() == 2);
+        if !is_time {
+            break;
+        }
+        rest = trim_start(&rest[end..]);
+    }
+    // GitHub's annotations (`##[error]Process completed with exit code
+    // 1.`): the text is the line. (Its `##[group]` and `##[endgroup]` stay:
+    // they tell where a step's echo ends, see `key_of`.)
+    for marker in ["##[error]", "##[warning]", "##[notice]"] {
+        if let Some(after) = rest.strip_prefix(marker) {
+            return trim_start(after);
+        }
+    }
+    rest
+}
+
+/// Whether a line is a runner's or a logger's chatter, never the line that
+/// says what failed: a command echoed before it runs (`$ npm test`, `+
+/// make`, GitHub's `Run npm test`, `[command]/usr/bin/git`), or a log
+/// line at a routine level (`INFO`, `DEBUG`, `[debug]`, `level=info`,
+/// `"level":"info"`, `production.DEBUG:`).
+fn is_chatter(line: &str) -> bool {
+    let mut words = split_whitespace(line);
+    let Some(first) = words.next() else {
+        return false;
+    };
+    if matches!(first, "$" | "+" | "++") || first.starts_with("[command]") {
+        return true;
+    }
+    if first == "Run" && !is_error_line(line) && !line.contains("failed") {
+        return true;
+    }
+    if first.starts_with('{') {
+        // A JSON log line: its "level" field.
+        return ["\"level\"", "\"severity\""].iter().any(|field| {
+            split_once(line, field).is_some_and(|(_, rest)| {
+                let value = rest.trim_start_matches([':', ' ', '"']);
+                let end = value.find(['"', ',', '}', ' ']).unwrap_or(value.len());
+                is_routine_level(&format!("level={}", &value[..end]))
+            })
+        });
+    }
+    std::iter::once(first)
+        .chain(words.take(3))
+        .any(is_routine_level)
+}
+
+/// Whether a word gives a log line's level as a routine one: `INFO`,
+/// `DEBUG`, `TRACE` in capitals, any case in brackets (`[debug]`), as a
+/// field (`level=info`, `"level":"debug"`, pino's `"level":30`) or after
+/// an environment (Laravel's `production.INFO:`).
+fn is_routine_level(raw: &str) -> bool {
+    const LEVELS: &[&str] = &["info", "debug", "trace"];
+    let named = |w: &str| LEVELS.iter().any(|l| w.eq_ignore_ascii_case(l));
+    let word = raw.trim_matches([',', '{', '}', ':']);
+    if let Some(inner) = word.strip_prefix('[').and_then(|w| w.strip_suffix(']')) {
+        return named(inner);
+    }
+    if let Some(at) = word.rfind(['=', ':']) {
+        let key = word[..at].trim_matches('"');
+        let value = word[at + 1..].trim_matches('"');
+        return ["level", "lvl", "severity", "loglevel"]
+            .iter()
+            .any(|k| key.eq_ignore_ascii_case(k))
+            && (named(value) || matches!(value, "10" | "20" | "30"));
+    }
+    let level = word.rsplit('.').next().unwrap_or(word);
+    named(level) && level.bytes().all(|b| b.is_ascii_uppercase())
+}
+
+/// Whether a line only reports that something exited with a status: every
+/// word is a runner's word for it (`ERROR: Job failed: exit code 1`,
+/// `Error: Process completed with exit code 1.`, ``step failed: `x`
+/// exited with status 1``, `script returned exit code 1`), a status, or
+/// a value (the command). It says no more than the status does.
+fn is_bare_status(line: &str) -> bool {
+    const WORDS: &[&str] = &[
+        "error",
+        "failed",
+        "fail",
+        "failure",
+        "job",
+        "step",
+        "process",
+        "completed",
+        "command",
+        "script",
+        "returned",
+        "exited",
+        "exit",
+        "with",
+        "code",
+        "status",
+        "non-zero",
+        "nonzero",
+        "the",
+        "a",
+        "has",
+        "run",
+        "task",
+        "stage",
+        "finished",
+        "terminated",
+        "cmd",
+    ];
+    let mut previous: Option<&str> = None;
+    let mut status = false;
+    for raw in split_words(line) {
+        let core = core_of(raw);
+        if is_status(previous, raw) {
+            status = true;
+        } else if !(core.is_empty()
+            || is_quoted(raw)
+            || is_variable(core)
+            || WORDS.iter().any(|w| core.eq_ignore_ascii_case(w)))
+        {
+            return false;
+        }
+        previous = Some(raw);
+    }
+    status
+}
+
+/// The exit statuses a runner's line names (`exit code 1`, `status 2`,
+/// `rc=1`), each once.
+fn push_exit_statuses<'a>(exits: &mut Vec<&'a str>, line: &'a str) {
+    let mut previous: Option<&str> = None;
+    for raw in split_whitespace(line) {
+        if is_status(previous, raw) {
+            let value = core_of(raw);
+            if !exits.contains(&value) {
+                exits.push(value);
+            }
+        }
+        previous = Some(raw);
+    }
+}
+
+/// Last lines of a message where a runner reports the status its command
+/// exited with.
+const TRAILER_LINES: usize = 3;
 
 /// The statuses a line names (`exit code 2`, `HTTP 503`): the status
 /// word and the word after it.
@@ -568,81 +798,307 @@ fn command_tail(line: &str) -> Option<usize> {
 }
 
 fn push_line_words(words: &mut Vec<Word>, line: &str) {
-    // Where this line's words start in the key.
-    let first = words.len();
-    let mut previous: Option<&str> = None;
+    let room = MAX_WORDS.saturating_sub(words.len());
+    // A line with more words than the key has room for gives its first
+    // words and its last: an error that wraps another puts the root cause
+    // last (`fetching x: dial tcp 10.0.0.7:443: connection refused`,
+    // Python's `... (Caused by SSLError(...: certificate has expired))`),
+    // and a long line cut after its first words would lose it. Counted
+    // only for a line long enough to need it (a word takes two bytes at
+    // least, with its space).
+    let count = if line.len() / 2 >= room {
+        split_words(line).count()
+    } else {
+        0
+    };
+    let tail = if count > room {
+        TAIL_WORDS.min(room / 2)
+    } else {
+        0
+    };
+    let mut state = LineState {
+        first: words.len(),
+        previous: None,
+        http: false,
+        // make's `*** [target] Error 2`: the number after `Error` is the
+        // recipe's exit status.
+        make: line.contains("*** "),
+    };
+    let mut raws = split_words(line).enumerate().peekable();
+    while let Some((at, raw)) = raws.next() {
+        if tail > 0 && at < count - tail && words.len() >= MAX_WORDS - tail {
+            // The middle of a long line: skipped to its last words.
+            state.previous = Some(raw);
+            continue;
+        }
+        if words.len() >= MAX_WORDS {
+            return;
+        }
+        let after = raws.peek().map(|&(_, w)| w);
+        // A checklist's line (`black.....Failed`): its name and its
+        // verdict, not one word the length of its dot leader.
+        if let Some((name, verdict)) = split_leader(raw) {
+            push_line_word(words, &mut state, name, Some(verdict));
+            // The check that failed names the cause, as a step before
+            // `failed` does: `black.....Failed` and `ruff.....Failed` in
+            // one pre-commit run are two.
+            if is_error_marker(core_of(raw)) && is_plain_word(name) {
+                if let Some(last) = words.last_mut() {
+                    last.key = Some(last.raw.clone());
+                    last.pinned = true;
+                }
+            }
+            if words.len() < MAX_WORDS {
+                push_line_word(words, &mut state, verdict, after);
+            }
+            continue;
+        }
+        if is_logger_level(raw) {
+            // `production.ERROR:`, `level=error`: which logger channel or
+            // which spelling says it is an error is not the error.
+            state.previous = Some(raw);
+            continue;
+        }
+        push_line_word(words, &mut state, raw, after);
+    }
+}
+
+/// Whether a word is a logger's level written with its channel or field
+/// name (`production.ERROR:`, `staging.WARNING:`, `level=error`).
+fn is_logger_level(raw: &str) -> bool {
+    const LEVELS: &[&str] = &[
+        "ERROR",
+        "WARNING",
+        "WARN",
+        "CRITICAL",
+        "FATAL",
+        "INFO",
+        "DEBUG",
+        "NOTICE",
+        "ALERT",
+        "EMERGENCY",
+    ];
+    let word = raw.trim_end_matches(':');
+    match word.rsplit_once(['.', '=']) {
+        Some((name, level)) if word.as_bytes()[name.len()] == b'=' => {
+            name.eq_ignore_ascii_case("level")
+                && LEVELS.iter().any(|l| l.eq_ignore_ascii_case(level))
+        }
+        Some((name, level)) => {
+            !name.is_empty()
+                && name
+                    .bytes()
+                    .all(|b| b.is_ascii_lowercase() || b == b'_' || b == b'-')
+                && LEVELS.contains(&level)
+        }
+        None => false,
+    }
+}
+
+/// A word made of a name, a dot leader and a verdict (`black.....Failed`,
+/// `test_x......ok`): the name and the verdict.
+fn split_leader(raw: &str) -> Option<(&str, &str)> {
+    let start = raw.find("...")?;
+    let end = start + raw[start..].bytes().take_while(|&b| b == b'.').count();
+    (start > 0 && end < raw.len()).then(|| (&raw[..start], &raw[end..]))
+}
+
+/// Words kept from the end of a line too long for the key (see
+/// [`push_line_words`]).
+const TAIL_WORDS: usize = 12;
+
+/// What reading one line has learned so far.
+struct LineState<'a> {
+    /// Where the line's words start in the key.
+    first: usize,
+    previous: Option<&'a str>,
+    /// The line is about HTTP (see [`push_line_word`]).
+    http: bool,
+    /// The line is make's report of a recipe that failed.
+    make: bool,
+}
+
+fn push_line_word<'a>(
+    words: &mut Vec<Word>,
+    state: &mut LineState<'a>,
+    raw: &'a str,
+    after: Option<&str>,
+) {
+    let previous = state.previous;
+    state.previous = Some(raw);
+    if let Some(inner) = quoted_message(previous, raw) {
+        // Error text quoted inside error text is read as words: it says
+        // why (see `quoted_message`).
+        let mut inner_state = LineState {
+            first: words.len(),
+            previous: None,
+            http: state.http,
+            make: false,
+        };
+        let mut inner_raws = split_words(inner).take(QUOTE_WORDS).peekable();
+        while let Some(inner_raw) = inner_raws.next() {
+            if words.len() >= MAX_WORDS {
+                return;
+            }
+            let inner_after = inner_raws.peek().copied();
+            push_line_word(words, &mut inner_state, inner_raw, inner_after);
+        }
+        state.http |= inner_state.http;
+        return;
+    }
+    let core = core_of(raw);
     // On a line about HTTP, a bare three-digit number from 100 to 599 is
     // a status (`HTTP request failed: 502 Bad Gateway`): 502 and 503 from
     // one host are two causes. Not when a unit follows it (`timed out
     // after 250 ms`): that is a measure.
-    let mut http = false;
-    // make's `*** [target] Error 2`: the number after `Error` is the
-    // recipe's exit status.
-    let make = line.contains("*** ");
-    let mut raws = split_words(line).peekable();
-    while let Some(raw) = raws.next() {
-        if words.len() >= MAX_WORDS {
-            return;
-        }
-        let core = core_of(raw);
-        http |= core.eq_ignore_ascii_case("http")
-            || core
-                .as_bytes()
-                .get(..5)
-                .is_some_and(|head| head.eq_ignore_ascii_case(b"http/"));
-        let after = raws.peek().copied();
-        let mut next = word(raw, previous);
-        let status = is_http_status(core)
-            && ((http && !after.is_some_and(|w| is_unit(core_of(w))))
-                || after.is_some_and(|w| is_reason_of(core, core_of(w)))
-                || (after.is_none() && reports_a_status(previous)))
-            || (make
-                && previous == Some("Error")
-                && after.is_none()
-                && !core.is_empty()
-                && core.len() <= 3
-                && core.bytes().all(|b| b.is_ascii_digit()));
-        if status {
-            next.key = Some(next.raw.clone());
-            next.pinned = true;
-        } else if let Some(code) = quoted_status(raw) {
-            // httpx's `Server error '502 Bad Gateway' for url ...`: a
-            // quoted status line is its status, not a value.
-            next.key = Some(code.into());
-            next.pinned = true;
-        }
-        previous = Some(raw);
-        // A line that starts `<command> <step> failed` (`npm test
-        // failed`, `git push failed`, `cargo build failed: ...`), or with
-        // a word such as `has`, `command` or `step` between (`cargo test
-        // has failed`, `npm test command failed`, `the lint step failed`),
-        // names the step that failed in its second word: two steps that
-        // fail are two causes, though all other words agree. Only there,
-        // and only a plain lower-case word: further into a line the word
-        // before `failed` is as often a value (`git push origin main
-        // failed`, `pip install numpy failed`), and test names, branches
-        // and ids mostly carry `_`, `-`, `/`, capitals or digits.
-        if is_failed(core)
-            && words.len() >= first + 2
-            && words[first + 2..].iter().all(|w| is_step_word(&w.raw))
-        {
-            let step = &mut words[first + 1];
-            if is_plain_word(&step.raw) {
-                step.pinned = true;
-            }
-        }
-        // A list of variables is one variable: lists of versions or ids
-        // vary in length as well as in value.
-        if next.key.is_none()
-            && words
-                .last()
-                .is_some_and(|w| w.key.is_none() && w.raw.ends_with(','))
-        {
-            continue;
-        }
-        words.push(next);
+    state.http |= core.eq_ignore_ascii_case("http")
+        || core
+            .as_bytes()
+            .get(..5)
+            .is_some_and(|head| head.eq_ignore_ascii_case(b"http/"));
+    let mut next = word(raw, previous);
+    let status = is_http_status(core)
+        && ((state.http && !after.is_some_and(|w| is_unit(core_of(w))))
+            || after.is_some_and(|w| is_reason_of(core, core_of(w)))
+            || (after.is_none() && reports_a_status(previous)))
+        || (state.make
+            && previous == Some("Error")
+            && after.is_none()
+            && !core.is_empty()
+            && core.len() <= 3
+            && core.bytes().all(|b| b.is_ascii_digit()));
+    if status {
+        next.key = Some(next.raw.clone());
+        next.pinned = true;
+    } else if let Some(code) = quoted_status(raw) {
+        // httpx's `Server error '502 Bad Gateway' for url ...`: a
+        // quoted status line is its status, not a value.
+        next.key = Some(code.into());
+        next.pinned = true;
     }
+    // A line that starts `<command> <step> failed` (`npm test
+    // failed`, `git push failed`, `cargo build failed: ...`), or with
+    // a word such as `has`, `command` or `step` between (`cargo test
+    // has failed`, `npm test command failed`, `the lint step failed`),
+    // names the step that failed in its second word: two steps that
+    // fail are two causes, though all other words agree. Only there,
+    // and only a plain lower-case word: further into a line the word
+    // before `failed` is as often a value (`git push origin main
+    // failed`, `pip install numpy failed`), and test names, branches
+    // and ids mostly carry `_`, `-`, `/`, capitals or digits.
+    let first = state.first;
+    if is_failed(core)
+        && words.len() >= first + 2
+        && words[first + 2..].iter().all(|w| is_step_word(&w.raw))
+    {
+        let step = &mut words[first + 1];
+        if is_plain_word(&step.raw) {
+            step.pinned = true;
+        }
+    }
+    // A list of variables is one variable: lists of versions or ids
+    // vary in length as well as in value.
+    if next.key.is_none()
+        && words
+            .last()
+            .is_some_and(|w| w.key.is_none() && w.raw.ends_with(','))
+    {
+        return;
+    }
+    words.push(next);
 }
+
+/// The text inside a quoted word that is error text rather than a value,
+/// to be read as words: the value of a field that holds a message
+/// (`"message": "Rate limit reached for ..."`, `'reason': 'Overloaded'`,
+/// `error="certificate has expired"`), a field that holds an error class
+/// when the value is one name (`"code": "insufficient_quota"`, `'type':
+/// 'overloaded_error'`), or the text an exception was raised with, when it
+/// is a phrase (`SSLCertVerificationError(1, '[SSL: ...] certificate verify
+/// failed: certificate has expired (_ssl.c:1006)')`).
+///
+/// Why: quotes mostly hold values (a name, a path, a command), which vary
+/// between occurrences of one cause, so a quoted word is a variable. But an
+/// API's JSON error body and a nested exception quote the very words that
+/// tell two causes apart: a rate limit from an exhausted quota (both 429),
+/// an unknown certificate issuer from an expired certificate (one pip
+/// line). A field's name or an exception's constructor says which kind of
+/// quote it is, whatever the tool.
+fn quoted_message<'a>(previous: Option<&str>, raw: &'a str) -> Option<&'a str> {
+    const MESSAGE_FIELDS: &[&str] = &[
+        "message",
+        "msg",
+        "error",
+        "err",
+        "reason",
+        "detail",
+        "details",
+        "description",
+        "error_message",
+        "errormessage",
+        "error_description",
+        "cause",
+    ];
+    const CLASS_FIELDS: &[&str] = &[
+        "code",
+        "type",
+        "kind",
+        "status",
+        "error_code",
+        "errorcode",
+        "error_type",
+        "errortype",
+    ];
+    let previous = previous?;
+    // The quoted text: from the opening quote to its closing one, with
+    // only closing punctuation after (`"Overloaded"}},`).
+    let quote = raw
+        .chars()
+        .next()
+        .filter(|c| matches!(c, '`' | '"' | '\''))?;
+    let end = raw.rfind(quote).filter(|&end| end > 0)?;
+    if !raw[end + 1..]
+        .bytes()
+        .all(|b| matches!(b, b',' | b';' | b':' | b'.' | b')' | b']' | b'}'))
+    {
+        return None;
+    }
+    let inner = &raw[1..end];
+    if inner.is_empty() || inner.len() > MAX_LINE_QUOTE {
+        return None;
+    }
+    let one_name = !inner.bytes().any(|b| b.is_ascii_whitespace());
+    let (lead, field, tail) = unwrap(previous);
+    let (field, assigned) = match field.strip_suffix('=') {
+        Some(field) => (field, true),
+        None => (field, false),
+    };
+    let names = |list: &[&str]| list.iter().any(|name| field.eq_ignore_ascii_case(name));
+    // A key of JSON or of a Python dict (`"message":`, `'type':`) or an
+    // assignment (`reason=`): not a label a line starts with (`error:
+    // 'x' is not defined` quotes a value).
+    let quoted_key = lead.ends_with(['"', '\'']) && tail.starts_with(['"', '\'']);
+    let is_field = (assigned || (quoted_key && tail.contains(':'))) && !lead.contains('(');
+    if is_field && (names(MESSAGE_FIELDS) || (one_name && names(CLASS_FIELDS))) {
+        return Some(inner);
+    }
+    // `SSLCertVerificationError(1, '...')`: the text a constructor got.
+    let constructs = previous.contains("Error(") || previous.contains("Exception(");
+    let raised = constructs && (previous.ends_with('(') || previous.ends_with(','));
+    (raised && split_whitespace(inner).nth(2).is_some()).then_some(inner)
+}
+
+/// Words read of quoted error text (see [`quoted_message`]): its first
+/// words name the cause (`Rate limit reached for ...`, `You exceeded your
+/// current quota ...`, `certificate verify failed: certificate has
+/// expired`); what follows is detail and advice, whose values vary in
+/// length (`of 80,000 input tokens per minute`, `of 4,000 requests per
+/// minute`) and would split one cause by its number of words.
+const QUOTE_WORDS: usize = 8;
+
+/// The longest quoted text read as words (see [`quoted_message`]): longer
+/// is a payload, not a message.
+const MAX_LINE_QUOTE: usize = 1_024;
 
 /// Whether a word may stand between a step's name and `failed` (`cargo
 /// test has failed`, `npm test command failed`, `the lint step failed`).

@@ -819,6 +819,75 @@ mod grouping {
     }
 
     #[test]
+    fn the_reasons_an_api_body_quotes_stay_apart() {
+        // One status (429), one client, one line: the JSON body's message
+        // and type are what tell a rate limit from an exhausted quota.
+        let body = |message: &str, kind: &str, n: usize| {
+            format!(
+                "openai.RateLimitError: Error code: 429 - {{'error': {{'message': '{message}', \
+                 'type': '{kind}', 'param': None, 'code': '{kind}'}}, 'request_id': 'req_{n:08x}'}}"
+            )
+        };
+        stay_apart(
+            "AgentError",
+            |n| {
+                body(
+                    &format!("Rate limit reached for gpt-4o on tokens per min (TPM): Limit 30000, Used {n}, Requested 812. Please try again in {n}ms."),
+                    "rate_limit_exceeded",
+                    n,
+                )
+            },
+            |n| {
+                body(
+                    "You exceeded your current quota, please check your plan and billing details.",
+                    "insufficient_quota",
+                    n,
+                )
+            },
+        );
+    }
+
+    #[test]
+    fn the_text_an_exception_was_raised_with_tells_causes_apart() {
+        // pip's line for a certificate it could not verify: why is in the
+        // quoted text SSLCertVerificationError was raised with.
+        let pip = |reason: &str, n: usize| {
+            let package = PACKAGES[n % PACKAGES.len()];
+            format!(
+                "Could not fetch URL https://pypi.org/simple/{package}/: There was a problem \
+                 confirming the ssl certificate: HTTPSConnectionPool(host='pypi.org', port=443): \
+                 Max retries exceeded with url: /simple/{package}/ (Caused by \
+                 SSLError(SSLCertVerificationError(1, '[SSL: CERTIFICATE_VERIFY_FAILED] \
+                 certificate verify failed: {reason} (_ssl.c:{n})'))) - skipping"
+            )
+        };
+        stay_apart(
+            "CommandFailed",
+            |n| pip("unable to get local issuer certificate", n),
+            |n| pip("certificate has expired", n),
+        );
+    }
+
+    #[test]
+    fn the_root_cause_at_the_end_of_a_long_line_counts() {
+        // Go wraps an error in its callers' context: the cause is last,
+        // past the words a key keeps from the start of a line.
+        let wrapped = |cause: &str, n: usize| {
+            let context: Vec<String> = (0..50).map(|i| format!("step{i}")).collect();
+            format!(
+                "error: {} while syncing {}: dial tcp 10.0.{n}.7:5432: {cause}",
+                context.join(" "),
+                BRANCHES[n % BRANCHES.len()]
+            )
+        };
+        stay_apart(
+            "NetworkError",
+            |n| wrapped("connect: connection refused", n),
+            |n| wrapped("i/o timeout after deadline", n),
+        );
+    }
+
+    #[test]
     fn http_502_and_503_from_one_host_stay_apart() {
         stay_apart(
             "NetworkError",

@@ -14,9 +14,11 @@
 /// got before it. A database records the version its families were mined
 /// with; `dlq families` says when that is older, and `dlq families rebuild
 /// --all` mines every item again with the current rules, keeping ids and
-/// merges. 2: 2026-11-28 (a crash without its runner's exit status, sites
-/// by their last two path parts); 1: unrecorded, everything before.
-pub const RULES: u32 = 2;
+/// merges. 3: 2026-11-28 (quoted error text in API bodies and exceptions
+/// read as words; the last words of a long line kept); 2: 2026-11-28 (a
+/// crash without its runner's exit status, sites by their last two path
+/// parts); 1: unrecorded, everything before.
+pub const RULES: u32 = 3;
 
 pub mod key;
 pub mod miner;
