@@ -49,7 +49,8 @@ const GLOBAL: &str = "Global options";
 /// The command line as parsed: [`Cli`] with the global options shown once,
 /// in `dlq --help`. A subcommand's help hides them (they made `retry
 /// --help` 120 lines, most of it the same in every subcommand) and names
-/// them in one line instead; they are still accepted there.
+/// them in one line instead; they are still accepted there. Its `-h` and
+/// `--help` are one page: options first, then details and examples.
 pub fn command() -> clap::Command {
     use clap::CommandFactory;
     let command = Cli::command();
@@ -76,12 +77,29 @@ fn hide_globals(sub: clap::Command, globals: &[clap::Arg], line: &str) -> clap::
     for global in globals {
         sub = sub.arg(global.clone().hide(true));
     }
-    let after = match sub.get_after_help() {
-        Some(after) => format!("{after}\n\n{line}"),
-        None => line.to_string(),
-    };
-    sub.after_help(after)
-        .mut_subcommands(|sub| hide_globals(sub, globals, line))
+    // One layout for `-h` and `--help`: the summary, the usage and one
+    // line per option, then the details and examples. clap lays out
+    // `--help` with a blank line and a line of defaults per option as soon
+    // as a command has a long description or an option a long help, which
+    // made `retry --help` 102 lines, most of them spacing.
+    let mut after = Vec::new();
+    if let Some(long) = sub.get_long_about().map(ToString::to_string) {
+        let (summary, details) = long.split_once("\n\n").unwrap_or((&long, ""));
+        sub = sub.about(summary.to_string()).long_about(None);
+        if !details.is_empty() {
+            after.push(details.to_string());
+        }
+    }
+    if let Some(given) = sub.get_after_help() {
+        after.push(given.to_string());
+    }
+    after.push(line.to_string());
+    sub.mut_args(|arg| match arg.get_long_help().map(ToString::to_string) {
+        Some(long) => arg.help(long).long_help(None),
+        None => arg,
+    })
+    .after_help(after.join("\n\n"))
+    .mut_subcommands(|sub| hide_globals(sub, globals, line))
 }
 
 /// dlq: a dead letter queue on SQLite — keep, search, analyse and replay the

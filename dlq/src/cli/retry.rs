@@ -17,35 +17,27 @@ use std::time::Duration;
 
 /// Replay a job's dead letters through a command, in parallel
 ///
-/// CMD runs through `sh -c` once per attempt, in its own process group, with
-/// the item's item_data on stdin; its stdout is discarded and the tail of
-/// its stderr is kept. Exit 0 removes the item (a `retried_ok` event);
-/// anything else appends a CommandFailed attempt with the exit code and the
-/// last lines of stderr, and the item is tried again, up to --max-retries
-/// times in this run, with exponential backoff. Past --timeout (default one
-/// hour) the command's process group is killed (a Timeout attempt).
+/// CMD runs through `sh -c` once per attempt, in its own process group,
+/// with the item's item_data on stdin (stdout is discarded, the tail of
+/// stderr kept). Exit 0 removes the item; anything else appends a
+/// CommandFailed attempt, and the item is tried again, up to --max-retries
+/// times, with backoff. Past --timeout its process group is killed (a
+/// Timeout attempt).
 ///
 /// Its environment:
 ///   DLQ_JOB_ID, DLQ_ITEM_ID  the item
-///   DLQ_ATTEMPT      1, 2, ... up to --max-retries: the attempt in this run
-///                    (the stored attempt_number counts the item's whole
-///                    history, so it is higher when the item failed before)
+///   DLQ_ATTEMPT      1, 2, ...: the attempt in this run (the stored
+///                    attempt_number counts the item's whole history)
 ///   DLQ_ITEM_FILE    the whole item, legacy JSON (0600, removed after)
-///   DLQ_RESULT_FILE  an empty file (0600, private to this run): a command
-///                    that fails may write {"error_type": "RateLimited",
-///                    "error_message": "..."} there, and the attempt records
-///                    that type and message instead of CommandFailed and
-///                    stderr (error_message optional). Read only when the
-///                    command exits non-zero, at most 64 KiB; anything else
-///                    there is ignored, with a note in the attempt's
-///                    error_context.
+///   DLQ_RESULT_FILE  a command that fails may write {"error_type": "X",
+///                    "error_message": "..."} there (64 KiB at most): the
+///                    attempt records that instead of CommandFailed
 ///
-/// Items not eligible for reprocessing are skipped (and counted) unless
-/// --force. Items are claimed with leases through the database, so two runs
-/// never work on one item at once, and the items of a run that died are
-/// taken again once its leases expire (--lease, renewed while commands
-/// run). Ctrl-C stops taking items and lets running commands finish; a
-/// second Ctrl-C kills them. Run the same command again to continue.
+/// Items not eligible for reprocessing are skipped unless --force. Items
+/// are claimed with leases, so two runs never take one item at once, and
+/// a dead run's items are taken again when its leases expire. Ctrl-C stops
+/// taking items; a second one kills the running commands. Run the same
+/// command again to continue.
 ///
 /// Exit status: 0 when every item tried succeeded, 1 when some failed again
 /// or the run was interrupted.
