@@ -938,10 +938,19 @@ fn push_line_word<'a>(
         let mut inner_raws = split_words(inner).take(QUOTE_WORDS).peekable();
         while let Some(inner_raw) = inner_raws.next() {
             if words.len() >= MAX_WORDS {
-                return;
+                break;
             }
             let inner_after = inner_raws.peek().copied();
             push_line_word(words, &mut inner_state, inner_raw, inner_after);
+        }
+        // Its constant words are the cause itself: two failures that
+        // differ there are two, however much of the rest agrees (`unable
+        // to get local issuer certificate` against `certificate has
+        // expired`, in one long pip line).
+        for word in &mut words[inner_state.first..] {
+            if word.key.is_some() {
+                word.pinned = true;
+            }
         }
         state.http |= inner_state.http;
         return;
