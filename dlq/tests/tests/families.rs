@@ -359,7 +359,7 @@ fn families_mined_with_older_rules_are_noted_until_a_full_rebuild() {
         [dlqlite::families::RULES.to_string()]
     );
     let to = dir.join("to.db");
-    copy(&dir, &db, &to);
+    copy_database(&dir, &db, &to);
     assert!(!stderr(&to).contains("rules"), "{}", stderr(&to));
     exec_by_hand(&db, "DELETE FROM settings WHERE key = 'families_rules'");
     let note = stderr(&db);
@@ -397,7 +397,7 @@ fn copy_keeps_family_ids() {
     let before = families_of(&db);
     assert!(before.iter().all(|(_, f)| *f == Some(2)), "{before:?}");
     let to = dir.join("to.db");
-    copy(&dir, &db, &to);
+    copy_database(&dir, &db, &to);
     assert_eq!(families_of(&to), before);
     assert_sound(&to);
     // The same cause added there later joins the kept family.
@@ -638,7 +638,7 @@ fn a_merge_moves_items_is_recorded_and_survives_a_rebuild() {
     assert_eq!((fam("a3"), fam("b4")), (a, a));
     // A copy carries the merge: what is mined into b there goes to a too.
     let copy = dir.join("copy.db");
-    copy(&dir, &db, &copy);
+    copy_database(&dir, &db, &copy);
     add_lines(
         &copy,
         "j",
@@ -919,7 +919,7 @@ fn a_split_makes_a_family_per_value_and_survives_a_rebuild() {
 }
 
 /// `dlq copy --from DB --to TO`, run from a database of its own in `dir`.
-fn copy(dir: &TempDir, db: &Path, to: &Path) {
+fn copy_database(dir: &TempDir, db: &Path, to: &Path) {
     ok(dlq(&dir.join("unused.db"))
         .arg("copy")
         .arg("--from")
