@@ -94,9 +94,22 @@ fn hide_globals(sub: clap::Command, globals: &[clap::Arg], line: &str) -> clap::
         after.push(given.to_string());
     }
     after.push(line.to_string());
-    sub.mut_args(|arg| match arg.get_long_help().map(ToString::to_string) {
-        Some(long) => arg.help(long).long_help(None),
-        None => arg,
+    sub.mut_args(|arg| {
+        let arg = match arg.get_long_help().map(ToString::to_string) {
+            Some(long) => arg.help(long).long_help(None),
+            None => arg,
+        };
+        // Values with a line of help each (`--format`'s) would bring the
+        // long layout back: their names go in the option's line instead.
+        let values = arg.get_possible_values();
+        if values.iter().any(|v| v.get_help().is_some()) {
+            let names: Vec<&str> = values.iter().map(|v| v.get_name()).collect();
+            let help = arg.get_help().map(ToString::to_string).unwrap_or_default();
+            arg.help(format!("{help} [values: {}]", names.join(", ")))
+                .hide_possible_values(true)
+        } else {
+            arg
+        }
     })
     .after_help(after.join("\n\n"))
     .mut_subcommands(|sub| hide_globals(sub, globals, line))
