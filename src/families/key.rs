@@ -443,7 +443,19 @@ fn is_error_marker(word: &str) -> bool {
     // A checklist's verdict after its dot leader (pre-commit's
     // `black.....Failed`, `test_x ... FAILED`), a logger's level after its
     // channel or field name (`production.ERROR`, `level=error`).
-    if let Some(at) = word.rfind(['.', '=']) {
+    // Looked for only behind a `.` or `=` (one byte read), as this runs on
+    // the first words of every line.
+    let bytes = word.as_bytes();
+    let verdict_last = [
+        "Failed", "FAILED", "ERROR", "CRITICAL", "FATAL", "error", "Error",
+    ]
+    .iter()
+    .any(|v| {
+        bytes.len() > v.len()
+            && matches!(bytes[bytes.len() - v.len() - 1], b'.' | b'=')
+            && word.ends_with(v)
+    });
+    if let Some(at) = word.rfind(['.', '=']).filter(|_| verdict_last) {
         let verdict = &word[at + 1..];
         let leader = word[..at].ends_with('.');
         if (leader && (verdict == "Failed" || verdict == "FAILED"))
@@ -803,19 +815,10 @@ fn push_line_words(words: &mut Vec<Word>, line: &str) {
     // words and its last: an error that wraps another puts the root cause
     // last (`fetching x: dial tcp 10.0.0.7:443: connection refused`,
     // Python's `... (Caused by SSLError(...: certificate has expired))`),
-    // and a long line cut after its first words would lose it. Counted
-    // only for a line long enough to need it (a word takes two bytes at
-    // least, with its space).
-    let count = if line.len() / 2 >= room {
-        split_words(line).count()
-    } else {
-        0
-    };
-    let tail = if count > room {
-        TAIL_WORDS.min(room / 2)
-    } else {
-        0
-    };
+    // and a long line cut after its first words would lose it. The words
+    // past the head are kept in a ring, one read of the line.
+    let tail = TAIL_WORDS.min(room / 2);
+    let head_end = MAX_WORDS - tail;
     let mut state = LineState {
         first: words.len(),
         previous: None,
@@ -824,21 +827,51 @@ fn push_line_words(words: &mut Vec<Word>, line: &str) {
         // recipe's exit status.
         make: line.contains("*** "),
     };
-    let mut raws = split_words(line).enumerate().peekable();
-    while let Some((at, raw)) = raws.next() {
-        if tail > 0 && at < count - tail && words.len() >= MAX_WORDS - tail {
-            // The middle of a long line: skipped to its last words.
+    const RING: usize = TAIL_WORDS + 1;
+    let mut ring = [""; RING];
+    let mut past_head = 0usize;
+    let mut raws = split_words(line).peekable();
+    while let Some(raw) = raws.next() {
+        if words.len() >= head_end {
+            ring[past_head % RING] = raw;
+            past_head += 1;
+            continue;
+        }
+        let after = raws.peek().copied();
+        push_raw(words, &mut state, raw, after);
+    }
+    // The last words: all of those past the head when they fit, else the
+    // last `tail` of them, after the word before them (their `previous`).
+    let from = past_head - past_head.min(tail + 1);
+    for at in from..past_head {
+        let raw = ring[at % RING];
+        if past_head > tail && at == from {
             state.previous = Some(raw);
             continue;
         }
         if words.len() >= MAX_WORDS {
-            return;
+            break;
         }
-        let after = raws.peek().map(|&(_, w)| w);
+        let after = (at + 1 < past_head).then(|| ring[(at + 1) % RING]);
+        push_raw(words, &mut state, raw, after);
+    }
+}
+
+/// One word of a line, as [`push_line_word`] reads it, with the shapes
+/// that are two words or none.
+fn push_raw<'a>(
+    words: &mut Vec<Word>,
+    state: &mut LineState<'a>,
+    raw: &'a str,
+    after: Option<&str>,
+) {
+    // Most words hold neither a dot nor `=`: one look spares them the two
+    // checks below.
+    if raw.bytes().any(|b| b == b'.' || b == b'=') {
         // A checklist's line (`black.....Failed`): its name and its
         // verdict, not one word the length of its dot leader.
         if let Some((name, verdict)) = split_leader(raw) {
-            push_line_word(words, &mut state, name, Some(verdict));
+            push_line_word(words, state, name, Some(verdict));
             // The check that failed names the cause, as a step before
             // `failed` does: `black.....Failed` and `ruff.....Failed` in
             // one pre-commit run are two.
@@ -849,18 +882,18 @@ fn push_line_words(words: &mut Vec<Word>, line: &str) {
                 }
             }
             if words.len() < MAX_WORDS {
-                push_line_word(words, &mut state, verdict, after);
+                push_line_word(words, state, verdict, after);
             }
-            continue;
+            return;
         }
         if is_logger_level(raw) {
             // `production.ERROR:`, `level=error`: which logger channel or
             // which spelling says it is an error is not the error.
             state.previous = Some(raw);
-            continue;
+            return;
         }
-        push_line_word(words, &mut state, raw, after);
     }
+    push_line_word(words, state, raw, after);
 }
 
 /// Whether a word is a logger's level written with its channel or field
