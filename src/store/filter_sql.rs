@@ -181,7 +181,7 @@ impl Expr {
 
     /// [`Expr::to_sql`] for either backend's SQL. Every message search
     /// that the search index can serve reads its candidates
-    /// ([`SearchPlan::everywhere`]).
+    /// (the plan that takes every match: `SearchPlan::everywhere`).
     pub fn to_sql_on(&self, backend: Backend, now: Timestamp) -> Condition {
         self.to_sql_planned(backend, now, &SearchPlan::everywhere())
     }
