@@ -14,6 +14,8 @@
 //!   planted inside the tree makes the write fail instead of landing outside
 //!   it, and a level swapped for a link after it was opened is not followed
 //!   either: what is written goes where the checked directory is.
+//! - [`keep_secret`]: a small secret kept in a file of dlq's own (the
+//!   dashboard's token), read when there, else made and created 0600.
 
 use crate::error::{Error, Result};
 use std::ffi::{CString, OsStr};
@@ -529,4 +531,93 @@ pub fn spool(dir: &Path) -> Result<File> {
             Ok(file)
         }
     }
+}
+
+/// Largest secret file [`keep_secret`] reads.
+const MAX_SECRET_BYTES: u64 = 4096;
+
+/// A small secret dlq keeps in a file of its own (the dashboard's access
+/// token, `dlq serve --token-file`): the file's text (trimmed) when it is
+/// there, else `make`'s, written to a new file, mode 0600, created
+/// exclusively in its directory (`O_CREAT|O_EXCL|O_NOFOLLOW`) and synced.
+/// The flag says it was created. Two processes that start at once agree:
+/// the one that did not create it reads what the other wrote.
+///
+/// A file there that is not a regular file, is a link, or can be read by
+/// anyone but its owner (a secret others can read is not one) is refused.
+pub fn keep_secret(path: &Path, make: impl FnOnce() -> Result<String>) -> Result<(String, bool)> {
+    if let Some(secret) = read_secret(path)? {
+        return Ok((secret, false));
+    }
+    let parent = match path.parent() {
+        Some(parent) if !parent.as_os_str().is_empty() => parent,
+        _ => Path::new("."),
+    };
+    let name = path
+        .file_name()
+        .ok_or_else(|| Error::invalid_argument(path.display().to_string(), "not a file name"))?;
+    let dir = Dir::open_root(parent)?.ok_or_else(|| {
+        Error::io(
+            parent,
+            std::io::Error::new(std::io::ErrorKind::NotFound, "no such directory"),
+        )
+    })?;
+    let secret = make()?;
+    match dir.try_create_file(name) {
+        Ok(mut file) => {
+            file.write_all(format!("{secret}\n").as_bytes())
+                .and_then(|()| file.sync_all())
+                .and_then(|()| dir.sync())
+                .map_err(|e| Error::io(path, e))?;
+            Ok((secret, true))
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => read_secret(path)?
+            .map(|secret| (secret, false))
+            .ok_or_else(|| Error::io(path, e)),
+        Err(e) => Err(Error::io(path, e)),
+    }
+}
+
+/// The trimmed text of the secret file `path`, `None` when there is none
+/// (see [`keep_secret`]).
+fn read_secret(path: &Path) -> Result<Option<String>> {
+    use std::io::Read;
+    use std::os::unix::fs::PermissionsExt;
+    let file = match crate::infile::open_regular(path, crate::infile::Links::Refuse) {
+        Ok(file) => file,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(Error::io(path, e)),
+    };
+    let mode = file
+        .metadata()
+        .map_err(|e| Error::io(path, e))?
+        .permissions()
+        .mode();
+    if mode & 0o077 != 0 {
+        return Err(Error::invalid_argument(
+            path.display().to_string(),
+            format!(
+                "mode {:o} lets others read it: a secret must be its owner's alone (chmod 600)",
+                mode & 0o777
+            ),
+        ));
+    }
+    let mut text = String::new();
+    file.take(MAX_SECRET_BYTES + 1)
+        .read_to_string(&mut text)
+        .map_err(|e| Error::io(path, e))?;
+    if text.len() as u64 > MAX_SECRET_BYTES {
+        return Err(Error::invalid_argument(
+            path.display().to_string(),
+            format!("over {MAX_SECRET_BYTES} bytes: not a token file"),
+        ));
+    }
+    let secret = text.trim();
+    if secret.is_empty() {
+        return Err(Error::invalid_argument(
+            path.display().to_string(),
+            "empty: remove it to have a new token made",
+        ));
+    }
+    Ok(Some(secret.to_string()))
 }

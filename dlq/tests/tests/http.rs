@@ -183,7 +183,17 @@ impl Server {
         let given = args
             .iter()
             .position(|a| *a == "--token")
-            .map(|i| args[i + 1].to_string());
+            .map(|i| args[i + 1].to_string())
+            .or_else(|| {
+                // One kept in a file (--token-file) is not printed either.
+                let at = args.iter().position(|a| *a == "--token-file")?;
+                Some(
+                    std::fs::read_to_string(args[at + 1])
+                        .ok()?
+                        .trim()
+                        .to_string(),
+                )
+            });
         let (address, token) = match (rest.split_once("/?token="), given) {
             (Some((address, query)), None) => (address.to_string(), query.to_string()),
             (None, Some(token)) => (rest.trim_end_matches('/').to_string(), token),

@@ -10,17 +10,21 @@ fn every_request_needs_the_token() {
     let db = dir.path().join("dlq.db");
     add_lines(&db, "job", [item("a", 1, "2025-01-01T00:00:00Z", "boom")]);
     let server = Server::start(&db, &[]);
-    for path in [
-        "/",
-        "/items",
-        "/static/dlq.css",
-        "/static/dlq.js",
-        "/api/jobs",
-        "/api/items",
-    ] {
+    for path in ["/", "/items", "/static/dlq.js", "/api/jobs", "/api/items"] {
         assert_eq!(server.get_anonymous(path).status, 401, "{path}");
         assert_eq!(server.get(path).status, 200, "{path}");
     }
+    // The refusal is a styled page: its stylesheet, which holds no data,
+    // is the one thing served without the token.
+    let refusal = server.get_anonymous("/items");
+    assert!(
+        refusal.body.contains(r#"href="/static/dlq.css""#),
+        "{}",
+        refusal.body
+    );
+    let css = server.get_anonymous("/static/dlq.css");
+    assert_eq!(css.status, 200);
+    assert!(css.body.contains('{'), "{}", css.body);
 }
 
 #[test]
@@ -212,7 +216,8 @@ fn the_url_token_becomes_a_strict_http_only_cookie_and_changes_need_csrf() {
     let server = Server::start(&db, &[]);
     let before = dump(&db);
 
-    // Refused without a token, and with a wrong one, in every place.
+    // Refused without a token, and with a wrong one, in every place but
+    // the stylesheet (see `every_request_needs_the_token`).
     for path in [
         "/",
         "/items",
@@ -220,7 +225,6 @@ fn the_url_token_becomes_a_strict_http_only_cookie_and_changes_need_csrf() {
         "/patterns",
         "/events",
         "/runs",
-        "/static/dlq.css",
         "/static/dlq.js",
         "/api/jobs",
         "/api/items",
@@ -1665,6 +1669,62 @@ fn a_non_loopback_bind_needs_a_good_explicit_token() {
     let _ = child.kill();
     let _ = child.wait();
     result.unwrap();
+}
+
+/// `--token-file` keeps one token across restarts, so bookmarks survive:
+/// made and written 0600 on the first start, read on the next. A file
+/// others may read, a link, or a bad token in it is refused with one line
+/// and no URL.
+#[test]
+fn a_token_file_keeps_the_token_across_restarts() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = TempDir::new("serve-token-file");
+    let db = dir.path().join("dlq.db");
+    add_lines(&db, "job", [item("a", 1, "2025-01-01T00:00:00Z", "boom")]);
+    let file = dir.path().join("token");
+    let path = file.to_str().unwrap();
+    let first = Server::start(&db, &["--token-file", path]);
+    assert!(!first.url.contains("token="), "{}", first.url);
+    assert_eq!(first.get("/api/jobs").status, 200);
+    assert_eq!(first.get_anonymous("/api/jobs").status, 401);
+    let mode = std::fs::metadata(&file).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o600, "{mode:o}");
+    let token = first.token.clone();
+    assert!(token.len() >= 16, "{token}");
+    drop(first);
+    let second = Server::start(&db, &["--token-file", path]);
+    assert_eq!(second.token, token);
+    assert_eq!(second.get("/api/jobs").status, 200);
+    drop(second);
+
+    let refused = |file: &Path, says: &str| {
+        let output = run(dlq(&db)
+            .args(["serve", "--bind", "127.0.0.1:0", "--token-file"])
+            .arg(file)
+            .env_remove("DLQ_TOKEN"));
+        let stderr = String::from_utf8_lossy(&output.stderr).to_string();
+        assert!(!output.status.success(), "{file:?} served");
+        assert_eq!(stderr.trim_end().lines().count(), 1, "{stderr}");
+        assert!(stderr.contains(says), "{stderr}");
+        assert!(output.stdout.is_empty(), "{file:?} printed a URL");
+    };
+    let open = dir.path().join("readable");
+    std::fs::write(&open, format!("{token}\n")).unwrap();
+    std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o644)).unwrap();
+    refused(&open, "chmod 600");
+    let link = dir.path().join("link");
+    std::os::unix::fs::symlink(&file, &link).unwrap();
+    refused(&link, "link");
+    let bad = dir.path().join("bad");
+    std::fs::write(&bad, "short\n").unwrap();
+    std::fs::set_permissions(&bad, std::fs::Permissions::from_mode(0o600)).unwrap();
+    refused(&bad, "16 to 256");
+    // The file kept its token through all that.
+    assert_eq!(std::fs::read_to_string(&file).unwrap().trim(), token);
+    let both = run(dlq(&db)
+        .args(["serve", "--token", "a-Good_token.0123~", "--token-file"])
+        .arg(&file));
+    assert_eq!(both.status.code(), Some(2));
 }
 
 #[test]

@@ -28,6 +28,9 @@ pub const MAX_BODY: usize = 4 << 20;
 const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; \
                    connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
 
+/// The dashboard's stylesheet: the one path served without the token.
+pub const STYLESHEET: &str = "/static/dlq.css";
+
 /// What every handler shares.
 pub struct App {
     pub dlq: Dlq,
@@ -95,7 +98,7 @@ pub fn router(app: Shared) -> Router {
         .route("/events", get(log::events))
         .route("/runs", get(log::runs))
         .route("/action", post(actions::form))
-        .route("/static/dlq.css", get(pages::css))
+        .route(STYLESHEET, get(pages::css))
         .route("/static/dlq.js", get(pages::js))
         .route("/api/jobs", get(api::jobs))
         .route("/api/items", get(api::items))
@@ -228,6 +231,11 @@ async fn ours(response: Response, api: bool, get: bool) -> Response {
 
 async fn check(app: &App, request: Request, next: Next) -> Response {
     let path = request.uri().path().to_string();
+    // The stylesheet holds no data, and the refusal page below needs it
+    // before any token is shown: a 401 page without it is unstyled.
+    if path == STYLESHEET && request.method() == Method::GET {
+        return next.run(request).await;
+    }
     let refuse = |status: StatusCode, message: &str| {
         let failure = Failure::new(status, message.to_string());
         let mut response = if is_api(&path) {

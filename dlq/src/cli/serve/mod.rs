@@ -30,13 +30,15 @@ use std::time::Duration;
 /// Pages: Overview, Items (search with the filter language), Item,
 /// Patterns, Events, Retry runs; a JSON API under /api/. Every request
 /// needs the access token: printed in the URL to open (a new one each
-/// start) or given with --token / DLQ_TOKEN. Binds to 127.0.0.1; another
-/// address needs an explicit token. Ctrl-C (or SIGTERM) stops it: requests
+/// start), given with --token / DLQ_TOKEN, or kept in a file with
+/// --token-file (the same on every start). Binds to 127.0.0.1; another
+/// address needs a token given or kept. Ctrl-C (or SIGTERM) stops it: requests
 /// in flight and retry commands it started get 5 seconds to finish, then
 /// it kills those commands and exits anyway.
 ///
 /// Examples:
 ///   dlq serve
+///   dlq serve --token-file dlq-token
 ///   dlq serve --bind 127.0.0.1:0 --read-only
 ///   dlq serve --bind 127.0.0.1:0 --exec ./process-item.sh --parallel 2
 ///   DLQ_TOKEN=$(openssl rand -hex 24) dlq serve --bind 0.0.0.0:8421
@@ -73,6 +75,10 @@ pub struct Args {
     /// generated one; needed to bind to anything but loopback
     #[arg(long, env = "DLQ_TOKEN", hide_env_values = true, value_name = "TOKEN")]
     token: Option<String>,
+    /// Keep the access token in this file: read when it is there, else made
+    /// and written (0600), so bookmarks survive a restart
+    #[arg(long, value_name = "PATH", conflicts_with = "token")]
+    token_file: Option<std::path::PathBuf>,
     /// Open the dashboard in a browser (xdg-open)
     #[arg(long)]
     open: bool,
@@ -141,14 +147,37 @@ fn csrf_of(token: &str) -> String {
 
 pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
     let address = parse_bind(&args.bind)?;
-    let explicit = args.token.is_some();
-    if let Some(token) = &args.token {
+    let mut token = args.token.clone();
+    if let (None, Some(path)) = (&token, &args.token_file) {
+        let fresh = new_token()?;
+        let (kept, created) = dlqlite::outfile::keep_secret(path, || Ok(fresh))?;
+        if check_token(&kept).is_err() {
+            anyhow::bail!(
+                "the token in {} is not 16 to 256 of A-Z a-z 0-9 - . _ ~: remove the file to have a new one made",
+                dlqlite::text::for_terminal(&path.display().to_string())
+            );
+        }
+        eprintln!(
+            "dlq serve: access token {} {} (0600): the same on every start with --token-file",
+            if created {
+                "made and kept in"
+            } else {
+                "read from"
+            },
+            dlqlite::text::for_terminal(&path.display().to_string())
+        );
+        token = Some(kept);
+    }
+    // A token given (--token, DLQ_TOKEN) or kept (--token-file) is known to
+    // whoever started the dashboard.
+    let explicit = token.is_some();
+    if let Some(token) = &token {
         check_token(token)?;
     }
     if !address.ip().is_loopback() && !explicit {
         super::usage!(
             "will not serve on {} without a token given explicitly (anyone who can reach it would \
-             see every item): pass --token or set DLQ_TOKEN, or bind to 127.0.0.1",
+             see every item): pass --token or --token-file, or set DLQ_TOKEN, or bind to 127.0.0.1",
             address.ip()
         );
     }
@@ -179,7 +208,7 @@ pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
         header_timeout: Duration::from_secs_f64(args.header_timeout),
         max_connections: args.max_connections,
     };
-    let token = match args.token {
+    let token = match token {
         Some(token) => token,
         None => new_token()?,
     };
