@@ -9038,21 +9038,37 @@ mod tests {
         }
     }
 
-    #[test]
-    fn second_fresh_set_has_the_hard_parts() {
-        let corpus = fresh2_failures(5, 6000);
-        let count = |pred: &dyn Fn(&Labelled) -> bool| corpus.iter().filter(|l| pred(l)).count();
+    /// How many of `corpus` match `pred`.
+    fn count(corpus: &[Labelled], pred: impl Fn(&Labelled) -> bool) -> usize {
+        corpus.iter().filter(|l| pred(l)).count()
+    }
+
+    /// What every fresh set must hold: colour, CRLF, long outputs, and at
+    /// least `traces` stack traces and `untyped` failures with no error
+    /// type.
+    fn assert_hard_parts(corpus: &[Labelled], traces: usize, untyped: usize) {
         assert!(
-            count(&|l| l.message.contains("\x1b[")) > 100,
+            count(corpus, |l| l.message.contains("\x1b[")) > 100,
             "ANSI colours"
         );
-        assert!(count(&|l| l.message.contains("\r\n")) > 50, "CRLF");
-        assert!(count(&|l| l.stack_trace.is_some()) > 500, "stack traces");
-        assert!(count(&|l| l.error_type.is_none()) > 20, "no error type");
+        assert!(count(corpus, |l| l.message.contains("\r\n")) > 50, "CRLF");
         assert!(
-            count(&|l| l.message.lines().count() > 30) > 500,
+            count(corpus, |l| l.stack_trace.is_some()) > traces,
+            "stack traces"
+        );
+        assert!(
+            count(corpus, |l| l.error_type.is_none()) > untyped,
+            "no error type"
+        );
+        assert!(
+            count(corpus, |l| l.message.lines().count() > 30) > 500,
             "long outputs"
         );
+    }
+
+    #[test]
+    fn second_fresh_set_has_the_hard_parts() {
+        assert_hard_parts(&fresh2_failures(5, 6000), 500, 20);
     }
 
     /// FNV-1a (64 bit) over every field of `items`: a fingerprint that
@@ -9259,18 +9275,8 @@ mod tests {
     #[test]
     fn third_fresh_set_has_the_hard_parts() {
         let corpus = fresh3_failures(5, 6000);
-        let count = |pred: &dyn Fn(&Labelled) -> bool| corpus.iter().filter(|l| pred(l)).count();
-        assert!(
-            count(&|l| l.message.contains("\x1b[")) > 100,
-            "ANSI colours"
-        );
-        assert!(count(&|l| l.message.contains("\r\n")) > 50, "CRLF");
-        assert!(count(&|l| l.stack_trace.is_some()) > 300, "stack traces");
-        assert!(count(&|l| l.error_type.is_none()) > 100, "no error type");
-        assert!(
-            count(&|l| l.message.lines().count() > 30) > 500,
-            "long outputs"
-        );
+        assert_hard_parts(&corpus, 300, 100);
+        let count = |pred: &dyn Fn(&Labelled) -> bool| count(&corpus, pred);
         assert!(count(&|l| !l.message.contains('\n')) > 50, "one line");
         assert!(
             count(&|l| l.message.contains("Z ##[group]Run ")) > 300,

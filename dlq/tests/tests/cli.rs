@@ -1012,14 +1012,7 @@ fn help_names_environment_variables_without_a_stray_equals_sign() {
     let dir = TempDir::new("help-env");
     let db = dir.join("dlq.db");
     let top = ok(dlq(&db).arg("--help"));
-    let mut commands: Vec<String> = top
-        .lines()
-        .skip_while(|l| !l.starts_with("Commands:"))
-        .skip(1)
-        .take_while(|l| l.starts_with("  "))
-        .filter_map(|l| l.split_whitespace().next().map(str::to_string))
-        .filter(|c| c != "help")
-        .collect();
+    let mut commands = subcommands(&top);
     assert!(commands.len() > 10, "{top}");
     commands.push(String::new());
     for command in commands {
@@ -1032,16 +1025,9 @@ fn help_names_environment_variables_without_a_stray_equals_sign() {
         // A page, not a manual: `-h` and `--help` are the same page, at
         // most 60 lines (docs/commands.md holds the rest).
         if !command.is_empty() {
-            let nested: Vec<&str> = help
-                .lines()
-                .skip_while(|l| !l.starts_with("Commands:"))
-                .skip(1)
-                .take_while(|l| l.starts_with("  "))
-                .filter_map(|l| l.split_whitespace().next())
-                .filter(|c| *c != "help")
-                .collect();
+            let nested = subcommands(&help);
             for words in std::iter::once(vec![command.as_str()])
-                .chain(nested.iter().map(|n| vec![command.as_str(), n]))
+                .chain(nested.iter().map(|n| vec![command.as_str(), n.as_str()]))
             {
                 let page = ok(dlq(&db).args(&words).arg("--help"));
                 let lines = page.lines().count();

@@ -746,3 +746,15 @@ pub fn strings(db: &Path, query: &str) -> Vec<String> {
         .collect::<Result<_, _>>()
         .unwrap()
 }
+
+/// The subcommands a help page lists under `Commands:` (but `help`).
+pub fn subcommands(help: &str) -> Vec<String> {
+    help.lines()
+        .skip_while(|l| !l.starts_with("Commands:"))
+        .skip(1)
+        .take_while(|l| l.starts_with("  "))
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|c| *c != "help")
+        .map(str::to_string)
+        .collect()
+}

@@ -15,7 +15,7 @@
 //! the docs that are not `dlq` examples (the test command itself, the
 //! developer scripts, installs) are listed in [`NOT_RUN`] with the reason.
 
-use crate::common::TempDir;
+use crate::common::{subcommands, TempDir};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -359,15 +359,7 @@ fn help_examples() -> Vec<(String, String)> {
     let bin = env!("CARGO_BIN_EXE_dlq");
     let top = Command::new(bin).arg("--help").output().unwrap();
     let top = String::from_utf8(top.stdout).unwrap();
-    let commands: Vec<String> = top
-        .lines()
-        .skip_while(|l| !l.starts_with("Commands:"))
-        .skip(1)
-        .take_while(|l| l.starts_with("  "))
-        .filter_map(|l| l.split_whitespace().next())
-        .filter(|c| *c != "help")
-        .map(str::to_string)
-        .collect();
+    let commands = subcommands(&top);
     assert!(commands.len() >= 20, "{top}");
     // Each command's summary is one line of the list (none wraps onto a
     // line of its own, none is a paragraph).
