@@ -181,8 +181,16 @@ impl Table {
         for mut cells in self.pending.drain(..) {
             let mut row = Row::from(columns.iter().map(|&i| {
                 let mut text = std::mem::take(&mut cells[i]);
+                let width = widths[i].unwrap_or(usize::MAX);
                 if self.kinds[i] == Kind::Id {
-                    text = middle_cut(text, widths[i].unwrap_or(usize::MAX));
+                    text = middle_cut(text, width);
+                } else if text.len() > width && text.width() > width {
+                    // Cut here, in one pass: the table's own cut of a long
+                    // word takes time in the square of its length (a 200 KB
+                    // message took 35 s to list).
+                    let mut cut: String = within(text.chars(), width.saturating_sub(1)).collect();
+                    cut.push('…');
+                    text = cut;
                 }
                 styled(text, self.kinds[i], settings.color)
             }));
