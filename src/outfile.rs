@@ -546,6 +546,15 @@ const MAX_SECRET_BYTES: u64 = 4096;
 /// A file there that is not a regular file, is a link, or can be read by
 /// anyone but its owner (a secret others can read is not one) is refused.
 pub fn keep_secret(path: &Path, make: impl FnOnce() -> Result<String>) -> Result<(String, bool)> {
+    use std::os::unix::ffi::OsStrExt as _;
+    if path.as_os_str().as_bytes().ends_with(b"/") {
+        // `Path` drops a trailing slash: `tok/` would be created as the file
+        // `tok`, then refused on every later start as not a directory.
+        return Err(Error::invalid_argument(
+            path.display().to_string(),
+            "ends with /: name a file, not a directory",
+        ));
+    }
     if let Some(secret) = read_secret(path)? {
         return Ok((secret, false));
     }

@@ -24,6 +24,8 @@ fn every_request_needs_the_token() {
     );
     let css = server.get_anonymous("/static/dlq.css");
     assert_eq!(css.status, 200);
+    let head = request(&server.address, "HEAD", "/static/dlq.css", &[], b"");
+    assert_eq!(head.status, 200);
     assert!(css.body.contains('{'), "{}", css.body);
 }
 
@@ -1715,6 +1717,13 @@ fn a_token_file_keeps_the_token_across_restarts() {
     let link = dir.path().join("link");
     std::os::unix::fs::symlink(&file, &link).unwrap();
     refused(&link, "link");
+    // A trailing slash names a directory: refused, nothing created (a
+    // file `new` made now would be refused on every later start).
+    refused(
+        Path::new(&format!("{}/", dir.path().join("new").display())),
+        "ends with /",
+    );
+    assert!(!dir.path().join("new").exists());
     let bad = dir.path().join("bad");
     std::fs::write(&bad, "short\n").unwrap();
     std::fs::set_permissions(&bad, std::fs::Permissions::from_mode(0o600)).unwrap();

@@ -233,7 +233,7 @@ async fn check(app: &App, request: Request, next: Next) -> Response {
     let path = request.uri().path().to_string();
     // The stylesheet holds no data, and the refusal page below needs it
     // before any token is shown: a 401 page without it is unstyled.
-    if path == STYLESHEET && request.method() == Method::GET {
+    if path == STYLESHEET && (request.method() == Method::GET || request.method() == Method::HEAD) {
         return next.run(request).await;
     }
     let refuse = |status: StatusCode, message: &str| {

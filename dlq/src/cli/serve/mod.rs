@@ -158,9 +158,9 @@ pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
             );
         }
         eprintln!(
-            "dlq serve: access token {} {} (0600): the same on every start with --token-file",
+            "dlq serve: access token {} {}: the same on every start with --token-file",
             if created {
-                "made and kept in"
+                "made and kept (0600) in"
             } else {
                 "read from"
             },
