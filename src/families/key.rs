@@ -259,6 +259,18 @@ pub fn key_of(message: &str, stack_trace: Option<&str>) -> Key {
             site = top_frame(&frames);
         }
     }
+    if words.is_empty() {
+        // Nothing above took a word (a message that is only a log level,
+        // a trace header, times): its first line's words as written, so it
+        // is not one family with every other such message.
+        if let Some(first) = message.split('\n').map(trim).find(|l| !l.is_empty()) {
+            let mut previous = None;
+            for raw in split_words(first).take(MAX_WORDS) {
+                words.push(word(raw, previous));
+                previous = Some(raw);
+            }
+        }
+    }
     words.truncate(MAX_WORDS);
     // A site is a path and a function: a longer one (a pasted blob after
     // "panicked at") is cut, so a family's row stays small.
@@ -2004,6 +2016,27 @@ mod tests {
             keys("Failed to load 'alpha'"),
             keys("Failed to load 'beta'")
         );
+    }
+
+    #[test]
+    fn a_message_of_only_chatter_keeps_its_words() {
+        // Each is all a message says: none may key to nothing, which
+        // would make them one family.
+        let keys: Vec<Vec<Word>> = [
+            "level=error",
+            "production.ERROR:",
+            "Traceback (most recent call last):",
+            "$ make",
+        ]
+        .iter()
+        .map(|m| key_of(m, None).words)
+        .collect();
+        for (i, a) in keys.iter().enumerate() {
+            assert!(!a.is_empty(), "{i}");
+            for b in &keys[i + 1..] {
+                assert_ne!(a, b);
+            }
+        }
     }
 
     #[test]
