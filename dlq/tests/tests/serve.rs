@@ -1734,6 +1734,16 @@ fn a_token_file_keeps_the_token_across_restarts() {
         .args(["serve", "--token", "a-Good_token.0123~", "--token-file"])
         .arg(&file));
     assert_eq!(both.status.code(), Some(2));
+    let from_env = run(dlq(&db)
+        .args(["serve", "--token-file"])
+        .arg(&file)
+        .env("DLQ_TOKEN", "a-Good_token.0123~"));
+    assert_eq!(from_env.status.code(), Some(2));
+    let said = String::from_utf8_lossy(&from_env.stderr);
+    assert!(
+        said.contains("DLQ_TOKEN") && said.trim_end().lines().count() == 1,
+        "{said}"
+    );
 }
 
 #[test]

@@ -77,7 +77,7 @@ pub struct Args {
     token: Option<String>,
     /// Keep the access token in this file: read when it is there, else made
     /// and written (0600), so bookmarks survive a restart
-    #[arg(long, value_name = "PATH", conflicts_with = "token")]
+    #[arg(long, value_name = "PATH")]
     token_file: Option<std::path::PathBuf>,
     /// Open the dashboard in a browser (xdg-open)
     #[arg(long)]
@@ -148,6 +148,11 @@ fn csrf_of(token: &str) -> String {
 pub fn run(args: Args, ctx: &Context) -> Result<ExitCode> {
     let address = parse_bind(&args.bind)?;
     let mut token = args.token.clone();
+    if token.is_some() && args.token_file.is_some() {
+        // Checked here, not by clap: its refusal names --token even when
+        // the token came from DLQ_TOKEN.
+        super::usage!("--token-file cannot go with a token given by --token or DLQ_TOKEN: use one");
+    }
     if let (None, Some(path)) = (&token, &args.token_file) {
         let fresh = new_token()?;
         let (kept, created) = dlqlite::outfile::keep_secret(path, || Ok(fresh))?;
